@@ -1,0 +1,139 @@
+"""Overhead of fxinspect as ratios to the plain forward pass, beside peer tools.
+
+Run: ``python benchmarks/overhead.py [--repeats 7]``. Everything runs in one process,
+in eval mode under ``torch.no_grad()``, and the variants are interleaved within each
+repeat so that machine noise hits all of them alike; each figure is a median.
+
+Measured, for torchvision resnet50 and vit_b_16 at batch 1 (224x224), and for a
+chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
+
+* ``counting run``: building the probed program and running it once under the
+  counting dispatch mode, with value statistics (what ``analyze`` pays per count);
+* ``timing run``: one run of the clock-probed program;
+* ``analyze(timing=False)`` and ``analyze()``: the whole call;
+* ``FlopCounterMode``, ``torchinfo.summary`` and fvcore's ``FlopCountAnalysis`` on
+  the same model and input, where installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torchvision
+
+import fxinspect
+from fxinspect.capture import capture, normalize
+from fxinspect.instrument import CountingRun, TimingRun, insert_probes
+from fxinspect.values import ValueReader
+
+
+class TinyChain(torch.nn.Module):
+    """2,000 elementwise ops on a 16-element tensor: graph overhead, not arithmetic."""
+
+    def __init__(self, n: int = 2000):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        for i in range(self.n // 2):
+            x = x * 1.0001
+            x = x + 0.5
+        return x
+
+
+def _peers(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], object]]:
+    peers: dict[str, Callable[[], object]] = {}
+
+    def flop_counter():
+        with torch.utils.flop_counter.FlopCounterMode(display=False):
+            model(x)
+
+    peers["FlopCounterMode"] = flop_counter
+    try:
+        import torchinfo
+
+        peers["torchinfo.summary"] = lambda: torchinfo.summary(model, input_data=x, verbose=0)
+    except ImportError:
+        pass
+    try:
+        from fvcore.nn import FlopCountAnalysis
+
+        def fvcore_total():
+            a = FlopCountAnalysis(model, x)
+            a.unsupported_ops_warnings(False)
+            a.uncalled_modules_warnings(False)
+            return a.total()
+
+        peers["fvcore FlopCountAnalysis"] = fvcore_total
+    except ImportError:
+        pass
+    return peers
+
+
+def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) -> None:
+    model.eval()
+    args, kwargs = normalize(x, None)
+    cap = capture(model, args, kwargs)
+    tensors = cap.inputs.tensors
+    timing = TimingRun(x.device)
+    timed = insert_probes(cap.graph_module, after=timing.after, first=timing.stamp)
+
+    def counting_run():
+        CountingRun(ValueReader()).run(cap.graph_module, tensors)
+
+    def timing_run():
+        timing.stamps = []
+        timed(*tensors)
+
+    variants: dict[str, Callable[[], object]] = {
+        "plain forward": lambda: model(x),
+        "counting run": counting_run,
+        "timing run": timing_run,
+        "analyze(timing=False)": lambda: fxinspect.analyze(model, x, timing=False),
+        **_peers(model, x),
+    }
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    with torch.no_grad():
+        for fn in variants.values():  # warm-up, also of lazy imports and allocator
+            fn()
+        for _ in range(repeats):
+            for key, fn in variants.items():
+                t0 = time.perf_counter()
+                fn()
+                samples[key].append(time.perf_counter() - t0)
+        report = fxinspect.analyze(model, x, warmup=2, repeats=repeats)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    base = med["plain forward"]
+    ops = sum(1 for n in cap.graph_module.graph.nodes if n.op.startswith("call"))
+    print(f"\n{name}: {ops} op nodes, plain forward {base * 1e3:.2f} ms (median of {repeats})")
+    for key, value in med.items():
+        print(f"  {key:28s} {value * 1e3:9.2f} ms  {value / base:6.2f}x forward")
+    flop_counter = med["FlopCounterMode"]
+    print(f"  analyze(timing=False) / FlopCounterMode = {med['analyze(timing=False)'] / flop_counter:.2f}")
+    t = report.timing
+    print(
+        f"  per-node latency sum {t.node_sum * 1e3:.2f} ms vs plain forward {t.plain_forward * 1e3:.2f} ms "
+        f"(ratio {t.node_sum_ratio:.3f}); instrumented forward {t.forward * 1e3:.2f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--models", default="resnet50,vit_b_16,tiny2000")
+    opts = parser.parse_args()
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    for name in opts.models.split(","):
+        if name == "tiny2000":
+            measure("2,000 tiny ops", TinyChain(), torch.randn(16), opts.repeats)
+        else:
+            measure(name, torchvision.models.get_model(name, weights=None), torch.randn(1, 3, 224, 224), opts.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""fxinspect: one call for every op and module of a PyTorch model.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> report = fxinspect.analyze(torch.nn.Linear(8, 4), torch.randn(2, 8), timing=False)
+>>> report.totals.flops                                # 2 * (2*8*4)
+128
+"""
+
+from .analyze import analyze
+from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
+from .guard import ModelChangedError
+from .report import (
+    AtenCall,
+    CaptureInfo,
+    Environment,
+    ModuleRecord,
+    NodeRecord,
+    NonFinite,
+    Report,
+    SharedParameter,
+    TensorMeta,
+    TimingInfo,
+    Totals,
+    UncountedOp,
+    ValueStats,
+)
+from .rules.registry import Cost, register_free, register_rule
+
+__all__ = [
+    "AtenCall",
+    "CaptureError",
+    "CaptureInfo",
+    "Cost",
+    "Environment",
+    "FxInspectError",
+    "InputError",
+    "ModelChangedError",
+    "ModuleRecord",
+    "NodeExecutionError",
+    "NodeRecord",
+    "NonFinite",
+    "Report",
+    "SharedParameter",
+    "TensorMeta",
+    "TimingInfo",
+    "Totals",
+    "UncountedOp",
+    "ValueStats",
+    "analyze",
+    "register_free",
+    "register_rule",
+]
+
+__version__ = "0.1.0"

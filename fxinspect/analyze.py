@@ -1,0 +1,225 @@
+"""``analyze``: capture -> instrument -> run -> Report.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+>>> report = fxinspect.analyze(model, torch.randn(4, 16), timing=False)
+>>> report.totals.params, report.totals.macs      # 16*8+8 + 8*2+2 ; 4*16*8 + 4*8*2
+(154, 576)
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any, Iterable
+
+import torch
+
+from . import formatting
+from .assemble import RunRecords, find_nonfinite, node_records, uncounted_ops
+from .capture import Capture, capture, module_of, normalize, unwrap
+from .errors import InputError, NodeExecutionError
+from .guard import preserved
+from .instrument import CountingRun, TimingRun, op_nodes
+from .params import module_infos, tensor_bytes
+from .report import (
+    CaptureInfo,
+    Environment,
+    Report,
+    TensorMeta,
+    TimingInfo,
+    Totals,
+    aggregate_modules,
+    sum_nodes,
+)
+from .values import ValueReader, has_data, tensor_meta
+
+
+def analyze(
+    model: torch.nn.Module,
+    example_inputs: Any = None,
+    *,
+    kwargs: dict | None = None,
+    method: str = "auto",
+    leaf_modules: Iterable[Any] = (),
+    timing: bool = True,
+    warmup: int = 2,
+    repeats: int = 10,
+    check_finite: bool = True,
+) -> Report:
+    """Analyse ``model`` on ``example_inputs``: every op and module, one immutable Report.
+
+    Parameters
+    ----------
+    model : the ``torch.nn.Module`` (``DataParallel``/``torch.compile`` wrappers are
+        unwrapped). It is left exactly as it was, also when this raises.
+    example_inputs : a tensor, a tuple/list of positional arguments, or a dict of
+        keyword arguments; nested tuples/lists/dicts of tensors are fine.
+    kwargs : keyword arguments added to positional ``example_inputs``.
+    method : ``"auto"`` or a capture tier's name (see ``fxinspect.capture.TIERS``).
+    leaf_modules : module classes, instances or dotted paths captured as one node.
+    timing : run warm-up and timing passes for per-node latency (``False`` skips them).
+    warmup, repeats : timing passes; latencies are medians over ``repeats``.
+    check_finite : read output values for NaN/Inf and statistics.
+
+    The forward runs in the model's current mode (``train()``/``eval()``) and the
+    current grad mode (wrap the call in ``torch.no_grad()`` for inference).
+    """
+    if repeats < 1 or warmup < 0:
+        raise InputError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    model, unwrap_notes = unwrap(model)
+    args, kw = normalize(example_inputs, kwargs)
+    with preserved(model):
+        cap = capture(model, args, kw, method=method, leaf_modules=leaf_modules)
+        cap.notes[:0] = unwrap_notes
+        tensors = cap.inputs.tensors
+        reader = ValueReader() if check_finite else None
+        counting = CountingRun(reader)
+        try:
+            counting.run(cap.graph_module, tensors)
+        except Exception as exc:
+            raise _node_error(cap, counting, exc) from exc
+        placeholder_outputs, attr_outputs, sources = _static_values(cap, model, reader)
+        stats = reader.finish() if reader else []
+        latencies, timing_info = None, None
+        if timing and all(has_data(t) for t in tensors):
+            latencies, timing_info = _time(cap, tensors, warmup, repeats)
+    runs = RunRecords(
+        costs=counting.mode.costs,
+        outputs={i: [_with_stats(m, slot, stats) for m, slot in metas] for i, metas in counting.outputs.items()},
+        latencies=latencies,
+        placeholder_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in placeholder_outputs.items()},
+        attr_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in attr_outputs.items()},
+    )
+    return _report(model, cap, runs, timing_info, [name for name, slot in sources if stats and _bad(stats, slot)])
+
+
+def _with_stats(meta: TensorMeta, slot: int | None, stats: list) -> TensorMeta:
+    if slot is None:
+        return meta
+    return TensorMeta(meta.shape, meta.dtype, meta.device, meta.nbytes, stats[slot])
+
+
+def _bad(stats: list, slot: int | None) -> bool:
+    return slot is not None and not stats[slot].finite
+
+
+def _static_values(cap: Capture, model: torch.nn.Module, reader: ValueReader | None):
+    """Metadata (and queued statistics) of inputs, and of every parameter and buffer
+    once: a weight read at many places is checked a single time."""
+    read = reader.read if reader else (lambda t: None)
+    placeholders = {}
+    tensors = iter(cap.inputs.tensors)
+    sources: list[tuple[str, int | None]] = []
+    for node in cap.graph_module.graph.nodes:
+        if node.op == "placeholder":
+            t = next(tensors)
+            slot = read(t)
+            placeholders[node.name] = [(tensor_meta(t), slot)]
+            sources.append((f"input {node.name}", slot))
+    seen: dict[int, int | None] = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        seen[id(t)] = slot = read(t)
+        sources.append((name, slot))
+    attrs = {}
+    for node in cap.graph_module.graph.nodes:
+        if node.op == "get_attr":
+            value = _get_attr(cap.graph_module, str(node.target))
+            if isinstance(value, torch.Tensor):
+                slot = seen[id(value)] if id(value) in seen else read(value)
+                attrs[cap.user_path(str(node.target))] = [(tensor_meta(value), slot)]
+    return placeholders, attrs, sources
+
+
+def _get_attr(gm: torch.nn.Module, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _time(cap: Capture, tensors: list[torch.Tensor], warmup: int, repeats: int):
+    device = tensors[0].device if tensors else torch.device("cpu")
+    per_node, whole, plain = TimingRun(device).measure(cap.graph_module, tensors, warmup, repeats)
+    batch = int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else None
+    info = TimingInfo(
+        device=str(device),
+        warmup=warmup,
+        repeats=repeats,
+        forward=whole,
+        plain_forward=plain,
+        node_sum=sum(per_node),
+        batch_size=batch,
+        throughput=batch / whole if batch and whole > 0 else None,
+    )
+    return per_node, info
+
+
+def _node_error(cap: Capture, counting: CountingRun, exc: Exception) -> NodeExecutionError:
+    """Name the node that raised, its module, and the shapes it was given."""
+    index = counting.mode.node
+    ops = op_nodes(cap.graph_module.graph)
+    if not 0 <= index < len(ops):
+        index = len(counting.outputs)  # failed between probes: the next node to run
+    node = ops[min(index, len(ops) - 1)]
+    path, mtype = module_of(node)
+    order = {n: i for i, n in enumerate(ops)}
+    placeholders = {n.name: t for n, t in zip((n for n in cap.graph_module.graph.nodes if n.op == "placeholder"), cap.inputs.tensors)}
+    shapes = []
+    for arg in node.all_input_nodes:
+        if arg.name in placeholders:
+            metas = [tensor_meta(placeholders[arg.name])]
+        else:
+            metas = [m for m, _ in counting.outputs.get(order.get(arg, -1), ())]
+        shapes += [f"{arg.name}: {formatting.tensor(m.shape, m.dtype)}" for m in metas]
+    if node.op == "call_module":
+        sub = cap.graph_module.get_submodule(str(node.target))
+        shapes += [f"{path}.{n}: {formatting.shape(tuple(p.shape))}" for n, p in sub.named_parameters(recurse=False)]
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return NodeExecutionError(node.name, path, mtype, shapes, f"{type(exc).__name__}: {cause}")
+
+
+def _report(model: torch.nn.Module, cap: Capture, runs: RunRecords, timing: TimingInfo | None, sources: list[str]) -> Report:
+    nodes = node_records(cap, runs)
+    infos, shared = module_infos(model)
+    modules = aggregate_modules(nodes, infos, cap.calls, timed=runs.latencies is not None)
+    root = modules[""]
+    uncounted = uncounted_ops(nodes)
+    param_bytes, buffer_bytes = tensor_bytes(model)
+    totals = Totals(
+        params=root.params,
+        trainable_params=root.trainable_params,
+        buffers=root.buffers,
+        param_bytes=param_bytes,
+        buffer_bytes=buffer_bytes,
+        flops=sum_nodes(nodes, "flops"),
+        macs=sum_nodes(nodes, "macs"),
+        bytes_read=sum_nodes(nodes, "bytes_read"),
+        bytes_written=sum_nodes(nodes, "bytes_written"),
+        latency=sum(n.latency for n in nodes if n.is_op) if runs.latencies is not None else None,
+        partial=bool(uncounted),
+    )
+    inputs = tuple(m for n in nodes if n.op == "placeholder" for m in n.outputs)
+    output_node = next(n for n in nodes if n.op == "output")
+    device = inputs[0].device if inputs else str(next(model.parameters(), torch.empty(0)).device)
+    return Report(
+        nodes=tuple(nodes),
+        modules=modules,
+        totals=totals,
+        capture=CaptureInfo(cap.method, tuple(cap.notes), tuple(cap.failures)),
+        uncounted=tuple(uncounted),
+        nonfinite=find_nonfinite(nodes, sources),
+        shared=tuple(shared),
+        inputs=inputs,
+        outputs=output_node.inputs,
+        timing=timing,
+        environment=Environment(
+            torch_version=torch.__version__,
+            python_version=sys.version.split()[0],
+            platform=platform.platform(),
+            device=device,
+            num_threads=torch.get_num_threads(),
+        ),
+    )

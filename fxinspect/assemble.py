@@ -1,0 +1,172 @@
+"""Turn what the runs recorded into the report's records.
+
+Pure bookkeeping: per-node costs and output metadata become :class:`NodeRecord`\\ s in
+graph order, module figures are summed from them, and the non-finite root cause is
+found by walking the nodes in order.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> r = fxinspect.analyze(torch.nn.Linear(2, 2), torch.tensor([[1.0, float("nan")]]), timing=False)
+>>> r.nonfinite.root_cause, r.nonfinite.sources
+('linear', ('input x',))
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.fx as fx
+
+from .capture import Capture, module_of
+from .counting import OpCost
+from .instrument import OP_KINDS
+from .report import (
+    AtenCall,
+    NodeRecord,
+    NonFinite,
+    TensorMeta,
+    UncountedOp,
+)
+
+
+def node_label(node: fx.Node, module_type: str) -> str:
+    """The short op name a table groups by: ``Conv2d``, ``add``, ``view``, ``convolution``."""
+    if node.op == "call_module":
+        return module_type
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_function":
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            return target._opname
+        return getattr(target, "__name__", str(target))
+    return node.op
+
+
+def node_target(node: fx.Node, cap: Capture) -> str:
+    """A readable target: module path, attribute path, function or method name."""
+    if node.op in ("call_module", "get_attr"):
+        return cap.user_path(str(node.target))
+    if node.op == "call_function":
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            return str(target)
+        module = getattr(target, "__module__", None) or ""
+        name = getattr(target, "__qualname__", None) or getattr(target, "__name__", str(target))
+        if target.__class__.__name__ == "builtin_function_or_method" and module in ("", "builtins"):
+            return name
+        return f"{module}.{name}" if module and target not in (operator.getitem,) else name
+    return str(node.target)
+
+
+@dataclass
+class RunRecords:
+    """What the counting run recorded, keyed by op index (position among op nodes)."""
+
+    costs: Mapping[int, Mapping[str, OpCost]]
+    outputs: Mapping[int, Sequence[TensorMeta]]
+    latencies: Sequence[float] | None
+    placeholder_outputs: Mapping[str, Sequence[TensorMeta]]
+    attr_outputs: Mapping[str, Sequence[TensorMeta]]
+
+
+def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[AtenCall, ...]:
+    return tuple(
+        AtenCall(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()
+    )
+
+
+def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
+    """One record per graph node, in graph order."""
+    produced: dict[str, Sequence[TensorMeta]] = {}
+    records = []
+    op_index = 0
+    for node in cap.graph_module.graph.nodes:
+        path, mtype = module_of(node)
+        inputs = tuple(m for arg in node.all_input_nodes for m in produced.get(arg.name, ()))
+        aten: tuple[AtenCall, ...] = ()
+        latency = None
+        if node.op in OP_KINDS:
+            outputs = tuple(runs.outputs.get(op_index, ()))
+            aten = _aten_calls(runs.costs.get(op_index, {}))
+            if runs.latencies is not None:
+                latency = runs.latencies[op_index]
+            op_index += 1
+        elif node.op == "placeholder":
+            outputs = tuple(runs.placeholder_outputs.get(node.name, ()))
+        elif node.op == "get_attr":
+            outputs = tuple(runs.attr_outputs.get(str(node.target), ()))
+        else:  # output
+            outputs = ()
+        produced[node.name] = outputs
+        stats = [m.stats for m in outputs if m.stats is not None]
+        read = bool(stats) or (node.op in OP_KINDS and not any(m.dtype.startswith(("float", "bfloat", "complex")) for m in outputs))
+        records.append(
+            NodeRecord(
+                name=node.name,
+                op=node.op,
+                target=node_target(node, cap),
+                label=node_label(node, mtype),
+                module_path=path,
+                module_type=mtype,
+                args=tuple(a.name for a in node.all_input_nodes),
+                inputs=inputs,
+                outputs=outputs,
+                flops=sum(a.flops for a in aten),
+                macs=sum(a.macs for a in aten),
+                bytes_read=sum(a.bytes_read for a in aten),
+                bytes_written=sum(a.bytes_written for a in aten),
+                latency=latency,
+                nan_count=sum(s.nan_count for s in stats) if read else None,
+                inf_count=sum(s.inf_count for s in stats) if read else None,
+                aten=aten,
+            )
+        )
+    return records
+
+
+def uncounted_ops(nodes: Sequence[NodeRecord]) -> list[UncountedOp]:
+    """Aten ops without a rule: op, calls, and the nodes and modules that issued them."""
+    found: dict[str, tuple[int, dict[str, None], dict[str, None]]] = {}
+    for node in nodes:
+        for call in node.aten:
+            if call.status != "uncounted":
+                continue
+            calls, names, modules = found.get(call.op, (0, {}, {}))
+            names[node.name] = None
+            modules[node.module_path] = None
+            found[call.op] = (calls + call.calls, names, modules)
+    return [UncountedOp(op, calls, tuple(n), tuple(m)) for op, (calls, n, m) in found.items()]
+
+
+def _kind(nan: int, inf: int) -> str:
+    return "nan+inf" if nan and inf else "nan" if nan else "inf"
+
+
+def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFinite | None:
+    """The first op node that turned finite inputs into NaN/Inf, and all it reached.
+
+    When no node did (the NaN came in with an input, parameter or buffer), the first
+    non-finite op node is named, and ``sources`` says where the NaN came from.
+    """
+    bad = [n for n in nodes if n.is_op and n.nonfinite]
+    if not bad:
+        return None
+
+    def inputs_finite(n: NodeRecord) -> bool:
+        return all(m.stats is None or m.stats.finite for m in n.inputs)
+
+    root = next((n for n in bad if inputs_finite(n)), bad[0])
+    return NonFinite(
+        root_cause=root.name,
+        module_path=root.module_path,
+        module_type=root.module_type,
+        kind=_kind(root.nan_count or 0, root.inf_count or 0),
+        inputs=root.inputs,
+        downstream=tuple(n.name for n in bad if n is not root and nodes.index(n) > nodes.index(root)),
+        sources=tuple(sources),
+    )

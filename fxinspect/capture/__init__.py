@@ -1,0 +1,81 @@
+"""Capture a model as one ``torch.fx.GraphModule``, trying tiers in order.
+
+``method="auto"`` tries each tier of ``TIERS`` in order and keeps the first that
+works; every failure is kept as ``(tier, one-line reason)`` in ``Capture.failures``.
+
+Example
+-------
+>>> import torch
+>>> cap = capture(torch.nn.Linear(3, 1), (torch.randn(2, 3),), {})
+>>> cap.method, cap.failures
+('symbolic', [])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+
+from ..errors import CaptureError, InputError
+from .base import MODULE_KEY, Capture, module_of, one_line, type_name
+from .inputs import FlatInputs, normalize
+from .eager import trace_eager
+from .export import trace_export
+from .symbolic import trace_symbolic
+
+__all__ = ["Capture", "MODULE_KEY", "TIERS", "capture", "module_of", "normalize", "unwrap", "FlatInputs"]
+
+Tier = Callable[[torch.nn.Module, FlatInputs, Iterable[Any]], Capture]
+
+TIERS: dict[str, Tier] = {"symbolic": trace_symbolic, "export": trace_export, "eager": trace_eager}
+"""Capture tiers in the order ``method="auto"`` tries them."""
+
+
+def unwrap(model: Any) -> tuple[torch.nn.Module, list[str]]:
+    """Strip ``DataParallel``/``DistributedDataParallel``/``torch.compile`` wrappers."""
+    notes = []
+    while True:
+        if isinstance(model, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)):
+            notes.append(f"unwrapped {type(model).__name__}")
+            model = model.module
+        elif hasattr(model, "_orig_mod") and isinstance(model._orig_mod, torch.nn.Module):
+            notes.append(f"unwrapped {type(model).__name__} (torch.compile)")
+            model = model._orig_mod
+        else:
+            break
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"analyze expects a torch.nn.Module, got {type(model).__name__}")
+    return model, notes
+
+
+def capture(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    method: str = "auto",
+    leaf_modules: Iterable[Any] = (),
+) -> Capture:
+    """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
+    if method != "auto" and method not in TIERS:
+        raise InputError(f"method must be 'auto' or one of {sorted(TIERS)}, got {method!r}")
+    inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
+    tiers = list(TIERS) if method == "auto" else [method]
+    failures: list[tuple[str, str]] = []
+    leaf_modules = tuple(leaf_modules)
+    for name in tiers:
+        try:
+            cap = TIERS[name](model, inputs, leaf_modules)
+        except Exception as exc:  # each tier's failure is a finding, reported below
+            failures.append((name, one_line(exc)))
+            last = exc
+            continue
+        cap.failures = failures + cap.failures
+        return cap
+    reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
+    raise CaptureError(
+        f"could not capture {type_name(model)} with {'any tier' if method == 'auto' else method}:\n{reasons}\n"
+        "Try leaf_modules=[...] for an untraceable submodule, kwargs= for keyword inputs, "
+        "or method='eager' (always works, one executed path).",
+        failures,
+    ) from last

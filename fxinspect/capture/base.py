@@ -1,0 +1,68 @@
+"""What every capture tier produces: one GraphModule over flat tensor inputs.
+
+Example
+-------
+>>> import torch
+>>> from fxinspect.capture import capture
+>>> cap = capture(torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()), (torch.randn(1, 4),), {})
+>>> cap.method, [module_of(n) for n in cap.graph_module.graph.nodes if n.op == "call_module"]
+('symbolic', [('0', 'Linear'), ('1', 'ReLU')])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .inputs import FlatInputs
+
+MODULE_KEY = "fxinspect_module"
+"""``node.meta[MODULE_KEY] = (dotted module path, class name)`` on every op node."""
+
+
+@dataclass
+class Capture:
+    """A captured program and how it was obtained.
+
+    ``graph_module(*inputs.tensors)`` returns the model's output *leaves* as a tuple
+    (see ``out_spec``). ``calls`` counts how often each module path ran; ``leaves`` are
+    the module paths captured as one opaque node (their internals are attributed to that
+    node). Every op node carries ``node.meta[MODULE_KEY]``.
+    """
+
+    graph_module: fx.GraphModule
+    method: str
+    inputs: FlatInputs
+    calls: dict[str, int] = field(default_factory=dict)
+    leaves: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    out_spec: Any = None
+    attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
+
+    def user_path(self, target: str) -> str:
+        """A graph target as a path in the user's model (``"model.fc"`` -> ``"fc"``)."""
+        prefix = self.attr_prefix
+        if prefix and target == prefix.rstrip("."):
+            return ""
+        return target[len(prefix) :] if prefix and target.startswith(prefix) else target
+
+
+def module_of(node: fx.Node) -> tuple[str, str]:
+    """``(path, class name)`` of the module that ran ``node``."""
+    return node.meta.get(MODULE_KEY, ("", ""))
+
+
+def type_name(module: torch.nn.Module) -> str:
+    return type(module).__name__
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``"TypeError: first line of the message"``, cut to ``limit`` characters."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    line = f"{type(exc).__name__}: {first}"
+    return line if len(line) <= limit else line[: limit - 1] + "…"

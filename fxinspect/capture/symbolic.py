@@ -1,0 +1,159 @@
+"""Tier ``symbolic``: ``torch.fx`` symbolic tracing with module attribution.
+
+The model is traced through a thin root whose ``forward`` takes the flat tensor
+inputs, rebuilds the user's ``(args, kwargs)`` and returns the output's leaves, so
+every tier hands the instrumentation the same calling convention. The root holds the
+model as its child ``model``; that prefix is removed from every module path.
+
+Standard ``torch.nn`` layers (``m.__module__`` under ``torch.nn``, as torch.fx
+decides) and the user's ``leaf_modules`` stay leaves. When tracing fails inside a
+submodule, that submodule is made a leaf and tracing is tried again (a few times),
+and the capture notes say so.
+
+Example
+-------
+>>> import torch
+>>> from fxinspect.capture.inputs import FlatInputs
+>>> m = torch.nn.Sequential(torch.nn.Linear(4, 2))
+>>> cap = trace_symbolic(m, FlatInputs.build((torch.randn(1, 4),), {}), leaf_modules=())
+>>> [n.op for n in cap.graph_module.graph.nodes]
+['placeholder', 'call_module', 'output']
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from .base import MODULE_KEY, Capture, one_line, type_name
+from .inputs import FlatInputs
+
+ROOT_ATTR = "model"
+MAX_AUTO_LEAVES = 8
+
+
+def _strip(path: str) -> str:
+    """``"model.layer1.0"`` -> ``"layer1.0"``; ``"model"`` -> ``""``."""
+    if path == ROOT_ATTR:
+        return ""
+    prefix = ROOT_ATTR + "."
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+class _Root(torch.nn.Module):
+    """Calls the user's model on rebuilt inputs and returns the output's leaves."""
+
+    def __init__(self, model: torch.nn.Module, inputs: FlatInputs):
+        super().__init__()
+        self.model = model
+        self._inputs = inputs
+        self.out_spec = None
+
+    def run(self, tensors: list[Any]) -> tuple:
+        args, kwargs = self._inputs.rebuild(tensors)
+        leaves, self.out_spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        return tuple(leaves)
+
+
+def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
+    # fx reads the placeholder names from forward's code object, so the root's forward
+    # is generated with one named parameter per tensor leaf.
+    params = ", ".join(inputs.names)
+    source = f"def forward(self, {params}):\n    return self.run([{params}])\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<fxinspect root>", "exec"), namespace)
+    cls = type("FxInspectRoot", (_Root,), {"forward": namespace["forward"]})
+    return cls(model, inputs)
+
+
+class ModuleTracer(fx.Tracer):
+    """Keeps torch.nn layers and chosen modules as leaves; counts module calls."""
+
+    def __init__(self, leaf_types: tuple[type, ...], leaf_paths: set[str]):
+        super().__init__()
+        self.leaf_types = leaf_types
+        self.leaf_paths = leaf_paths
+        self.calls: dict[str, int] = {}
+        self.leaves_used: set[str] = set()
+        self.stack: list[str] = []
+        self.failed_in: str | None = None
+
+    def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
+        path = _strip(qualname)
+        if qualname == ROOT_ATTR and not isinstance(m, self.leaf_types) and path not in self.leaf_paths:
+            # the user's model itself is traced through unless it is a torch.nn layer
+            return super().is_leaf_module(m, qualname)
+        return isinstance(m, self.leaf_types) or path in self.leaf_paths or super().is_leaf_module(m, qualname)
+
+    def call_module(self, m, forward, args, kwargs):
+        path = _strip(self.path_of_module(m))
+        self.calls[path] = self.calls.get(path, 0) + 1
+        if self.is_leaf_module(m, self.path_of_module(m)):
+            self.leaves_used.add(path)
+        self.stack.append(path)
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except Exception:
+            if self.failed_in is None:
+                self.failed_in = path
+            raise
+        finally:
+            self.stack.pop()
+
+
+def _tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> None:
+    """Set ``node.meta[MODULE_KEY]`` from the call target or the tracer's module stack."""
+    root_type = type_name(model)
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            path = _strip(node.target)
+            node.meta[MODULE_KEY] = (path, type_name(gm.get_submodule(node.target)))
+        elif node.op in ("call_function", "call_method"):
+            stack = node.meta.get("nn_module_stack") or {}
+            if stack:
+                path, cls = list(stack.values())[-1]
+                path = _strip(path)
+                node.meta[MODULE_KEY] = (path, cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1])
+            else:
+                node.meta[MODULE_KEY] = ("", root_type)
+
+
+def trace_symbolic(
+    model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()
+) -> Capture:
+    """Trace ``model`` symbolically; raises the tracer's error when every retry fails."""
+    leaf_types = tuple(x for x in leaf_modules if isinstance(x, type))
+    leaf_paths = {x for x in leaf_modules if isinstance(x, str)}
+    named = {id(m): p for p, m in model.named_modules()}
+    leaf_paths |= {named[id(x)] for x in leaf_modules if isinstance(x, torch.nn.Module) and id(x) in named}
+    notes: list[str] = []
+    root = _make_root(model, inputs)
+    for attempt in range(MAX_AUTO_LEAVES + 1):
+        tracer = ModuleTracer(leaf_types, leaf_paths)
+        try:
+            graph = tracer.trace(root)
+            break
+        except Exception as exc:
+            where = tracer.failed_in
+            if not where or where in leaf_paths or attempt == MAX_AUTO_LEAVES:
+                raise
+            notes.append(f"symbolic: made {where!r} ({type_name(model.get_submodule(where))}) a leaf: {one_line(exc)}")
+            leaf_paths.add(where)
+    for node in graph.nodes:  # "model_layer1_0_conv1" -> "layer1_0_conv1"
+        if node.name.startswith(ROOT_ATTR + "_"):
+            node._rename(node.name[len(ROOT_ATTR) + 1 :])
+    gm = fx.GraphModule(root, graph, class_name=type_name(model))
+    _tag_modules(gm, model)
+    return Capture(
+        graph_module=gm,
+        method="symbolic",
+        inputs=inputs,
+        calls=tracer.calls,
+        leaves=tracer.leaves_used,
+        notes=notes,
+        out_spec=root.out_spec,
+        attr_prefix=ROOT_ATTR + ".",
+    )

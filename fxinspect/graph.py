@@ -1,0 +1,173 @@
+"""The dataflow of a report as a ``networkx.DiGraph``, per node or per module.
+
+Node level: one graph node per :class:`~fxinspect.report.NodeRecord`, keyed by its
+name, carrying the record's fields as plain attributes; an edge from each producer
+to each consumer carries the producer's output ``tensor`` (a ``TensorMeta``, or a
+tuple of them for a multi-output producer) and its ``bytes``.
+
+Module level: op nodes collapse into their module, cut to ``depth`` path components;
+model inputs and outputs become the graph nodes ``"input"`` and ``"output"``.
+
+Example
+-------
+>>> g = to_networkx(report)                                      # doctest: +SKIP
+>>> g.nodes["conv1"]["flops"], g.edges["x", "conv1"]["tensor"].shape  # doctest: +SKIP
+(236027904, (1, 3, 224, 224))
+>>> m = to_networkx(report, level="module", depth=1)              # doctest: +SKIP
+>>> list(m.successors("input"))                                   # doctest: +SKIP
+['conv1']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import Any
+
+import networkx as nx
+
+from .report import NodeRecord, Report, TensorMeta
+
+__all__ = ["Level", "to_networkx"]
+
+INPUT, OUTPUT = "input", "output"
+
+
+class Level(str, Enum):
+    """What one graph node stands for."""
+
+    NODE = "node"
+    MODULE = "module"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _attributes(record: Any) -> dict[str, Any]:
+    """A record's fields as plain Python values (nested records become dicts)."""
+    return dataclasses.asdict(record)
+
+
+def _tensor(producer: NodeRecord) -> TensorMeta | tuple[TensorMeta, ...] | None:
+    outs = producer.outputs
+    return outs[0] if len(outs) == 1 else (tuple(outs) or None)
+
+
+def _size(producer: NodeRecord) -> int:
+    return sum(t.nbytes for t in producer.outputs)
+
+
+def _node_graph(report: Report) -> nx.DiGraph:
+    g = nx.DiGraph(level=Level.NODE.value)
+    by_name = {n.name: n for n in report.nodes}
+    for n in report.nodes:
+        g.add_node(n.name, **_attributes(n))
+    for n in report.nodes:
+        for arg in n.args:
+            if arg not in by_name:
+                raise KeyError(f"node {n.name!r} reads {arg!r}, which is not a node of the report")
+            if g.has_edge(arg, n.name):  # x + x: one edge, read twice
+                g.edges[arg, n.name]["reads"] += 1
+                continue
+            producer = by_name[arg]
+            g.add_edge(arg, n.name, tensor=_tensor(producer), bytes=_size(producer), reads=1)
+    return g
+
+
+def _cut(path: str, depth: int | None) -> str:
+    """``"layer1.0.conv1"`` cut to ``depth`` components (``None``: unchanged)."""
+    if depth is None or not path:
+        return path
+    return ".".join(path.split(".")[:depth])
+
+
+def _owner(report: Report, path: str) -> str:
+    """``path`` if it is a module of the report, else its nearest known ancestor."""
+    while path and path not in report.modules:
+        path = path.rpartition(".")[0]
+    return path
+
+
+def _module_graph(report: Report, depth: int | None) -> nx.DiGraph:
+    g = nx.DiGraph(level=Level.MODULE.value, depth=depth)
+    # a module may itself be called "input"/"output": the endpoints then step aside
+    source = INPUT if INPUT not in report.modules else f"({INPUT})"
+    sink = OUTPUT if OUTPUT not in report.modules else f"({OUTPUT})"
+
+    def group(n: NodeRecord) -> str:
+        if n.op == "placeholder":
+            return source
+        if n.op == "output":
+            return sink
+        return _owner(report, _cut(n.module_path, depth))
+
+    groups = {n.name: group(n) for n in report.nodes}
+    g.add_node(source, kind="input", tensors=tuple(report.inputs), bytes=sum(t.nbytes for t in report.inputs))
+    for n in report.nodes:
+        key = groups[n.name]
+        if key in (source, sink) or key in g:
+            continue
+        record = report.modules.get(key)
+        attrs = _attributes(record) if record else {"path": key}
+        g.add_node(key, kind="module", **attrs, members=[], **{f"member_{k}": 0 for k in _MEMBER_SUMS},
+                   member_latency=0.0)
+    g.add_node(sink, kind="output", tensors=tuple(report.outputs), bytes=sum(t.nbytes for t in report.outputs))
+
+    for n in report.nodes:
+        attrs = g.nodes[groups[n.name]]
+        if n.is_op and attrs["kind"] == "module":
+            attrs["members"].append(n.name)
+            for k in _MEMBER_SUMS:
+                attrs[f"member_{k}"] += getattr(n, k)
+            latency = attrs["member_latency"]
+            attrs["member_latency"] = None if latency is None or n.latency is None else latency + n.latency
+    for attrs in g.nodes.values():
+        if "members" in attrs:
+            attrs["members"] = tuple(attrs["members"])
+
+    by_name = {n.name: n for n in report.nodes}
+    seen: set[tuple[str, str, str]] = set()  # (producer, source group, target group)
+    for n in report.nodes:
+        dst = groups[n.name]
+        for arg in n.args:
+            src = groups[arg]
+            if src == dst or (arg, src, dst) in seen:
+                continue  # a tensor crosses into a module once, however many ops read it
+            seen.add((arg, src, dst))
+            size = _size(by_name[arg])
+            if g.has_edge(src, dst):
+                g.edges[src, dst]["count"] += 1
+                g.edges[src, dst]["bytes"] += size
+            else:
+                g.add_edge(src, dst, count=1, bytes=size)
+    return g
+
+
+_MEMBER_SUMS = ("flops", "macs", "bytes_read", "bytes_written")
+
+
+def to_networkx(report: Report, level: Level | str = Level.NODE, depth: int | None = None) -> nx.DiGraph:
+    """The report's dataflow graph.
+
+    Parameters
+    ----------
+    level : ``"node"``: every ``NodeRecord`` (placeholders and output included) is a
+        graph node keyed by name with the record's fields as attributes; edges
+        ``producer -> consumer`` carry ``tensor`` (the producer's ``TensorMeta``, a tuple
+        for several outputs), ``bytes`` and ``reads`` (how many arguments use it).
+        ``"module"``: op nodes collapse to their module path cut to ``depth``
+        components; graph nodes carry the ``ModuleRecord`` fields (subtree figures),
+        ``members`` (the op nodes collapsed into it) and ``member_flops``,
+        ``member_macs``, ``member_bytes_read``, ``member_bytes_written``,
+        ``member_latency`` (their sums, which add up to the totals over all graph
+        nodes even where a module and its child are both graph nodes). An edge
+        ``A -> B`` has ``count`` (tensors flowing from A into B) and ``bytes`` (their size).
+    depth : module level only; ``None`` keeps full module paths.
+    """
+    try:
+        level = Level(level)
+    except ValueError:
+        raise ValueError(f"level must be 'node' or 'module', got {level!r}") from None
+    if depth is not None and (level is Level.NODE or depth < 0):
+        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth for level='module' only")
+    return _node_graph(report) if level is Level.NODE else _module_graph(report, depth)

@@ -1,0 +1,95 @@
+"""Leave the user's model exactly as it was, whatever the analysis does or raises.
+
+:func:`preserved` snapshots what a forward (or backward) pass can change and puts it
+back in ``finally``: buffer values (BatchNorm running statistics, counters), which
+tensor object every parameter and buffer attribute holds, ``requires_grad`` and
+``.grad`` of every parameter, every module's ``training`` flag and hook dictionaries,
+and the global RNG streams (dropout draws from them).
+
+Parameters are not copied (that would double the memory of a large model): a forward
+pass does not write them, and if one does (its version counter moved) the values
+cannot be restored, so :class:`ModelChangedError` says which.
+
+Example
+-------
+>>> import torch
+>>> bn = torch.nn.BatchNorm1d(3)
+>>> with preserved(bn):
+...     _ = bn(torch.randn(4, 3))          # training mode updates running stats
+>>> bn.running_mean.abs().sum().item(), bn.num_batches_tracked.item()
+(0.0, 0)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+from .errors import FxInspectError
+
+_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+
+
+class ModelChangedError(FxInspectError):
+    """The model wrote its own parameters during the analysed pass."""
+
+
+def _readable(t: torch.Tensor) -> bool:
+    return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
+
+
+@contextlib.contextmanager
+def preserved(model: torch.nn.Module) -> Iterator[None]:
+    """Restore ``model``'s state, flags, hooks and the RNG on exit."""
+    modules = list(model.modules())
+    training = [(m, m.training) for m in modules]
+    hooks = [(m, name, dict(getattr(m, name))) for m in modules for name in _HOOK_DICTS if hasattr(m, name)]
+    slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
+    slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
+    params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
+    param_state = [(p, p.requires_grad, p.grad, p._version) for p in params]
+    grads = [(g, g.clone()) for _, _, g, _ in param_state if g is not None and _readable(g)]
+    buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
+    buffer_values = [(b, b.detach().clone()) for b in buffers if _readable(b)]
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices, enabled=True):
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for m, name, saved in slots + hooks:
+                    current = getattr(m, name)
+                    current.clear()
+                    current.update(saved)
+                for m, flag in training:
+                    m.training = flag
+                for b, value in buffer_values:
+                    if not torch.equal(b, value) or b.dtype != value.dtype:
+                        b.copy_(value)
+                for g, value in grads:
+                    g.copy_(value)
+                changed = []
+                for p, requires_grad, grad, version in param_state:
+                    p.requires_grad_(requires_grad)
+                    p.grad = grad
+                    if p._version != version:
+                        changed.append(p)
+            if changed:
+                names = [n for n, p in model.named_parameters() if any(p is c for c in changed)]
+                raise ModelChangedError(
+                    f"the model wrote its own parameters {names} during the pass; fxinspect cannot restore them"
+                )

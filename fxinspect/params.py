@@ -1,0 +1,81 @@
+"""Parameters and buffers per module, each tensor counted once.
+
+A tied or shared tensor (one ``Parameter`` object reachable under several names, such
+as an embedding tied to an output projection) is counted once, under the first name
+``named_parameters`` gives it, and its other names are listed as aliases.
+
+Example
+-------
+>>> import torch
+>>> emb = torch.nn.Embedding(10, 4); head = torch.nn.Linear(4, 10, bias=False)
+>>> head.weight = emb.weight
+>>> infos, shared = module_infos(torch.nn.ModuleDict({"emb": emb, "head": head}))
+>>> infos[0].params, [(s.name, s.aliases) for s in shared]     # 10*4, once
+(40, [('emb.weight', ('head.weight',))])
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .report import ModuleInfo, SharedParameter
+
+
+def _names_by_tensor(model: torch.nn.Module, kind: str) -> dict[int, list[str]]:
+    """``id(tensor) -> every dotted name`` it is registered under, first name first."""
+    named = model.named_parameters if kind == "params" else model.named_buffers
+    out: dict[int, list[str]] = {}
+    for name, t in named(remove_duplicate=False):
+        out.setdefault(id(t), []).append(name)
+    return out
+
+
+def module_infos(model: torch.nn.Module) -> tuple[list[ModuleInfo], list[SharedParameter]]:
+    """One :class:`ModuleInfo` per module (``named_modules`` order) and the shared tensors."""
+    param_names = _names_by_tensor(model, "params")
+    buffer_names = _names_by_tensor(model, "buffers")
+    modules = list(model.named_modules())
+    paths = {id(m): p for p, m in modules}
+    infos = []
+    for path, module in modules:
+        prefix = f"{path}." if path else ""
+        params = {id(p): p for p in module.parameters()}
+        buffers = {id(b): b for b in module.buffers()}
+        own_params = [
+            p for n, p in module._parameters.items() if p is not None and param_names[id(p)][0] == prefix + n
+        ]
+        own_buffers = [
+            b for n, b in module._buffers.items() if b is not None and buffer_names[id(b)][0] == prefix + n
+        ]
+        children = tuple(paths[id(c)] for c in module.children() if paths.get(id(c), None) is not None)
+        infos.append(
+            ModuleInfo(
+                path=path,
+                type=type(module).__name__,
+                params=sum(p.numel() for p in params.values()),
+                trainable_params=sum(p.numel() for p in params.values() if p.requires_grad),
+                buffers=sum(b.numel() for b in buffers.values()),
+                own_params=sum(p.numel() for p in own_params),
+                own_buffers=sum(b.numel() for b in own_buffers),
+                children=tuple(dict.fromkeys(c for c in children if c.startswith(prefix) or not path)),
+            )
+        )
+    shared = [
+        SharedParameter(name=names[0], aliases=tuple(names[1:]), numel=_numel(model, names[0]))
+        for names in list(param_names.values()) + list(buffer_names.values())
+        if len(names) > 1
+    ]
+    return infos, shared
+
+
+def _numel(model: torch.nn.Module, name: str) -> int:
+    module_path, _, attr = name.rpartition(".")
+    return getattr(model.get_submodule(module_path), attr).numel()
+
+
+def tensor_bytes(model: torch.nn.Module) -> tuple[int, int]:
+    """``(parameter bytes, buffer bytes)``, each tensor once."""
+    params = {id(p): p for p in model.parameters()}.values()
+    buffers = {id(b): b for b in model.buffers()}.values()
+    size = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+    return size(params), size(buffers)

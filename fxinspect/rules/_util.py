@@ -1,0 +1,98 @@
+"""Small helpers shared by the rule families: argument access, shapes, dtypes, bytes.
+
+Rules run once per aten call of a model, so everything here is plain Python on
+``.shape``/``.dtype``/``.numel()``: no torch op is ever called (the tensors may be meta
+or fake).
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from .registry import Cost, Rule
+
+aten = torch.ops.aten
+
+
+def arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
+    """Argument ``name`` of an aten call, given positionally (at ``index``) or by keyword."""
+    if index < len(args):
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in an argument or result: a tensor, or a (nested) tuple/list of them."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from tensors(item)
+
+
+def first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor of ``value`` (an op's primary result), or ``None``."""
+    return next(tensors(value), None)
+
+
+def is_float(t: torch.Tensor | None) -> bool:
+    """Whether arithmetic on ``t``'s elements is floating point (real or complex)."""
+    return t is not None and (t.dtype.is_floating_point or t.dtype.is_complex)
+
+
+def float_numel(t: torch.Tensor | None) -> int:
+    """``t.numel()`` if ``t`` is floating point, else 0: integer/bool work is not a flop."""
+    return t.numel() if is_float(t) else 0
+
+
+def nbytes(value: Any) -> int:
+    """Bytes of all tensors in ``value``."""
+    return sum(t.numel() * t.element_size() for t in tensors(value))
+
+
+def aten_packets(names: Iterable[str], inplace: bool = False) -> list[torch._ops.OpOverloadPacket]:
+    """``torch.ops.aten.<name>`` for each name this torch build has (and ``<name>_`` too
+    when ``inplace``). Names missing from older builds are skipped; the tests check
+    that every name exists in the installed torch, so a typo cannot hide here."""
+    found = []
+    for name in names:
+        for candidate in (name, name + "_") if inplace else (name,):
+            if hasattr(aten, candidate):
+                found.append(getattr(aten, candidate))
+    return found
+
+
+def missing_names(names: Iterable[str]) -> list[str]:
+    """The names of ``names`` that are not aten ops of the installed torch (for tests)."""
+    return [name for name in names if not hasattr(aten, name)]
+
+
+def per_output_element(cost: int) -> Rule:
+    """A rule: ``cost`` flops per element of the (first) result, 0 if it is not float."""
+
+    def rule(args: tuple, kwargs: dict, out: Any) -> Cost:
+        return Cost(flops=cost * float_numel(first_tensor(out)))
+
+    rule.__name__ = rule.__qualname__ = f"per_output_element_{cost}"
+    return rule
+
+
+def per_input_element(cost: int) -> Rule:
+    """A rule: ``cost`` flops per element of the first tensor argument, 0 if the result
+    is not float (reductions: the work grows with what is read, not with what is written)."""
+
+    def rule(args: tuple, kwargs: dict, out: Any) -> Cost:
+        if not is_float(first_tensor(out)):
+            return Cost()
+        return Cost(flops=cost * first_tensor(args).numel())
+
+    rule.__name__ = rule.__qualname__ = f"per_input_element_{cost}"
+    return rule
+
+
+def numel(shape: Iterable[int]) -> int:
+    """Number of elements of a shape."""
+    return prod(shape)

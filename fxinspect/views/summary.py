@@ -1,0 +1,131 @@
+"""The few lines ``print(report)`` shows: totals, timing, capture and findings.
+
+Example
+-------
+>>> print(report)                                                # doctest: +SKIP
+ResNet · captured by symbolic · torch 2.14.1 on cpu
+inputs       1×3×224×224 f32 -> 1×1000 f32
+params       11.69 M (11.69 M trainable, 0 frozen), 9.60 K buffers; 44.59 MiB + 37.63 KiB
+FLOPs        3.64 G (MACs 1.82 G)
+bytes        120.85 MiB read, 79.74 MiB written; 18.07 FLOP/B
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .. import formatting as fmt
+from ..report import NonFinite, Report, TensorMeta, TimingInfo
+
+__all__ = ["summary"]
+
+_WIDTH = 12  # width of the label column
+_LIST = 3  # names listed before "… (+n)"
+_RATIO_TOLERANCE = 0.1  # node-sum vs plain forward: beyond 10 % the parts do not add up
+_KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
+
+
+def _line(label: str, text: str) -> str:
+    return f"{label:<{_WIDTH}} {text}".rstrip()
+
+
+def _names(names: Iterable[str]) -> str:
+    names = [n or "(root)" for n in names]
+    text = ", ".join(names[:_LIST])
+    return text + (f", … (+{fmt.count(len(names) - _LIST)})" if len(names) > _LIST else "")
+
+
+def _tensors(metas: Iterable[TensorMeta]) -> str:
+    return ", ".join(fmt.tensor(m.shape, m.dtype) for m in metas) or fmt.MISSING
+
+
+def _params(report: Report) -> list[str]:
+    t = report.totals
+    lines = [_line(
+        "params",
+        f"{fmt.count(t.params)} ({fmt.count(t.trainable_params)} trainable, {fmt.count(t.frozen_params)} frozen),"
+        f" {fmt.count(t.buffers)} buffers; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
+    )]
+    for s in report.shared:
+        lines.append(_line("shared", f"{s.name} also as {_names(s.aliases)} ({fmt.count(s.numel)}, counted once)"))
+    return lines
+
+
+def _costs(report: Report) -> list[str]:
+    t = report.totals
+    lines = [
+        _line("FLOPs", f"{fmt.count(t.flops, t.partial)} (MACs {fmt.count(t.macs, t.partial)})"),
+        _line(
+            "bytes",
+            f"{fmt.nbytes(t.bytes_read, t.partial)} read, {fmt.nbytes(t.bytes_written, t.partial)} written;"
+            f" {fmt.number(t.intensity)} FLOP/B",
+        ),
+    ]
+    for u in report.uncounted:
+        lines.append(_line("uncounted", f"{u.op}: {fmt.plural(u.calls, 'call')} in {_names(u.modules)}"))
+    if t.partial:
+        lines.append(_line("", f"{fmt.PARTIAL} totals are lower bounds: the ops above have no FLOP rule"))
+    return lines
+
+
+def _timing(timing: TimingInfo) -> list[str]:
+    lines = [
+        _line(
+            "latency",
+            f"{fmt.seconds(timing.plain_forward)} per forward, {fmt.seconds(timing.forward)} instrumented"
+            f" ({timing.device}, median of {fmt.count(timing.repeats)} after {fmt.count(timing.warmup)} warm-up)",
+        )
+    ]
+    if timing.throughput is not None:
+        batch = "" if timing.batch_size is None else f" (batch {fmt.count(timing.batch_size)})"
+        lines.append(_line("throughput", f"{fmt.count(timing.throughput)} samples/s{batch}"))
+    ratio = timing.node_sum_ratio
+    verdict = "" if abs(ratio - 1) <= _RATIO_TOLERANCE else "; per-node times do not add up to the forward"
+    lines.append(_line(
+        "node sum",
+        f"{fmt.seconds(timing.node_sum)} = {fmt.ratio(ratio)} the plain forward{verdict}",
+    ))
+    return lines
+
+
+def _capture(report: Report) -> list[str]:
+    lines = [_line(f"{tier} failed", reason) for tier, reason in report.capture.failures]
+    lines += [_line("note", note) for note in report.capture.notes]
+    return lines
+
+
+def _nonfinite(nf: NonFinite) -> list[str]:
+    where = f"module {nf.module_path!r}" if nf.module_path else "the root module"
+    lines = [_line(
+        "non-finite",
+        f"{_KINDS.get(nf.kind, nf.kind)} first at node {nf.root_cause!r} ({where}, {nf.module_type});"
+        f" {fmt.plural(len(nf.downstream), 'node')} downstream",
+    )]
+    if nf.sources:
+        lines.append(_line("", f"already non-finite: {_names(nf.sources)}"))
+    for i, m in enumerate(nf.inputs):
+        values = fmt.stats(m.stats) if m.stats else "values not read"
+        lines.append(_line("", f"input {i}: {fmt.tensor(m.shape, m.dtype)}  {values}"))
+    return lines
+
+
+def summary(report: Report) -> str:
+    """A short text summary of ``report``: what ``print(report)`` shows.
+
+    Totals (parameters, FLOPs, MACs, bytes, intensity), latency and throughput when
+    timing ran, how the graph was captured, uncounted ops and where NaN/Inf started.
+    The per-module and per-op detail is in :func:`fxinspect.views.table.table`.
+    """
+    root = report.modules.get("")
+    env = report.environment
+    head = " · ".join(
+        [root.type if root else "model", f"captured by {report.capture.method}",
+         f"torch {env.torch_version} on {env.device}"]
+    )
+    lines = [head, _line("inputs", f"{_tensors(report.inputs)} -> {_tensors(report.outputs)}")]
+    lines += _params(report)
+    lines += _costs(report)
+    lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
+    lines += _capture(report)
+    lines += _nonfinite(report.nonfinite) if report.nonfinite else []
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""Independent reference figures for the tests: FlopCounterMode, corrected.
+
+On CPU, FlopCounterMode counts ``aten._scaled_dot_product_flash_attention_for_cpu``
+and the fused ``aten._native_multi_head_attention`` (nn.MultiheadAttention's eval
+fast path) as zero. The formulas below are given to it through ``custom_mapping``;
+they are written here from the definitions, not imported from fxinspect.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+aten = torch.ops.aten
+
+
+def _sdpa_cpu(query, key, value, *args, out_val=None, **kwargs):
+    # q (b, h, s_q, d), k (b, h_k, s_k, d), v (b, h_k, s_k, d_v): QK^T then AV, per q head
+    b, h, s_q, d = query
+    s_k, d_v = key[-2], value[-1]
+    return 2 * b * h * s_q * s_k * d + 2 * b * h * s_q * s_k * d_v
+
+
+def _native_mha(query, key, value, embed_dim, num_head, *args, out_val=None, **kwargs):
+    # batch-first (b, s, E): q/k/v projections E->E, QK^T and AV over all heads, out projection
+    b, s_q, e = query
+    s_k = key[1]
+    projections = b * s_q * e * e + 2 * b * s_k * e * e + b * s_q * e * e
+    attention = 2 * b * s_q * s_k * e
+    return 2 * (projections + attention)
+
+
+CUSTOM = {
+    aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
+    aten._native_multi_head_attention: _native_mha,
+}
+
+
+def reference_flops(model, args=(), kwargs=None) -> int:
+    """FlopCounterMode's total over one forward, with the CPU attention ops counted."""
+    with FlopCounterMode(display=False, custom_mapping=CUSTOM) as counter:
+        model(*args, **(kwargs or {}))
+    return counter.get_total_flops()
+
+
+def unique_param_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def state_fingerprint(model: torch.nn.Module) -> dict:
+    """Everything ``analyze`` must leave untouched, bit for bit."""
+    return {
+        "state": {k: (v.dtype, v.shape, v.detach().clone()) for k, v in model.state_dict(keep_vars=True).items()},
+        "ids": {k: id(v) for k, v in model.state_dict(keep_vars=True).items()},
+        "requires_grad": {k: p.requires_grad for k, p in model.named_parameters()},
+        "grad": {k: None if p.grad is None else p.grad.clone() for k, p in model.named_parameters()},
+        "training": {k: m.training for k, m in model.named_modules()},
+        "hooks": {
+            k: (dict(m._forward_hooks), dict(m._forward_pre_hooks), dict(m._backward_hooks))
+            for k, m in model.named_modules()
+        },
+    }
+
+
+def assert_same_state(before: dict, after: dict) -> None:
+    assert before["ids"] == after["ids"]
+    for k, (dtype, shape, value) in before["state"].items():
+        d2, s2, v2 = after["state"][k]
+        assert (dtype, shape) == (d2, s2), k
+        assert torch.equal(value.view(-1).view(torch.uint8) if value.is_floating_point() else value,
+                           v2.view(-1).view(torch.uint8) if v2.is_floating_point() else v2), f"{k} changed"
+    assert before["requires_grad"] == after["requires_grad"]
+    for k, g in before["grad"].items():
+        g2 = after["grad"][k]
+        assert (g is None) == (g2 is None), k
+        if g is not None:
+            assert torch.equal(g, g2), k
+    assert before["training"] == after["training"]
+    assert before["hooks"] == after["hooks"]
+
+
+def documented_size(name: str) -> int:
+    """The crop size torchvision documents for a classification model's weights."""
+    from torchvision.models import get_model_weights
+
+    weights = next(iter(get_model_weights(name)))
+    size = getattr(weights.transforms(), "crop_size", [224])
+    return size[0] if isinstance(size, (list, tuple)) else int(size)
+
+
+def published_gmacs(name: str) -> float:
+    from torchvision.models import get_model_weights
+
+    return next(iter(get_model_weights(name))).meta["_ops"]
+
+
+def prod(xs) -> int:
+    return math.prod(xs)

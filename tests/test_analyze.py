@@ -1,0 +1,337 @@
+"""The core analyzer end to end: exact counts, invariants, the model left untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torchvision
+
+import fxinspect
+from fxinspect.report import ModuleRecord, Report
+
+from reference import (
+    assert_same_state,
+    documented_size,
+    published_gmacs,
+    reference_flops,
+    state_fingerprint,
+    unique_param_count,
+)
+
+# Small enough for every CI run; the full torchvision sweep is benchmarks/sweep_torchvision.py
+# and the slow-marked test in test_sweeps.py.
+FAST_MODELS = ["resnet18", "mobilenet_v3_small", "vit_b_16", "efficientnet_b0", "squeezenet1_0"]
+
+
+def _model(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, weights=None)
+    size = documented_size(name)
+    return model, torch.randn(1, 3, size, size)
+
+
+def _subtree_sum(report: Report, module: ModuleRecord, field: str) -> int:
+    own = sum(getattr(report.node(n), field) for n in module.nodes if report.node(n).module_path == module.path)
+    return own + sum(getattr(report.modules[c], field) for c in module.children)
+
+
+# ------------------------------------------------------------------ exact counts on real models
+
+
+@pytest.mark.parametrize("name", FAST_MODELS)
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_torchvision_params_and_macs_match_references(name, grad):
+    model, x = _model(name)
+    model.eval()
+    with torch.set_grad_enabled(grad):
+        report = fxinspect.analyze(model, x, timing=False)
+        expected = reference_flops(model, (x,))
+    assert report.totals.params == unique_param_count(model)
+    assert 2 * report.totals.macs == expected
+    # our matmul-like FLOPs are exactly 2 * MACs, so the rest of `flops` is elementwise work
+    assert report.totals.flops > 2 * report.totals.macs
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vit_b_16", "mobilenet_v3_small", "squeezenet1_0"])
+def test_torchvision_macs_match_published_gmacs(name):
+    model, x = _model(name)
+    with torch.no_grad():
+        report = fxinspect.analyze(model.eval(), x, timing=False)
+    # torchvision publishes GMACs rounded to 3 decimals in weights.meta["_ops"]
+    assert round(report.totals.macs / 1e9, 3) == pytest.approx(published_gmacs(name), abs=1e-3)
+
+
+def test_vit_counts_cpu_attention_that_flopcountermode_misses():
+    model, x = _model("vit_b_16")
+    with torch.no_grad():
+        report = fxinspect.analyze(model.eval(), x, timing=False)
+    plain = torch.utils.flop_counter.FlopCounterMode(display=False)
+    with torch.no_grad(), plain:
+        model(x)
+    # 22.5 GFLOPs uncorrected vs 35.1 GFLOPs: 12 fused attention calls counted as zero there
+    assert plain.get_total_flops() < 23e9 < 35e9 < 2 * report.totals.macs < 35.2e9
+
+
+# ------------------------------------------------------------------ invariants
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vit_b_16"])
+@pytest.mark.parametrize("field", ["flops", "macs", "bytes_read", "bytes_written"])
+def test_node_figures_sum_to_modules_at_every_depth(name, field):
+    model, x = _model(name)
+    with torch.no_grad():
+        report = fxinspect.analyze(model.eval(), x, timing=False)
+    assert getattr(report.modules[""], field) == getattr(report.totals, field)
+    assert getattr(report.totals, field) == sum(getattr(n, field) for n in report.nodes if n.is_op)
+    for module in report.modules.values():
+        assert getattr(module, field) == _subtree_sum(report, module, field), module.path
+    # every level of the tree partitions the total
+    depth = max(m.depth for m in report.modules.values())
+    for d in range(depth + 1):
+        level = sum(getattr(m, field) for m in report.modules.values() if m.depth == d)
+        above = sum(
+            getattr(n, field) for n in report.nodes if n.is_op and _depth(n.module_path) < d
+        )
+        assert level + above == getattr(report.totals, field), d
+
+
+def _depth(path: str) -> int:
+    return 0 if not path else path.count(".") + 1
+
+
+def test_latency_sums_to_modules_and_totals():
+    model, x = _model("resnet18")
+    with torch.no_grad():
+        report = fxinspect.analyze(model.eval(), x, warmup=1, repeats=3)
+    ops = [n for n in report.nodes if n.is_op]
+    assert all(n.latency is not None and n.latency >= 0 for n in ops)
+    assert report.totals.latency == pytest.approx(sum(n.latency for n in ops))
+    assert report.modules[""].latency == pytest.approx(report.totals.latency)
+    assert report.modules["layer1"].latency == pytest.approx(
+        sum(n.latency for n in ops if n.module_path.startswith("layer1."))
+    )
+    assert report.timing.repeats == 3 and report.timing.node_sum == pytest.approx(report.totals.latency)
+
+
+def test_timing_false_reports_no_latency_never_zero():
+    report = fxinspect.analyze(torch.nn.Linear(4, 4), torch.randn(2, 4), timing=False)
+    assert report.timing is None and report.totals.latency is None
+    assert all(n.latency is None for n in report.nodes)
+    assert report.modules[""].latency is None
+
+
+# ------------------------------------------------------------------ functional ops and sharing
+
+
+class Functional(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 32))
+
+    def forward(self, x):  # x: (2, 8, 16)
+        a = x @ self.w  # (2,8,16)@(16,32): 2*8*16*32 = 8192 MACs
+        b = torch.matmul(a, a.transpose(1, 2))  # (2,8,32)@(2,32,8): 2*8*32*8 = 4096 MACs
+        c = torch.einsum("bij,bjk->bik", b, a)  # (2,8,8)@(2,8,32): 2*8*8*32 = 4096 MACs
+        q = c.view(2, 8, 4, 8).transpose(1, 2)  # (b=2, h=4, s=8, d=8)
+        d = F.scaled_dot_product_attention(q, q, q)  # QK^T + AV: 2 * (2*4*8*8*8) = 8192 MACs
+        return F.linear(d.transpose(1, 2).reshape(2, 8, 32), self.w)  # 2*8*32*16 = 8192 MACs
+
+
+def test_functional_matmul_at_sdpa_einsum_are_counted():
+    model = Functional()
+    x = torch.randn(2, 8, 16)
+    with torch.no_grad():
+        report = fxinspect.analyze(model, x, timing=False)
+        expected = reference_flops(model, (x,))
+    assert report.totals.macs == 8192 + 4096 + 4096 + 8192 + 8192  # = 32768
+    assert 2 * report.totals.macs == expected
+    by_label = {n.label: n.macs for n in report.nodes if n.is_op and n.macs}
+    assert by_label == {"matmul": 8192 + 4096, "einsum": 4096, "scaled_dot_product_attention": 8192, "linear": 8192}
+    assert report.totals.params == 16 * 32
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 16)
+        self.body = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 100, bias=False)
+        self.head.weight = self.embed.weight  # tied: one tensor, two names
+
+    def forward(self, ids):
+        return self.head(torch.relu(self.body(self.embed(ids))))
+
+
+def test_tied_weight_counted_once_with_alias():
+    model = Tied()
+    report = fxinspect.analyze(model, torch.randint(0, 100, (2, 5)), timing=False)
+    assert report.totals.params == 100 * 16 + 16 * 16 + 16  # embedding once + body = 1872
+    assert unique_param_count(model) == report.totals.params
+    assert [(s.name, s.aliases, s.numel) for s in report.shared] == [("embed.weight", ("head.weight",), 1600)]
+    assert report.modules["head"].params == 1600 and report.modules["head"].own_params == 0
+    assert report.modules["embed"].own_params == 1600
+    assert report.modules["head"].macs == 2 * 5 * 16 * 100  # = 16000
+
+
+def test_frozen_and_buffers_are_separate():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))
+    model[0].weight.requires_grad_(False)
+    report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+    assert report.totals.params == 8 * 3 * 3 * 3 + 8 + 8 + 8  # conv w+b, bn w+b = 240
+    assert report.totals.trainable_params == 240 - 216
+    assert report.totals.frozen_params == 216
+    assert report.totals.buffers == 8 + 8 + 1  # running mean, var, num_batches_tracked
+
+
+# ------------------------------------------------------------------ inputs and outputs
+
+
+class KeywordModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x, pair, mask=None, scale: float = 1.0, flag=False):
+        y = self.proj(x) * scale + pair[0] - pair[1]
+        if mask is not None:
+            y = y * mask
+        return {"y": y, "parts": (y.sum(), [y.mean()])}
+
+
+@pytest.mark.parametrize(
+    "inputs, kwargs",
+    [
+        ((torch.randn(2, 4), (torch.randn(2, 4), torch.randn(2, 4))), None),
+        ({"x": torch.randn(2, 4), "pair": [torch.randn(2, 4), torch.randn(2, 4)], "mask": torch.ones(2, 4)}, None),
+        ((torch.randn(2, 4),), {"pair": (torch.randn(2, 4), torch.randn(2, 4)), "scale": 2.0, "flag": True}),
+    ],
+    ids=["positional-nested", "dict", "kwargs"],
+)
+def test_positional_keyword_and_nested_inputs_and_outputs(inputs, kwargs):
+    report = fxinspect.analyze(KeywordModel(), inputs, kwargs=kwargs, timing=False)
+    assert report.modules["proj"].macs == 2 * 4 * 4  # = 32
+    assert [m.shape for m in report.inputs][:1] == [(2, 4)]
+    assert len(report.inputs) == sum(isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves((inputs, kwargs)))
+    assert [m.shape for m in report.outputs] == [(2, 4), (), ()]  # y, sum, mean: every nested leaf
+
+
+def test_tensor_input_names_follow_the_signature():
+    report = fxinspect.analyze(KeywordModel(), {"x": torch.randn(2, 4), "pair": (torch.randn(2, 4), torch.randn(2, 4))}, timing=False)
+    assert [n.name for n in report.nodes if n.op == "placeholder"] == ["x", "pair_0", "pair_1"]
+
+
+# ------------------------------------------------------------------ NaN / Inf
+
+
+class NaNMaker(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 4)
+        self.fc2 = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = torch.sqrt(h - 100.0)  # every element negative: NaN appears here
+        h = torch.relu(h)
+        return self.fc2(h)
+
+
+def test_nan_root_cause_is_the_first_op_that_made_it():
+    report = fxinspect.analyze(NaNMaker(), torch.randn(3, 4), timing=False)
+    found = report.nonfinite
+    assert found is not None
+    assert found.root_cause == "sqrt" and found.kind == "nan" and found.module_path == ""
+    assert [m.shape for m in found.inputs] == [(3, 4)]
+    assert all(m.stats.finite for m in found.inputs) and found.inputs[0].stats.max < 0
+    assert found.downstream == ("relu", "fc2")
+    assert found.sources == ()
+    assert report.node("sqrt").nan_count == 12  # 3*4 elements
+    assert report.node("fc1").nan_count == 0
+
+
+def test_nan_in_a_parameter_is_named_as_source():
+    model = NaNMaker()
+    with torch.no_grad():
+        model.fc2.weight[0, 0] = float("inf")
+        model.fc1.bias.fill_(200.0)  # sqrt stays finite now
+    report = fxinspect.analyze(model, torch.randn(3, 4), timing=False)
+    assert report.nonfinite.sources == ("fc2.weight",)
+    assert report.nonfinite.root_cause == "fc2"
+
+
+def test_check_finite_false_reads_no_values():
+    report = fxinspect.analyze(NaNMaker(), torch.randn(3, 4), timing=False, check_finite=False)
+    assert report.nonfinite is None
+    assert all(n.nan_count is None for n in report.nodes if n.is_op)
+    assert all(m.stats is None for n in report.nodes for m in n.outputs)
+
+
+def test_value_stats_of_outputs():
+    x = torch.tensor([[1.0, -2.0, 3.0, 6.0]])
+    report = fxinspect.analyze(torch.nn.ReLU(), x, timing=False)
+    stats = report.node("relu").outputs[0].stats if any(n.name == "relu" for n in report.nodes) else None
+    relu = next(n for n in report.nodes if n.is_op)
+    stats = relu.outputs[0].stats
+    assert (stats.min, stats.max, stats.mean) == (0.0, 6.0, 2.5)  # relu -> [1, 0, 3, 6]
+    assert stats.std == pytest.approx((((1 - 2.5) ** 2 + 2.5**2 + 0.5**2 + 3.5**2) / 4) ** 0.5)  # population std
+
+
+# ------------------------------------------------------------------ the model is left as it was
+
+
+def _busy_model():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).train()  # BatchNorm updates stats
+    model.layer1.requires_grad_(False)
+    model.fc.weight.grad = torch.ones_like(model.fc.weight)
+    model.layer2[0].bn1.eval()
+    model.conv1.register_forward_hook(lambda m, i, o: None)
+    model.register_forward_pre_hook(lambda m, i: None)
+    return model
+
+
+def test_model_unchanged_after_analyze_returns():
+    model = _busy_model()
+    x = torch.randn(2, 3, 64, 64)
+    before = state_fingerprint(model)
+    rng = torch.get_rng_state()
+    fxinspect.analyze(model, x, warmup=1, repeats=2)
+    assert_same_state(before, state_fingerprint(model))
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_model_unchanged_after_analyze_raises():
+    model = _busy_model()
+    before = state_fingerprint(model)
+    with pytest.raises(fxinspect.NodeExecutionError):
+        fxinspect.analyze(model, torch.randn(2, 4, 64, 64))
+    assert_same_state(before, state_fingerprint(model))
+
+
+def test_wrong_input_shape_names_node_module_and_shapes():
+    model = torchvision.models.resnet18(weights=None)
+    with pytest.raises(fxinspect.NodeExecutionError) as info:
+        fxinspect.analyze(model, torch.randn(1, 4, 224, 224), timing=False)
+    err = info.value
+    assert (err.node, err.module_path, err.module_type) == ("conv1", "conv1", "Conv2d")
+    text = str(err)
+    assert "1×4×224×224" in text and "64×3×7×7" in text and "channels" in text
+    assert isinstance(err.__cause__, RuntimeError)
+
+
+def test_wrong_input_shape_deep_in_the_model():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(5, 2)))
+    with pytest.raises(fxinspect.NodeExecutionError) as info:
+        fxinspect.analyze(model, torch.randn(3, 8), timing=False)
+    assert (info.value.node, info.value.module_path, info.value.module_type) == ("_2_0", "2.0", "Linear")  # fx names start with a letter or _
+    assert "3×6" in str(info.value) and "2×5" in str(info.value)
+
+
+def test_bad_options_raise_input_error():
+    with pytest.raises(fxinspect.InputError, match="method must be"):
+        fxinspect.analyze(torch.nn.ReLU(), torch.randn(2), method="telepathy")
+    with pytest.raises(fxinspect.InputError, match="repeats"):
+        fxinspect.analyze(torch.nn.ReLU(), torch.randn(2), repeats=0)
+    with pytest.raises(fxinspect.InputError, match="nn.Module"):
+        fxinspect.analyze(lambda x: x, torch.randn(2))
