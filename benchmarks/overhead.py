@@ -7,8 +7,8 @@ repeat so that machine noise hits all of them alike; each figure is a median.
 Measured, for torchvision resnet50 and vit_b_16 at batch 1 (224x224), and for a
 chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
 
-* ``counting run``: building the probed program and running it once under the
-  counting dispatch mode, with value statistics (what ``analyze`` pays per count);
+* ``counting run``: compiling the probed program and running it once under the
+  counting dispatch mode, with value statistics (what ``analyze`` pays to count);
 * ``timing run``: one run of the clock-probed program;
 * ``analyze(timing=False)`` and ``analyze()``: the whole call;
 * ``FlopCounterMode``, ``torchinfo.summary`` and fvcore's ``FlopCountAnalysis`` on
@@ -23,11 +23,13 @@ import time
 from typing import Callable
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 import torchvision
 
 import fxinspect
 from fxinspect.capture import capture, normalize
-from fxinspect.instrument import CountingRun, TimingRun, insert_probes
+from fxinspect.codegen import compile_graph
+from fxinspect.instrument import CountingRun, TimingRun
 from fxinspect.values import ValueReader
 
 
@@ -49,7 +51,7 @@ def _peers(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], ob
     peers: dict[str, Callable[[], object]] = {}
 
     def flop_counter():
-        with torch.utils.flop_counter.FlopCounterMode(display=False):
+        with FlopCounterMode(display=False):
             model(x)
 
     peers["FlopCounterMode"] = flop_counter
@@ -80,7 +82,7 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
     cap = capture(model, args, kwargs)
     tensors = cap.inputs.tensors
     timing = TimingRun(x.device)
-    timed = insert_probes(cap.graph_module, after=timing.after, first=timing.stamp)
+    timed = compile_graph(cap.graph_module, stamp=timing.stamp)
 
     def counting_run():
         CountingRun(ValueReader()).run(cap.graph_module, tensors)

@@ -20,6 +20,7 @@ __all__ = [
     "PARTIAL",
     "count",
     "dtype",
+    "listing",
     "nbytes",
     "number",
     "percent",
@@ -175,17 +176,26 @@ def shape(dims: Sequence[int]) -> str:
     return "×".join(str(d) for d in dims) if len(dims) else "scalar"
 
 
+def listing(items: Iterable[str], limit: int = 3) -> str:
+    """Names, comma separated; those past ``limit`` are counted, not shown.
+
+    >>> listing(["conv1", "bn1"]), listing("abcdef"), listing([])
+    ('conv1, bn1', 'a, b, c, … (+3)', '')
+    """
+    items = list(items)
+    text = ", ".join(items[:limit])
+    if len(items) > limit:
+        text += f", … (+{count(len(items) - limit)})"
+    return text
+
+
 def shapes(many: Iterable[Sequence[int]], limit: int = 3) -> str:
-    """Several shapes, comma separated, the ones past ``limit`` counted, not shown.
+    """Several shapes (a node's tensors), as a :func:`listing`.
 
     >>> shapes([(1, 4)]), shapes([(1, 4), (4,)]), shapes([(2,)] * 5), shapes([])
     ('1×4', '1×4, 4', '2, 2, 2, … (+2)', '')
     """
-    many = list(many)
-    text = ", ".join(shape(s) for s in many[:limit])
-    if len(many) > limit:
-        text += f", … (+{len(many) - limit})"
-    return text
+    return listing((shape(s) for s in many), limit)
 
 
 _DTYPES = {

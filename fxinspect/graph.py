@@ -31,6 +31,7 @@ from .report import NodeRecord, Report, TensorMeta
 __all__ = ["Level", "to_networkx"]
 
 INPUT, OUTPUT = "input", "output"
+_MEMBER_SUMS = ("flops", "macs", "bytes_read", "bytes_written")  # summed per collapsed module
 
 
 class Level(str, Enum):
@@ -126,14 +127,14 @@ def _module_graph(report: Report, depth: int | None) -> nx.DiGraph:
             attrs["members"] = tuple(attrs["members"])
 
     by_name = {n.name: n for n in report.nodes}
-    seen: set[tuple[str, str, str]] = set()  # (producer, source group, target group)
+    seen: set[tuple[str, str]] = set()  # (producer, target group)
     for n in report.nodes:
         dst = groups[n.name]
         for arg in n.args:
             src = groups[arg]
-            if src == dst or (arg, src, dst) in seen:
+            if src == dst or (arg, dst) in seen:
                 continue  # a tensor crosses into a module once, however many ops read it
-            seen.add((arg, src, dst))
+            seen.add((arg, dst))
             size = _size(by_name[arg])
             if g.has_edge(src, dst):
                 g.edges[src, dst]["count"] += 1
@@ -141,9 +142,6 @@ def _module_graph(report: Report, depth: int | None) -> nx.DiGraph:
             else:
                 g.add_edge(src, dst, count=1, bytes=size)
     return g
-
-
-_MEMBER_SUMS = ("flops", "macs", "bytes_read", "bytes_written")
 
 
 def to_networkx(report: Report, level: Level | str = Level.NODE, depth: int | None = None) -> nx.DiGraph:

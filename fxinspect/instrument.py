@@ -1,24 +1,24 @@
-"""Probe insertion (a graph transformation) and the runs that record.
+"""The runs that record: counting (costs, metadata, values) and timing (clocks).
 
-:func:`insert_probes` copies a captured ``GraphModule``'s graph, inserts a call before
-and/or after every op node, and recompiles: generated code calls a probe in well
-under a microsecond, where an ``fx.Interpreter`` loop costs tens. The captured module
-and the user's model are never modified; the copy shares their submodules.
+Both run programs compiled from the captured graph by :mod:`fxinspect.codegen` with
+probes in them; the captured module and the user's model are never modified.
 
-Two programs are built from one capture:
-
-* counting: ``enter(i)`` names the running node for :class:`CountingMode`; ``leave(i,
-  out)`` records the output's metadata and queues its value statistics;
-* timing: one clock probe between consecutive op nodes, nothing else.
+* counting: op node ``i`` calls its probe instead of its function; the probe names the
+  node for :class:`CountingMode`, runs the op and records the output's metadata and
+  value statistics. The probe sees the op's inputs and outputs, which is where
+  gradient hooks attach.
+* timing: one clock probe before the first op node and after every op node, nothing
+  else, so the timed program stays as close to the plain one as possible; plain and
+  timed runs alternate.
 
 Example
 -------
 >>> import torch, torch.fx as fx
->>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()))
->>> seen = []
->>> probed = insert_probes(gm, before=lambda i: seen.append(i))
->>> _ = probed(torch.randn(2)); seen
-[0, 1]
+>>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
+>>> run = CountingRun(reader=None)
+>>> _ = run.run(gm, [torch.randn(4, 3)])
+>>> [m.shape for m, _ in run.outputs[0]], sum(c.macs for c in run.mode.costs[0].values())   # 4*3*2
+([(4, 2)], 24)
 """
 
 from __future__ import annotations
@@ -30,41 +30,12 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
+from .codegen import OP_KINDS, compile_graph, op_nodes
 from .counting import UNATTRIBUTED, CountingMode
 from .report import TensorMeta
 from .values import ValueReader, tensor_meta
 
-OP_KINDS = ("call_function", "call_method", "call_module")
-
-
-def op_nodes(graph: fx.Graph) -> list[fx.Node]:
-    """The nodes that run something, in graph order; probe index i is position i here."""
-    return [n for n in graph.nodes if n.op in OP_KINDS]
-
-
-def insert_probes(
-    gm: fx.GraphModule,
-    before: Callable[[int], Any] | None = None,
-    after: Callable[[int, Any], Any] | None = None,
-    first: Callable[[], Any] | None = None,
-) -> fx.GraphModule:
-    """A recompiled copy of ``gm`` calling ``before(i)`` / ``after(i, out)`` around op
-    node ``i`` and ``first()`` before the first op node."""
-    graph = fx.Graph()
-    mapping: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, mapping))
-    ops = [mapping[n] for n in op_nodes(gm.graph)]
-    if first is not None and ops:
-        with graph.inserting_before(ops[0]):
-            graph.call_function(first, ())
-    for i, node in enumerate(ops):
-        if before is not None:
-            with graph.inserting_before(node):
-                graph.call_function(before, (i,))
-        if after is not None:
-            with graph.inserting_after(node):
-                graph.call_function(after, (i, node))
-    return fx.GraphModule(gm, graph, class_name=f"Probed{type(gm).__name__}")
+__all__ = ["OP_KINDS", "CountingRun", "TimingRun", "op_nodes"]
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -78,26 +49,42 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
+class _CountingProbe:
+    """Runs one op node with its aten ops charged to it, then records its output."""
+
+    __slots__ = ("run", "index", "fn")
+
+    def __init__(self, run: "CountingRun", index: int, fn: Callable):
+        self.run, self.index, self.fn = run, index, fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mode = self.run.mode
+        mode.node = self.index
+        out = self.fn(*args, **kwargs)  # raising leaves mode.node naming the failed node
+        mode.node = UNATTRIBUTED
+        self.run.record(self.index, out)
+        return out
+
+
 class CountingRun:
-    """The probes of the counting run and their records."""
+    """The counting program's probes and what they record, per op index."""
 
     def __init__(self, reader: ValueReader | None):
         self.mode = CountingMode()
         self.reader = reader
         self.outputs: dict[int, list[tuple[TensorMeta, int | None]]] = {}
 
-    def enter(self, i: int) -> None:
-        self.mode.node = i
+    def probe(self, index: int, fn: Callable) -> Callable:
+        return _CountingProbe(self, index, fn).__call__
 
-    def leave(self, i: int, out: Any) -> None:
-        self.mode.node = UNATTRIBUTED
-        reader = self.reader
-        self.outputs[i] = [(tensor_meta(t), reader.read(t) if reader else None) for t in _tensors(out)]
+    def record(self, index: int, out: Any) -> None:
+        read = self.reader.read if self.reader else None
+        self.outputs[index] = [(tensor_meta(t), read(t) if read else None) for t in _tensors(out)]
 
     def run(self, gm: fx.GraphModule, tensors: list[torch.Tensor]) -> Any:
-        probed = insert_probes(gm, before=self.enter, after=self.leave)
+        program = compile_graph(gm, wrap=self.probe)
         with self.mode:
-            return probed(*tensors)
+            return program(*tensors)
 
 
 class TimingRun:
@@ -107,9 +94,6 @@ class TimingRun:
         self.cuda = device.type == "cuda"
         self.stamps: list[Any] = []
         self._clock = time.perf_counter
-
-    def after(self, i: int, out: Any) -> None:
-        self.stamp()
 
     def stamp(self) -> None:
         if self.cuda:
@@ -135,15 +119,16 @@ class TimingRun:
         Plain and instrumented runs alternate so that drift (thermal, other load) hits
         both alike.
         """
-        probed = insert_probes(gm, after=self.after, first=self.stamp)
+        probed = compile_graph(gm, stamp=self.stamp)
+        plain_program = compile_graph(gm)
         n_ops = len(op_nodes(gm.graph))
         for _ in range(warmup):
-            gm(*tensors)
+            plain_program(*tensors)
             probed(*tensors)
         per_node: list[list[float]] = [[] for _ in range(n_ops)]
         whole, plain = [], []
         for _ in range(repeats):
-            plain.append(self._time_plain(gm, tensors))
+            plain.append(self._time_plain(plain_program, tensors))
             self.stamps = []
             probed(*tensors)
             gaps = self._elapsed()
@@ -152,14 +137,14 @@ class TimingRun:
             whole.append(sum(gaps))
         return [statistics.median(x) for x in per_node], statistics.median(whole), statistics.median(plain)
 
-    def _time_plain(self, gm: fx.GraphModule, tensors: list[torch.Tensor]) -> float:
+    def _time_plain(self, program: Callable, tensors: list[torch.Tensor]) -> float:
         if self.cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            gm(*tensors)
+            program(*tensors)
             end.record()
             torch.cuda.synchronize()
             return start.elapsed_time(end) / 1e3
         t0 = self._clock()
-        gm(*tensors)
+        program(*tensors)
         return self._clock() - t0

@@ -151,7 +151,7 @@ class ModuleRecord:
     bytes_written: int
     latency: float | None
     nodes: tuple[str, ...]
-    children: tuple[str, ...]
+    children: tuple[str, ...]  # full dotted paths of the direct children
 
     @property
     def frozen_params(self) -> int:
@@ -221,7 +221,7 @@ class TimingInfo:
     plain_forward: float  # the captured program without probes
     node_sum: float  # sum of per-node medians
     batch_size: int | None
-    throughput: float | None  # samples per second at ``forward``, when a batch size is known
+    throughput: float | None  # samples per second at ``plain_forward``, when a batch size is known
 
     @property
     def node_sum_ratio(self) -> float:
@@ -258,6 +258,8 @@ class Totals:
 
 @dataclass(frozen=True)
 class Environment:
+    """Where the report was made."""
+
     torch_version: str
     python_version: str
     platform: str

@@ -24,6 +24,7 @@ Example
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ class ValueReader:
     """Collects statistics of many tensors and turns them into ``ValueStats`` at the end."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[torch.Tensor, int]] = []  # (5 stats on device, numel)
+        self._pending: list[tuple[Any, int]] = []  # (min, max, sum, sum of squares, nans, infs), numel
 
     def read(self, t: torch.Tensor) -> int | None:
         """Queue the statistics of ``t``; returns a slot for :meth:`finish`, or ``None``
@@ -65,16 +66,15 @@ class ValueReader:
                 x = x.float()
             flat = x.reshape(-1)
             lo, hi = torch.aminmax(flat)
-            total = flat.sum()
-            squares = torch.dot(flat, flat)
-            if x.is_cuda:
-                counts = [torch.isnan(flat).sum(), torch.isinf(flat).sum()]
-            elif math.isfinite(lo.item()) and math.isfinite(hi.item()):
-                counts = [lo.new_zeros(()), lo.new_zeros(())]
-            else:
-                counts = [torch.isnan(flat).sum(), torch.isinf(flat).sum()]
-            vec = torch.stack([lo.double(), hi.double(), total.double(), squares.double(), *(c.double() for c in counts)])
-        self._pending.append((vec, t.numel()))
+            total, squares = flat.sum(), torch.dot(flat, flat)
+            if x.is_cuda:  # stay on the device: one synchronisation in finish()
+                nans, infs = torch.isnan(flat).sum(), torch.isinf(flat).sum()
+                entry: Any = torch.stack([lo.double(), hi.double(), total.double(), squares.double(), nans.double(), infs.double()])
+            else:  # reading a CPU scalar costs no synchronisation
+                entry = [lo.item(), hi.item(), total.item(), squares.item(), 0, 0]
+                if not (math.isfinite(entry[0]) and math.isfinite(entry[1])):
+                    entry[4:] = [int(torch.isnan(flat).sum()), int(torch.isinf(flat).sum())]
+        self._pending.append((entry, t.numel()))
         return len(self._pending) - 1
 
     def finish(self) -> list[ValueStats]:
@@ -82,12 +82,13 @@ class ValueReader:
         if not self._pending:
             return []
         by_device: dict[torch.device, list[int]] = {}
-        for i, (vec, _) in enumerate(self._pending):
-            by_device.setdefault(vec.device, []).append(i)
-        rows: list[list[float]] = [[]] * len(self._pending)
+        rows: list[Any] = [entry for entry, _ in self._pending]
+        for i, entry in enumerate(rows):
+            if isinstance(entry, torch.Tensor):
+                by_device.setdefault(entry.device, []).append(i)
         with torch.no_grad(), torch._C._DisableTorchDispatch():
             for slots in by_device.values():
-                for i, row in zip(slots, torch.stack([self._pending[i][0] for i in slots]).tolist()):
+                for i, row in zip(slots, torch.stack([rows[i] for i in slots]).tolist()):
                     rows[i] = row
         out = []
         for (lo, hi, total, squares, nans, infs), (_, n) in zip(rows, self._pending):

@@ -255,6 +255,14 @@ def test_summary_golden(variant):
     assert str(report) == report.summary()
 
 
+@pytest.mark.parametrize("ops, listed", [(1, 1), (5, 5), (7, 5)])  # at most 5 listed, the rest counted
+def test_summary_lists_few_uncounted_ops(ops, listed):
+    uncounted = tuple(UncountedOp(f"aten.op{i}", 1, ("mean",), ("features",)) for i in range(ops))
+    text = dataclasses.replace(make_report(uncounted=True), uncounted=uncounted).summary()
+    assert sum(f"aten.op{i}:" in text for i in range(ops)) == listed
+    assert (f"… and {ops - listed} more ops" in text) == (ops > listed)
+
+
 # ------------------------------------------------------------------ tables: behaviour
 
 
@@ -470,16 +478,13 @@ def test_networkx_bad_options(options):
 
 
 def test_resnet18_table_and_round_trip():
-    """The analyzer's report renders and round-trips (skipped until analyze is ready)."""
+    """The analyzer's own report renders and round-trips."""
     torchvision = pytest.importorskip("torchvision")
     import torch
 
     import fxinspect
 
-    try:
-        report = fxinspect.analyze(torchvision.models.resnet18(), torch.randn(1, 3, 224, 224), timing=False)
-    except NotImplementedError as exc:  # the analyzer is still being written
-        pytest.skip(f"analyze not ready: {exc}")
+    report = fxinspect.analyze(torchvision.models.resnet18(), torch.randn(1, 3, 224, 224), timing=False)
     text = report.table(depth=1)
     assert "layer1" in text and "total" in text
     assert Report.from_json(report.to_json()) == report

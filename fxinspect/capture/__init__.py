@@ -22,6 +22,7 @@ from .base import MODULE_KEY, Capture, module_of, one_line, type_name
 from .inputs import FlatInputs, normalize
 from .eager import trace_eager
 from .export import trace_export
+from .hf import prepare_inputs
 from .symbolic import trace_symbolic
 
 __all__ = ["Capture", "MODULE_KEY", "TIERS", "capture", "module_of", "normalize", "unwrap", "FlatInputs"]
@@ -59,6 +60,7 @@ def capture(
     """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
     if method != "auto" and method not in TIERS:
         raise InputError(f"method must be 'auto' or one of {sorted(TIERS)}, got {method!r}")
+    args, kwargs, input_notes = prepare_inputs(model, args, kwargs)
     inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
     tiers = list(TIERS) if method == "auto" else [method]
     failures: list[tuple[str, str]] = []
@@ -71,6 +73,7 @@ def capture(
             last = exc
             continue
         cap.failures = failures + cap.failures
+        cap.notes[:0] = input_notes
         return cap
     reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
     raise CaptureError(

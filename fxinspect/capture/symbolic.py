@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import torch
 import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, one_line, type_name
@@ -145,7 +146,9 @@ def trace_symbolic(
     for node in graph.nodes:  # "model_layer1_0_conv1" -> "layer1_0_conv1"
         if node.name.startswith(ROOT_ATTR + "_"):
             node._rename(node.name[len(ROOT_ATTR) + 1 :])
-    gm = fx.GraphModule(root, graph, class_name=type_name(model))
+    # compiled on first call only: the analysis runs probed copies, so the captured
+    # module itself is compiled only when the plain forward is timed
+    gm = _LazyGraphModule(root, graph, class_name=type_name(model))
     _tag_modules(gm, model)
     return Capture(
         graph_module=gm,

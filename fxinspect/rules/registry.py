@@ -55,7 +55,7 @@ class Cost:
 
 Rule = Callable[[tuple, dict, Any], Cost]
 
-FREE: Rule = lambda args, kwargs, out: Cost()  # noqa: E731 - sentinel identity matters
+FREE: Rule = lambda args, kwargs, out: Cost(bytes_read=0, bytes_written=0)  # noqa: E731 - identity matters
 """The rule of views and metadata ops; compare with ``is``."""
 
 _RULES: dict[OpKey, Rule] = {}

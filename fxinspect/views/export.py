@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Union
 
-from ..report import SCHEMA_VERSION, NodeRecord, Report, TensorMeta
+from ..report import SCHEMA_VERSION, NodeRecord, Report
 from .table import By
 
 __all__ = ["from_json", "report_to_dict", "to_csv", "to_dataframe", "to_json", "to_plain"]

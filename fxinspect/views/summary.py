@@ -21,6 +21,7 @@ __all__ = ["summary"]
 
 _WIDTH = 12  # width of the label column
 _LIST = 3  # names listed before "… (+n)"
+_UNCOUNTED = 5  # uncounted ops listed one per line; the rest are counted
 _RATIO_TOLERANCE = 0.1  # node-sum vs plain forward: beyond 10 % the parts do not add up
 _KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
 
@@ -30,9 +31,7 @@ def _line(label: str, text: str) -> str:
 
 
 def _names(names: Iterable[str]) -> str:
-    names = [n or "(root)" for n in names]
-    text = ", ".join(names[:_LIST])
-    return text + (f", … (+{fmt.count(len(names) - _LIST)})" if len(names) > _LIST else "")
+    return fmt.listing((n or "(root)" for n in names), _LIST)
 
 
 def _tensors(metas: Iterable[TensorMeta]) -> str:
@@ -61,8 +60,11 @@ def _costs(report: Report) -> list[str]:
             f" {fmt.number(t.intensity)} FLOP/B",
         ),
     ]
-    for u in report.uncounted:
+    for u in report.uncounted[:_UNCOUNTED]:
         lines.append(_line("uncounted", f"{u.op}: {fmt.plural(u.calls, 'call')} in {_names(u.modules)}"))
+    if len(report.uncounted) > _UNCOUNTED:
+        more = fmt.plural(len(report.uncounted) - _UNCOUNTED, "more op")
+        lines.append(_line("uncounted", f"… and {more}, see report.uncounted"))
     if t.partial:
         lines.append(_line("", f"{fmt.PARTIAL} totals are lower bounds: the ops above have no FLOP rule"))
     return lines

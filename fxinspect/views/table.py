@@ -275,10 +275,13 @@ def _module_groups(report: Report, depth: int | None, fold: bool) -> Iterator[tu
             members = [kids[g][i] for g in group for i in run]
             if depth is not None and report.modules[members[0]].depth > depth:
                 continue
-            local = _local(first[run[0]])
-            if len(run) > 1:
-                local += "-" + _local(first[run[-1]])
-            name = f"{prefix}.{local}" if prefix else local
+            if len(members) == 1:  # nothing folded here or above: the module's own path
+                name = members[0]
+            else:
+                local = _local(first[run[0]])
+                if len(run) > 1:
+                    local += "-" + _local(first[run[-1]])
+                name = f"{prefix}.{local}" if prefix else local
             yield name, len(run), members
             yield from walk(members, name)
 
@@ -460,15 +463,25 @@ def table(
         disable_numparse=True,  # cells are already text; keep them exactly as formatted
         preserve_whitespace=True,  # the indentation of module names is meaningful
     )
-    return "\n".join([text, *_footnotes(report, cols, shown, rows, total)])
+    return "\n".join([text, *_footnotes(report, by, cols, shown, rows, total)])
 
 
-def _footnotes(report: Report, cols: Sequence[Column], shown: list[_Row], rows: list[_Row], total: _Row) -> list[str]:
+def _footnotes(
+    report: Report, by: By, cols: Sequence[Column], shown: list[_Row], rows: list[_Row], total: _Row
+) -> list[str]:
     notes = []
     marked = {Column.FLOPS, Column.MACS, Column.BYTES} & set(cols)
     if marked and (total.partial or any(r.partial for r in shown)):
-        ops = ", ".join(u.op for u in report.uncounted) or "some ops"
+        ops = fmt.listing(u.op for u in report.uncounted) or "some ops"
         notes.append(f"{fmt.PARTIAL} partial: no FLOP rule for {ops} (see report.uncounted)")
+    if by is By.MODULE and "" in report.modules:
+        # the totals row stands for the root; say what in it no module row shows
+        inner = {n for path, m in report.modules.items() if path for n in m.nodes}
+        own = [n for n in report.modules[""].nodes if n not in inner]
+        if own:
+            label = {n.name: n.label for n in report.nodes}
+            labels = fmt.listing(dict.fromkeys(label[n] for n in own))
+            notes.append(f"total includes {fmt.plural(len(own), 'op')} of the root module itself: {labels}")
     if Column.LATENCY in cols and report.totals.latency is None:
         notes.append(f"{fmt.MISSING} timing did not run")
     if len(shown) < len(rows):

@@ -1,0 +1,209 @@
+"""Virtual runs: analyse a model without allocating its weights (meta and fake tensors).
+
+A run is *virtual* when ``analyze(..., device="meta")`` asks for it, when any parameter
+or buffer of the model is on the ``meta`` device, or when an example input is a meta or
+fake tensor. Then :func:`virtual` hands the analysis
+
+* a copy of the model made by ``copy.deepcopy`` whose memo maps every parameter,
+  buffer and tensor attribute to a *fake tensor* of the same shape, strides, dtype and
+  ``requires_grad`` (``Parameter``\\ s stay parameters, tied weights stay tied). No
+  weight is allocated and the user's model is never touched;
+* the example inputs as fake tensors of the same metadata;
+* an active ``FakeTensorMode`` for capture and the counting run.
+
+Fake rather than meta tensors, because models branch on values: transformers' mask code
+calls ``.item()``, which meta tensors refuse, while it recognises fake tensors as
+"tracing" and takes its trace-safe path. A fake tensor also keeps the device the real
+run would use (a real model's own device; ``cpu`` for tensors that live on ``meta``), so
+every op dispatches exactly as in a real run and is priced by the same rule (on CPU,
+``scaled_dot_product_attention`` reaches ``_scaled_dot_product_flash_attention_for_cpu``,
+on a meta tensor it would reach the math path's ``bmm``\\ s instead).
+
+Mode order: the fake mode is entered here, *outside*; the counting mode is entered later,
+inside it, so it is the innermost mode and sees every aten op first, then hands it on to
+fake propagation. Ops a fake kernel decomposes internally are not seen twice.
+
+What needs real values is reported as unavailable, never as zero: no timing run, and
+value statistics / NaN counts are ``None`` (``values.has_data`` is false for fake
+tensors).
+
+Example
+-------
+>>> import torch, fxinspect
+>>> with torch.device("meta"):
+...     model = torch.nn.Linear(1024, 1024)
+>>> r = fxinspect.analyze(model, torch.empty(8, 1024, device="meta"))
+>>> r.totals.params, r.totals.macs, r.totals.latency      # 1024*1024+1024 ; 8*1024*1024
+(1049600, 8388608, None)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils import _pytree as pytree
+
+from . import rules  # noqa: F401 - the registry is complete before the check below
+from .errors import InputError
+from .rules.registry import lookup, register_free
+
+__all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
+
+META = torch.device("meta")
+HOST = torch.device("cpu")
+"""Where a fake copy of a ``meta`` tensor pretends to live (what a real run would use)."""
+
+# A fake tensor answers ``.device`` through the dispatcher (``prim.device``), so the
+# counting mode sees an op a real run never issues. It is metadata: free (unless the
+# rules package prices it itself; this is the only registration otherwise).
+if lookup(torch.ops.prim.device.default) is None:
+    register_free(torch.ops.prim.device)
+
+
+def _device(device: str | torch.device | None) -> torch.device | None:
+    if device is None:
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InputError(f"device must be None or 'meta', got {device!r}") from exc
+    if dev.type != "meta":
+        raise InputError(
+            f"device must be None (run where the model is) or 'meta' (analyse without allocating), got {device!r}"
+        )
+    return dev
+
+
+def _is_virtual_tensor(t: torch.Tensor) -> bool:
+    return t.device.type == "meta" or isinstance(t, FakeTensor)
+
+
+def _model_tensors(model: torch.nn.Module) -> Iterator[torch.Tensor]:
+    for m in model.modules():
+        yield from (p for p in m._parameters.values() if p is not None)
+        yield from (b for b in m._buffers.values() if b is not None)
+
+
+def is_virtual(model: torch.nn.Module, args: tuple = (), kwargs: dict | None = None, device: Any = None) -> bool:
+    """Whether the analysis of ``model(*args, **kwargs)`` must run without real data:
+    ``device="meta"``, a parameter or buffer on ``meta`` (or fake), or a meta/fake input."""
+    if _device(device) is not None:
+        return True
+    if any(_is_virtual_tensor(t) for t in _model_tensors(model)):
+        return True
+    leaves = pytree.tree_leaves((args, kwargs or {}))
+    return any(isinstance(t, torch.Tensor) and _is_virtual_tensor(t) for t in leaves)
+
+
+def virtual_device(t: torch.Tensor) -> torch.device:
+    """The device a fake copy of ``t`` reports: its own, ``cpu`` for a ``meta`` tensor."""
+    device = t.fake_device if isinstance(t, FakeTensor) else t.device
+    return HOST if device.type == "meta" else device
+
+
+def fake_like(t: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor:
+    """A fake tensor of ``mode`` with ``t``'s shape, strides, dtype and ``requires_grad``
+    on :func:`virtual_device` (``t``'s data is neither read nor copied)."""
+    with mode, torch.no_grad():
+        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=virtual_device(t))
+    if isinstance(t, torch.nn.Parameter):
+        return torch.nn.Parameter(out, requires_grad=t.requires_grad)
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _attribute_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Tensors held by a module attribute: directly or in a list/tuple/dict."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                yield v
+    elif isinstance(value, dict):
+        for v in value.values():
+            if isinstance(v, torch.Tensor):
+                yield v
+
+
+def fake_copy(model: torch.nn.Module, mode: FakeTensorMode) -> torch.nn.Module:
+    """A deep copy of ``model`` whose parameters, buffers and tensor attributes are fake.
+
+    ``copy.deepcopy`` is given a memo that already maps every such tensor (by identity,
+    so tied weights stay one tensor) to its fake twin: the weights are never copied.
+    """
+    memo: dict[int, Any] = {}
+    for m in model.modules():
+        tensors = [t for t in m._parameters.values() if t is not None]
+        tensors += [t for t in m._buffers.values() if t is not None]
+        for name, value in vars(m).items():
+            if name not in ("_parameters", "_buffers", "_modules"):
+                tensors += list(_attribute_tensors(value))
+        for t in tensors:
+            if id(t) not in memo:
+                memo[id(t)] = fake_like(t, mode)
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise InputError(
+            f"cannot analyse {type(model).__name__} without allocating: copy.deepcopy of the model failed "
+            f"({type(exc).__name__}: {exc}); build the model on the meta device or pass real tensors"
+        ) from exc
+
+
+def _fake_inputs(value: Any, mode: FakeTensorMode) -> Any:
+    return pytree.tree_map_only(torch.Tensor, lambda t: fake_like(t, mode), value)
+
+
+@dataclass
+class VirtualRun:
+    """What the analysis runs on: the model and inputs (fake copies when virtual)."""
+
+    model: torch.nn.Module
+    args: tuple
+    kwargs: dict
+    virtual: bool = False
+    mode: FakeTensorMode | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _note(model: torch.nn.Module, device: torch.device | None, fake_model: torch.nn.Module) -> str:
+    if device is not None:
+        why = 'device="meta"'
+    elif any(_is_virtual_tensor(t) for t in _model_tensors(model)):
+        why = "the model's tensors are on the meta device"
+    else:
+        why = "the example inputs are meta/fake tensors"
+    devices = sorted({str(virtual_device(t)) for t in _model_tensors(fake_model)}) or [str(HOST)]
+    return (
+        f"virtual run ({why}): fake tensors on {', '.join(devices)}, no weight allocated; "
+        "timing, NaN/Inf checks and value statistics are unavailable"
+    )
+
+
+@contextlib.contextmanager
+def virtual(
+    model: torch.nn.Module, args: tuple, kwargs: dict, device: str | torch.device | None = None
+) -> Iterator[VirtualRun]:
+    """Run capture and counting inside this block on what it yields.
+
+    Not virtual (see :func:`is_virtual`): yields the model and inputs unchanged and
+    enters no mode. Virtual: yields a fake copy of the model and fake inputs, with a
+    ``FakeTensorMode`` active until the block ends.
+    """
+    dev = _device(device)
+    if not is_virtual(model, args, kwargs, dev):
+        yield VirtualRun(model, args, kwargs)
+        return
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake_model = fake_copy(model, mode)
+    fake_args, fake_kwargs = _fake_inputs((tuple(args), dict(kwargs)), mode)
+    run = VirtualRun(fake_model, fake_args, fake_kwargs, True, mode, [_note(model, dev, fake_model)])
+    with mode:
+        yield run

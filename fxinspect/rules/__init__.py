@@ -1,0 +1,74 @@
+"""Aten-level cost formulas: FLOPs, MACs and bytes of every op a model runs.
+
+Counting conventions
+--------------------
+
+``macs``
+    Multiply-accumulates of matmul-like ops only: ``mm``, ``addmm``, ``bmm``,
+    ``baddbmm``, ``addbmm``, ``mv``, ``addmv``, ``dot``, ``addr``, ``_grouped_mm``,
+    convolutions (every backend variant, transposed too) and their backward,
+    scaled-dot-product attention kernels and their backward, and the fused
+    ``nn.MultiheadAttention`` / ``nn.TransformerEncoderLayer`` / recurrent kernels
+    (their projections and attention matmuls). One MAC per multiply of the naive
+    algorithm; bias additions are not counted.
+``flops``
+    All floating-point arithmetic: ``2 * macs`` for matmul-like ops, exactly (so that
+    their flops equal ``torch.utils.flop_counter.FlopCounterMode``'s on every op it
+    knows), plus a per-element cost for everything else, each family's table in its
+    module's docstring:
+
+    ================  =================================  ===============================
+    family            counted per                        cost (exceptions in the module)
+    ================  =================================  ===============================
+    elementwise       output element                     1; addcmul/addcdiv/glu 2,
+                                                         activation backward 2, lerp 3,
+                                                         where/masked_fill 0
+    normalisation     input element                      stats 3 (RMS 2) if computed,
+                                                         normalise 2 (RMS 1), affine 1
+                                                         each; backward 2x
+    softmax           input element                      5; backward 4
+    reductions        input element                      1; norm 2; var/std 4;
+                                                         logsumexp 4
+    losses            input element                      3 (mse) to 7 (bce)
+    pooling           output element x window size       1 per window element
+    resampling        output element                     ``2n - 1`` for ``n`` neighbours
+                                                         (nearest 0, bilinear 7)
+    data movement     --                                 0 flops (bytes only)
+    ================  =================================  ===============================
+
+    A result that is not floating point (comparisons, integer arithmetic, ``argmax``)
+    costs 0 flops; the op is still counted. Work inside a fused kernel that its
+    unfused path would not count (softmax in flash attention) is not counted.
+``bytes_read`` / ``bytes_written``
+    A rule leaves them ``None`` for "all tensor arguments / all results", and sets
+    them where an op touches less: gathers (``embedding``, ``index_select``,
+    ``gather``, ``index``) read indices plus the returned elements, factories read
+    nothing, ``copy_`` reads its source. Free ops move nothing.
+Every op is exactly one of
+    *counted* (a rule, possibly 0 flops: a copy), *free* (views, metadata,
+    assertions, ``empty*`` allocations: :data:`FREE`, compare with ``is``), or
+    *uncounted* (``lookup`` returns ``None``: reported, never a silent zero).
+
+Rules are registered by decorator, one family per module: :mod:`.matmul`,
+:mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
+:mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.movement`, :mod:`.views`.
+Add your own with :func:`register_rule` (``replace=True`` to override ours).
+"""
+
+from .registry import FREE, Cost, lookup, register_free, register_rule, registered_ops
+
+# Imported for their registrations; the order only matters for helpers they share.
+from . import (  # noqa: E402, F401  isort: skip
+    normalization,
+    matmul,
+    attention,
+    recurrent,
+    elementwise,
+    reduction,
+    losses,
+    pooling,
+    movement,
+    views,
+)
+
+__all__ = ["Cost", "FREE", "lookup", "register_free", "register_rule", "registered_ops"]

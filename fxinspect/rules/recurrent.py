@@ -1,0 +1,65 @@
+"""Fused recurrent kernels, counted as the ops of their unfused (decomposed) path.
+
+A layer of ``T * B`` steps (``T * B`` = rows of the input, packed or not) costs
+``steps * (numel(w_ih) + numel(w_hh))`` MACs for its input and hidden projections, plus
+per step and hidden unit the elementwise flops of the cell (bias additions are not
+counted, as for ``addmm``):
+
+=====  ===========================================================================
+cell   flops per hidden unit per step
+=====  ===========================================================================
+LSTM   13: 4 gate sums, 3 sigmoids, 1 tanh, ``c = f * c + i * g`` (3), ``tanh(c)``,
+       ``h = o * tanh(c)``
+GRU    10: 2 gate sums and 2 sigmoids (r, z), ``tanh(x_n + r * h_n)`` (3),
+       ``h = n + z * (h - n)`` (3)
+RNN    2: the sum of the two projections and the activation
+=====  ===========================================================================
+
+Backward ops cost twice their forward, MACs and flops.
+"""
+
+from __future__ import annotations
+
+from ._util import arg, aten, aten_packets, first_tensor, is_float
+from .registry import Cost, register_rule
+
+CELL_FLOPS = {4: 13, 3: 10, 1: 2}  # gates -> flops per hidden unit and step
+LSTM, GRU = 4, 3
+
+
+def rnn_layer_cost(x, w_ih, w_hh, hidden: int, factor: int = 1) -> Cost:
+    """Cost of one direction of one recurrent layer over the rows of ``x``."""
+    steps = x.numel() // x.shape[-1]
+    macs = steps * (w_ih.numel() + w_hh.numel())
+    cell = steps * hidden * CELL_FLOPS.get(w_ih.shape[0] // hidden, 0)
+    return Cost(flops=factor * (2 * macs + cell), macs=factor * macs)
+
+
+@register_rule(aten.mkldnn_rnn_layer)
+def mkldnn_rnn_layer(args, kwargs, out):
+    """oneDNN's recurrent layer (CPU LSTM): (input, w_ih, w_hh, b_ih, b_hh, hx, cx, ...)."""
+    return rnn_layer_cost(args[0], args[1], args[2], arg(args, kwargs, 10, "hidden_size"))
+
+
+@register_rule(aten.mkldnn_rnn_layer_backward)
+def mkldnn_rnn_layer_backward(args, kwargs, out):
+    """Its backward: gradients of input, hidden state and weights, twice the forward."""
+    return rnn_layer_cost(args[0], args[1], args[2], arg(args, kwargs, 15, "hidden_size"), factor=2)
+
+
+def _cell_rule(gates: int, state_at: int, factor: int):
+    """Elementwise part of a fused cell whose state (cx or hx) is argument ``state_at``."""
+
+    def rule(args: tuple, kwargs: dict, out) -> Cost:
+        if not is_float(first_tensor(out)):
+            return Cost()
+        return Cost(flops=factor * CELL_FLOPS[gates] * args[state_at].numel())
+
+    rule.__name__ = rule.__qualname__ = f"{'lstm' if gates == LSTM else 'gru'}_cell{'_backward' if factor > 1 else ''}"
+    return rule
+
+
+register_rule(*aten_packets(["_thnn_fused_lstm_cell"]))(_cell_rule(LSTM, 2, 1))  # (input_gates, hidden_gates, cx, ...)
+register_rule(*aten_packets(["_thnn_fused_gru_cell"]))(_cell_rule(GRU, 2, 1))  # (input_gates, hidden_gates, hx, ...)
+register_rule(*aten_packets(["_thnn_fused_lstm_cell_backward_impl"]))(_cell_rule(LSTM, 2, 2))  # (grad_hy, grad_cy, cx, ...)
+register_rule(*aten_packets(["_thnn_fused_gru_cell_backward"]))(_cell_rule(GRU, 0, 2))  # (grad_hy, workspace, ...)

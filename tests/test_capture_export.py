@@ -1,0 +1,274 @@
+"""The ``export`` capture tier: models symbolic tracing cannot handle, module attribution,
+repeated calls, Hugging Face transformers from small configs (no network)."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxinspect
+from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
+from fxinspect.capture.export import trace_export
+from fxinspect.capture.hf import prepare_inputs
+from fxinspect.instrument import op_nodes
+
+from reference import assert_same_state, reference_flops, state_fingerprint
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class RowLoop(nn.Module):
+    """Loops over a tensor dimension and assigns into a tensor: symbolic tracing fails
+    in the model's own forward (``range()`` of a Proxy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(4, 2, bias=False)
+
+    def forward(self, x):  # x: (3, 5, 8)
+        out = x.new_zeros(x.shape[0], x.shape[1], 4)
+        for i in range(x.shape[0]):
+            out[i] = self.block(x[i])
+        return self.head(out)
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.shared(self.shared(x)))
+
+
+class NoGradInside(nn.Module):
+    """A ``torch.no_grad()`` region inside forward: export wraps it in a sub-graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            g = torch.sigmoid(self.gate(x))
+        return self.fc(x) * g
+
+
+class Keywords(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, mask=None, scale=1.0, flag=True):
+        y = self.fc(x) * scale
+        if mask is not None:
+            y = y * mask
+        return {"y": y, "n": x.shape[0], "flag": flag}
+
+
+def _ops(cap):
+    return op_nodes(cap.graph_module.graph)
+
+
+# ------------------------------------------------------------------ untraceable models
+
+
+def test_symbolic_fails_then_export_captures_with_module_paths_and_exact_macs():
+    torch.manual_seed(0)
+    model, x = RowLoop(), torch.randn(3, 5, 8)
+    report = fxinspect.analyze(model, x, timing=False)
+    assert report.capture.method == "export"
+    assert [tier for tier, _ in report.capture.failures] == ["symbolic"]
+    # block.fc: 5 * 8 * 4 = 160 per row, 3 rows = 480 ; head: 3 * 5 * 4 * 2 = 120
+    assert report.modules["block.fc"].macs == 480
+    assert report.modules["head"].macs == 120
+    assert report.totals.macs == 600
+    assert 2 * report.totals.macs == reference_flops(model, (x,))
+    assert report.modules["block"].calls == report.modules["block.fc"].calls == 3
+    assert report.modules["head"].calls == report.modules[""].calls == 1
+    linears = [n for n in report.nodes if n.label == "linear"]
+    assert [n.module_path for n in linears] == ["block.fc"] * 3 + ["head"]
+    assert {n.module_type for n in linears} == {"Linear"}
+    relus = [n for n in report.nodes if n.label == "relu"]
+    assert [(n.module_path, n.module_type) for n in relus] == [("block", "Block")] * 3
+
+
+def test_graph_module_returns_the_output_leaves():
+    torch.manual_seed(0)
+    model, x = RowLoop(), torch.randn(3, 5, 8)
+    cap = trace_export(model, FlatInputs.build((x,), {}))
+    (out,) = cap.graph_module(x)
+    torch.testing.assert_close(out, model(x))
+    assert cap.method == "export" and cap.attr_prefix == "model."
+    # every op node is tagged, and every path is a module of the user's model
+    modules = dict(model.named_modules())
+    for node in _ops(cap):
+        path, mtype = node.meta[MODULE_KEY]
+        assert type(modules[path]).__name__ == mtype, node.name
+    # export's guard call and metadata assertions are gone
+    assert not [n for n in cap.graph_module.graph.nodes if n.op == "call_module"]
+
+
+def test_module_called_twice_counts_two_calls_and_owns_both():
+    x = torch.randn(2, 4)
+    cap = trace_export(Twice(), FlatInputs.build((x,), {}))
+    assert cap.calls["shared"] == 2 and cap.calls["out"] == 1 and cap.calls[""] == 1
+    shared = [n for n in _ops(cap) if module_of(n)[0] == "shared"]
+    assert [n.target for n in shared] == [torch.ops.aten.linear.default] * 2
+    assert shared[0] is not shared[1]
+    report = fxinspect.analyze(Twice(), x, method="export", timing=False)
+    assert report.modules["shared"].calls == 2
+    # shared: 2 calls * 2 * 4 * 4 = 64 ; out: 2 * 4 * 1 = 8
+    assert (report.modules["shared"].macs, report.modules["out"].macs, report.totals.macs) == (64, 8, 72)
+
+
+@pytest.mark.parametrize(
+    "model, x",
+    [
+        (nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2)), torch.randn(4, 16)),
+        (nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()), torch.randn(2, 3, 8, 8)),
+    ],
+    ids=["mlp", "conv_bn"],
+)
+def test_forced_export_on_a_traceable_model(model, x):
+    report = fxinspect.analyze(model.eval(), x, method="export", timing=False)
+    assert report.capture.method == "export" and report.capture.failures == ()
+    assert 2 * report.totals.macs == reference_flops(model, (x,))
+    assert all(n.module_path != "" for n in report.nodes if n.is_op)
+
+
+def test_model_left_untouched_in_train_mode():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.ReLU()).train()
+    before = state_fingerprint(model)
+    report = fxinspect.analyze(model, torch.randn(2, 3, 8, 8), method="export", timing=False)
+    assert_same_state(before, state_fingerprint(model))
+    # 2 * 6 * 6 output positions * 4 channels * 3 * 3 * 3 = 7776
+    assert report.totals.macs == 7776
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_grad_mode_region_is_inlined(grad):
+    torch.manual_seed(0)
+    model, x = NoGradInside(), torch.randn(2, 4, requires_grad=True)
+    with torch.set_grad_enabled(grad):
+        cap = trace_export(model, FlatInputs.build((x,), {}))
+        (out,) = cap.graph_module(x)
+        torch.testing.assert_close(out, model(x))
+        assert out.requires_grad == grad
+        report = fxinspect.analyze(model, x, method="export", timing=False)
+    assert not [n for n in cap.graph_module.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)]
+    assert [module_of(n)[0] for n in _ops(cap) if n.target == torch.ops.aten.linear.default] == ["gate", "fc"]
+    assert [module_of(n)[0] for n in _ops(cap) if n.target == torch.ops.aten.sigmoid.default] == [""]
+    # gate and fc: 2 * 4 * 4 = 32 each
+    assert report.totals.macs == 64
+
+
+def test_keyword_inputs_get_readable_names_and_constants_are_baked_in():
+    torch.manual_seed(0)
+    model = Keywords()
+    x, mask = torch.randn(2, 4), torch.ones(2, 4)
+    inputs = FlatInputs.build((x,), {"mask": mask, "scale": 2.0, "flag": False})
+    cap = trace_export(model, inputs)
+    assert [n.name for n in cap.graph_module.graph.nodes if n.op == "placeholder"] == ["x", "mask"]
+    y, n, flag = cap.graph_module(x, mask)
+    torch.testing.assert_close(y, model(x, mask=mask, scale=2.0)["y"])
+    assert (n, flag) == (2, False)
+    assert torch.utils._pytree.tree_unflatten([y, n, flag], cap.out_spec).keys() == {"y", "n", "flag"}
+    assert not [n for n in cap.graph_module.graph.nodes if n.op == "call_function" and n.target is operator.getitem]
+
+
+# ------------------------------------------------------------------ Hugging Face
+
+
+def _hf(name: str):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "bert":
+        config = transformers.BertConfig(
+            vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        )
+        return transformers.BertModel(config).eval()
+    config = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_hugging_face_macs_match_flopcountermode(name, grad):
+    model = _hf(name)
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.set_grad_enabled(grad):
+        report = fxinspect.analyze(model, ids, method="export", timing=False)
+        expected = reference_flops(model, (ids,), {"use_cache": False})
+    assert report.capture.method == "export"
+    assert any("use_cache=False" in note for note in report.capture.notes)
+    assert 2 * report.totals.macs == expected
+    assert not report.uncounted
+    ops = [n for n in report.nodes if n.is_op]
+    # attention-mask preparation runs in the root; the layers own the rest
+    assert sum(n.module_path != "" for n in ops) / len(ops) > 0.7
+    layer = "encoder.layer.1" if name == "bert" else "transformer.h.1"
+    assert report.modules[layer].calls == 1 and report.modules[layer].macs > 0
+
+
+def test_hugging_face_output_leaves_match_the_model():
+    model = _hf("gpt2")
+    ids = torch.randint(0, 100, (2, 8))
+    args, kwargs, notes = prepare_inputs(model, (ids,), {})
+    cap = trace_export(model, FlatInputs.build(args, kwargs, model.forward))
+    (logits,) = cap.graph_module(ids)
+    torch.testing.assert_close(logits, model(ids, use_cache=False).logits)
+    assert type(torch.utils._pytree.tree_unflatten([logits], cap.out_spec)).__name__ == "CausalLMOutputWithCrossAttentions"
+
+
+# ------------------------------------------------------------------ prepare_inputs
+
+
+class FakeHF(nn.Module):
+    config = object()
+
+    def forward(self, input_ids, attention_mask=None, use_cache=None):
+        return input_ids
+
+
+class NoConfig(nn.Module):
+    def forward(self, input_ids, use_cache=None):
+        return input_ids
+
+
+@pytest.mark.parametrize(
+    "model, args, kwargs, expected",
+    [
+        (FakeHF(), ("ids",), {}, {"use_cache": False}),
+        (FakeHF(), ("ids",), {"use_cache": True}, {"use_cache": True}),  # the user's choice stays
+        (FakeHF(), ("ids", None, True), {}, {}),  # given by position
+        (NoConfig(), ("ids",), {}, {}),  # not a transformers-style model
+        (nn.Linear(2, 2), ("x",), {}, {}),
+    ],
+    ids=["added", "kept", "positional", "no_config", "plain"],
+)
+def test_prepare_inputs(model, args, kwargs, expected):
+    new_args, new_kwargs, notes = prepare_inputs(model, args, kwargs)
+    assert new_args == args and new_kwargs == expected
+    assert bool(notes) == (expected != kwargs)
+
+
+@pytest.mark.parametrize("method", ["auto", "export"])
+def test_use_cache_note_whatever_tier_runs(method):
+    model = _hf("gpt2")
+    cap = capture(model, (torch.randint(0, 100, (1, 4)),), {}, method=method)
+    assert cap.notes[0].startswith("passed use_cache=False")
+    assert cap.inputs.kwargs == {"use_cache": False}
