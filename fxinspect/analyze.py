@@ -219,7 +219,7 @@ def _node_error(cap: Capture, counting: CountingRun, exc: Exception) -> NodeExec
 def _report(model: torch.nn.Module, cap: Capture, runs: RunRecords, timing: TimingInfo | None, sources: list[str]) -> Report:
     nodes = node_records(cap, runs)
     infos, shared = module_infos(model)
-    modules = aggregate_modules(nodes, infos, cap.calls, timed=runs.latencies is not None)
+    modules = aggregate_modules(nodes, infos, cap.calls, timed=runs.latencies is not None, leaves=cap.leaves)
     root = modules[""]
     uncounted = uncounted_ops(nodes)
     param_bytes, buffer_bytes = tensor_bytes(model)

@@ -25,7 +25,11 @@ fake propagation. Ops a fake kernel decomposes internally are not seen twice.
 
 What needs real values is reported as unavailable, never as zero: no timing run, and
 value statistics / NaN counts are ``None`` (``values.has_data`` is false for fake
-tensors).
+tensors). Where a model branches on values, the virtual run follows the branch a
+tracer would: transformers builds an explicit causal mask instead of checking the
+padding with ``.item()``, so a few mask ops (and their bytes) differ from a real run;
+FLOPs and MACs do not. Fake tensors also answer ``.device`` through the dispatcher:
+``prim.device`` calls appear in node records, free.
 
 Example
 -------
@@ -48,21 +52,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from . import rules  # noqa: F401 - the registry is complete before the check below
 from .errors import InputError
-from .rules.registry import lookup, register_free
 
 __all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
 
-META = torch.device("meta")
 HOST = torch.device("cpu")
 """Where a fake copy of a ``meta`` tensor pretends to live (what a real run would use)."""
-
-# A fake tensor answers ``.device`` through the dispatcher (``prim.device``), so the
-# counting mode sees an op a real run never issues. It is metadata: free (unless the
-# rules package prices it itself; this is the only registration otherwise).
-if lookup(torch.ops.prim.device.default) is None:
-    register_free(torch.ops.prim.device)
 
 
 def _device(device: str | torch.device | None) -> torch.device | None:

@@ -152,6 +152,7 @@ class ModuleRecord:
     latency: float | None
     nodes: tuple[str, ...]
     children: tuple[str, ...]  # full dotted paths of the direct children
+    counted_in: str = ""  # the leaf module whose node ran this one; its work is counted there
 
     @property
     def frozen_params(self) -> int:
@@ -382,10 +383,15 @@ def _ancestors(path: str) -> Iterable[str]:
 
 
 def aggregate_modules(
-    nodes: Iterable[NodeRecord], infos: Iterable[ModuleInfo], calls: Mapping[str, int], timed: bool
+    nodes: Iterable[NodeRecord],
+    infos: Iterable[ModuleInfo],
+    calls: Mapping[str, int],
+    timed: bool,
+    leaves: Iterable[str] = (),
 ) -> dict[str, ModuleRecord]:
     """Sum node figures into every enclosing module, exactly (integers; latency only
-    when ``timed``).
+    when ``timed``). Modules strictly inside one of ``leaves`` (captured as one node)
+    get ``counted_in`` set to that leaf.
 
     A node whose module path is not among ``infos`` (an attribute path the capture
     produced) is summed into its nearest known ancestor's subtree.
@@ -407,9 +413,11 @@ def aggregate_modules(
             if timed:
                 acc["latency"] += node.latency
             acc["nodes"].append(node.name)
+    leaves = set(leaves)
     records = {}
     for info in infos:
         acc = sums[info.path]
+        counted_in = next((p for p in _ancestors(info.path) if p in leaves and p != info.path), "")
         records[info.path] = ModuleRecord(
             path=info.path,
             type=info.type,
@@ -424,6 +432,7 @@ def aggregate_modules(
             latency=acc["latency"] if timed else None,
             nodes=tuple(acc["nodes"]),
             children=info.children,
+            counted_in=counted_in,
         )
     return records
 

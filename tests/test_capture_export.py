@@ -180,7 +180,7 @@ def test_keyword_inputs_get_readable_names_and_constants_are_baked_in():
     torch.manual_seed(0)
     model = Keywords()
     x, mask = torch.randn(2, 4), torch.ones(2, 4)
-    inputs = FlatInputs.build((x,), {"mask": mask, "scale": 2.0, "flag": False})
+    inputs = FlatInputs.build((x,), {"mask": mask, "scale": 2.0, "flag": False}, model.forward)
     cap = trace_export(model, inputs)
     assert [n.name for n in cap.graph_module.graph.nodes if n.op == "placeholder"] == ["x", "mask"]
     y, n, flag = cap.graph_module(x, mask)

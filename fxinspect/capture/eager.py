@@ -94,6 +94,7 @@ class _Builder:
         self._by_storage: dict[tuple, tuple[Any, _Ref]] = {}
         self._items: dict[tuple[fx.Node, tuple[int, ...]], fx.Node] = {}
         self._last_item: dict[fx.Node, fx.Node] = {}
+        self._views: dict[torch._ops.OpOverload, list[bool]] = {}
         self.constants = 0
         self.scalars = 0
         self.random_ops: dict[str, int] = {}
@@ -177,13 +178,21 @@ class _Builder:
         return f"{CONST_PREFIX}{self.constants - 1}"
 
     def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
-        node = self.graph.call_function(func, self.value(tuple(args)), {k: self.value(v) for k, v in kwargs.items()})
+        node = self.graph.create_node(
+            "call_function",
+            func,
+            self.value(tuple(args)),
+            {k: self.value(v) for k, v in kwargs.items()},
+            name=func._opname,  # "convolution", "add_": the op, as symbolic graphs name nodes
+        )
         node.meta[MODULE_KEY] = self.module
         if func is torch.ops.aten._local_scalar_dense.default:
             self.scalars += 1
         if _RANDOM_TAG is not None and _RANDOM_TAG in func.tags:
             self.random_ops[str(func)] = self.random_ops.get(str(func), 0) + 1
-        views = _view_returns(func)
+        views = self._views.get(func)
+        if views is None:
+            views = self._views[func] = _view_returns(func)
         if isinstance(out, (list, tuple)) and len(views) > 1:
             for i, item in enumerate(out):
                 self._outputs(item, node, (i,), i < len(views) and views[i])

@@ -62,12 +62,23 @@ class _Root(torch.nn.Module):
         super().__init__()
         self.model = model
         self._inputs = inputs
-        self.out_spec: pytree.TreeSpec | None = None
+        # export restores the module's own attributes (lists too) after tracing: the
+        # output's tree spec is kept on a plain object the root refers to
+        self._seen = _Seen()
 
     def forward(self, *tensors: torch.Tensor) -> tuple:
         args, kwargs = self._inputs.rebuild(list(tensors))
-        leaves, self.out_spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        leaves, spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        self._seen.spec = spec
         return tuple(leaves)
+
+    @property
+    def out_spec(self) -> pytree.TreeSpec | None:
+        return self._seen.spec
+
+
+class _Seen:
+    spec: pytree.TreeSpec | None = None
 
 
 def _strip(path: str) -> str | None:

@@ -122,7 +122,7 @@ def _present(*tensors) -> int:
 def transformer_encoder_layer(args, kwargs, out):
     """``nn.TransformerEncoderLayer``'s fast path, counted as its slow path's ops."""
     src, qkv_weight, proj_weight = args[0], args[3], args[5]
-    ffn_1, ffn_2 = args[14], args[15]
+    ffn_1, ffn_2 = args[14], args[16]
     tokens = src.numel() // qkv_weight.shape[1]
     macs = mha_macs(src, src, qkv_weight, proj_weight) + tokens * (ffn_1.numel() + ffn_2.numel())
     norms = sum(norm_flops(src.numel(), "mean_var", affine=_present(args[i], args[i + 1])) for i in (10, 12))

@@ -9,6 +9,8 @@ are listed so that a lookup on an export graph's node target answers as well.
 
 from __future__ import annotations
 
+import torch
+
 from ._util import aten_packets
 from .registry import register_free
 
@@ -36,3 +38,4 @@ FREE_OPS: tuple[str, ...] = (
 )
 
 register_free(*aten_packets(FREE_OPS))
+register_free(torch.ops.prim.device)  # fake tensors ask for their device through it

@@ -275,6 +275,8 @@ def _module_groups(report: Report, depth: int | None, fold: bool) -> Iterator[tu
             members = [kids[g][i] for g in group for i in run]
             if depth is not None and report.modules[members[0]].depth > depth:
                 continue
+            if report.modules[members[0]].counted_in:  # ran inside a leaf: no figures of its own
+                continue
             if len(members) == 1:  # nothing folded here or above: the module's own path
                 name = members[0]
             else:
@@ -482,6 +484,14 @@ def _footnotes(
             label = {n.name: n.label for n in report.nodes}
             labels = fmt.listing(dict.fromkeys(label[n] for n in own))
             notes.append(f"total includes {fmt.plural(len(own), 'op')} of the root module itself: {labels}")
+    if by is By.MODULE:
+        inside = [m for m in report.modules.values() if m.counted_in]
+        if inside:
+            leaves = fmt.listing(dict.fromkeys(m.counted_in for m in inside))
+            notes.append(
+                f"{fmt.plural(len(inside), 'module')} inside leaf modules ({leaves}) not broken down: "
+                "their work is in the leaf's row"
+            )
     if Column.LATENCY in cols and report.totals.latency is None:
         notes.append(f"{fmt.MISSING} timing did not run")
     if len(shown) < len(rows):

@@ -1,0 +1,96 @@
+"""Symbolic tier: module attribution, leaves, automatic leaves, calls, codegen."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxinspect
+from fxinspect.capture import capture, module_of
+from fxinspect.codegen import compile_graph
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) + x
+
+
+class Untraceable(torch.nn.Module):
+    """Control flow on a tensor value: symbolic tracing cannot follow it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return -x
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.odd = Untraceable()
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = self.block(self.block(x))  # one module called twice
+        return self.head(self.odd(x))
+
+
+def test_every_op_node_is_tagged_with_its_module_and_class():
+    cap = capture(Block(), (torch.randn(2, 8),), {})
+    tags = [(n.name, module_of(n)) for n in cap.graph_module.graph.nodes if n.op.startswith("call")]
+    assert tags == [("fc", ("fc", "Linear")), ("relu", ("", "Block")), ("add", ("", "Block"))]
+
+
+def test_repeated_module_counts_two_calls_and_twice_the_macs():
+    report = fxinspect.analyze(Net(), torch.ones(2, 8), timing=False)
+    assert report.modules["block"].calls == 2 and report.modules["block.fc"].calls == 2
+    assert report.modules["head"].calls == 1
+    assert report.modules["block.fc"].macs == 2 * (2 * 8 * 8)  # two calls of a 2x8 @ 8x8 = 256
+
+
+def test_untraceable_submodule_becomes_a_leaf_with_a_note():
+    report = fxinspect.analyze(Net(), torch.ones(2, 8), timing=False)
+    assert report.capture.method == "symbolic"
+    assert any("made 'odd' (Untraceable) a leaf" in note for note in report.capture.notes)
+    odd = [n for n in report.nodes if n.module_path == "odd"]
+    assert [n.op for n in odd] == ["call_module"]
+    assert odd[0].macs == 2 * 8 * 8  # its Linear ran inside the leaf and is still counted: 128
+    # modules inside a leaf get no nodes of their own; their work is in the leaf's node
+    assert report.modules["odd.fc"].nodes == () and report.modules["odd"].macs == 128
+    assert report.modules["odd.fc"].counted_in == "odd" and report.modules["odd"].counted_in == ""
+    table = report.table()
+    assert "odd.fc" not in table and "1 module inside leaf modules (odd) not broken down" in table
+
+
+@pytest.mark.parametrize("leaf", [Block, "block", "instance"])
+def test_user_leaf_modules_by_class_path_or_instance(leaf):
+    net = Net()
+    leaf = net.block if leaf == "instance" else leaf
+    report = fxinspect.analyze(net, torch.ones(2, 8), leaf_modules=[leaf, "odd"], timing=False)
+    block_nodes = [n for n in report.nodes if n.module_path == "block"]
+    assert [n.op for n in block_nodes] == ["call_module", "call_module"]
+    assert report.modules["block"].macs == 2 * (2 * 8 * 8)  # = 256, counted inside the leaf
+
+
+def test_compiled_program_matches_the_graph_module():
+    cap = capture(Net(), (torch.ones(2, 8),), {}, leaf_modules=["odd"])
+    program = compile_graph(cap.graph_module)
+    x = torch.randn(2, 8)
+    assert torch.equal(program(x)[0], cap.graph_module(x)[0])
+    assert "= None" in program.source  # values are freed after their last use
+
+
+def test_wrappers_are_unwrapped():
+    model = torch.nn.DataParallel(torch.nn.Linear(4, 2))
+    report = fxinspect.analyze(model, torch.randn(3, 4), timing=False)
+    assert report.modules[""].type == "Linear" and report.totals.macs == 3 * 4 * 2  # = 24
+    assert "unwrapped DataParallel" in report.capture.notes

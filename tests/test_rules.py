@@ -1,0 +1,445 @@
+"""Tests of the aten cost rules: formulas, FlopCounterMode cross-checks, the registry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+
+from fxinspect.rules import FREE, Cost, lookup, register_free, register_rule, registered_ops
+from fxinspect.rules import elementwise, losses, movement, pooling, reduction, views
+from fxinspect.rules._util import missing_names
+
+aten = torch.ops.aten
+
+
+class CostMode(TorchDispatchMode):
+    """Runs every aten call and adds up what our rules say it costs."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[torch._ops.OpOverload, Cost]] = []
+        self.uncounted: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        rule = lookup(func)
+        if rule is None:
+            self.uncounted.add(str(func))
+        else:
+            self.calls.append((func, rule(args, kwargs, out)))
+        return out
+
+    @property
+    def flops(self) -> int:
+        return sum(cost.flops for _, cost in self.calls)
+
+    @property
+    def macs(self) -> int:
+        return sum(cost.macs for _, cost in self.calls)
+
+    def flops_known_to_flop_counter(self) -> int:
+        return sum(cost.flops for func, cost in self.calls if func.overloadpacket in flop_registry)
+
+
+def measure(run, *inputs) -> CostMode:
+    """Our costs of ``run(*inputs)``; inputs are made outside so their factories don't count."""
+    with CostMode() as mode:
+        run(*inputs)
+    return mode
+
+
+def both(run, *inputs) -> tuple[CostMode, int]:
+    """Our costs and FlopCounterMode's total for the same calls."""
+    with FlopCounterMode(display=False) as reference:
+        mode = measure(run, *inputs)
+    return mode, reference.get_total_flops()
+
+
+r = torch.randn  # short, for the tables below
+
+
+# -- matmul-like ops equal FlopCounterMode --------------------------------------------
+
+MATMUL_CASES = {
+    # id: (inputs, run, expected flops)
+    "mm": (lambda: (r(8, 16), r(16, 4)), torch.mm, 2 * 8 * 16 * 4),  # 1024
+    "addmm": (lambda: (r(4), r(8, 16), r(16, 4)), torch.addmm, 2 * 8 * 16 * 4),  # bias free: 1024
+    "bmm": (lambda: (r(3, 8, 16), r(3, 16, 4)), torch.bmm, 2 * 3 * 8 * 16 * 4),  # 3072
+    "baddbmm": (lambda: (r(3, 8, 4), r(3, 8, 16), r(3, 16, 4)), torch.baddbmm, 2 * 3 * 8 * 16 * 4),  # 3072
+    "linear_3d": (lambda: (r(2, 5, 16), r(4, 16), r(4)), F.linear, 2 * 10 * 16 * 4),  # 1280
+    "matmul_4d": (lambda: (r(2, 3, 5, 8), r(2, 3, 8, 7)), torch.matmul, 2 * 6 * 5 * 8 * 7),  # 3360
+}
+
+
+@pytest.mark.parametrize("make, run, expected", MATMUL_CASES.values(), ids=MATMUL_CASES.keys())
+def test_matmul_equals_flop_counter(make, run, expected):
+    mode, reference = both(run, *make())
+    assert mode.flops_known_to_flop_counter() == reference == expected
+    assert mode.macs * 2 == expected
+
+
+# (dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
+CONV_CASES = {
+    "1d": (1, 4, 8, 3, 1, 0, 1, 1, False, 0),
+    "2d_stride_pad": (2, 3, 8, 3, 2, 1, 1, 1, False, 0),
+    "2d_dilation": (2, 4, 6, 3, 1, 2, 2, 1, False, 0),
+    "2d_groups": (2, 4, 8, 3, 1, 1, 1, 2, False, 0),
+    "2d_depthwise": (2, 4, 4, 3, 1, 1, 1, 4, False, 0),
+    "3d": (3, 2, 4, 3, 1, 1, 1, 1, False, 0),
+    "transposed_1d_stride": (1, 4, 6, 3, 2, 0, 1, 1, True, 1),
+    "transposed_2d_groups": (2, 4, 8, 3, 2, 1, 1, 2, True, 1),
+    "transposed_3d_dilation": (3, 2, 4, 2, 1, 0, 2, 1, True, 0),
+}
+
+
+def conv_inputs(dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding, grad=False):
+    """Arguments of ``torch.convolution`` for a batch of 2 inputs of side 7."""
+    x = torch.randn(2, c_in, *[7] * dims, requires_grad=grad)
+    shape = (c_in, c_out // groups) if transposed else (c_out, c_in // groups)
+    w = torch.randn(*shape, *[kernel] * dims, requires_grad=grad)
+    b = torch.randn(c_out, requires_grad=grad)
+    return (x, w, b, [stride] * dims, [padding] * dims, [dilation] * dims, transposed, [output_padding] * dims, groups)
+
+
+@pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
+def test_convolution_equals_flop_counter(case):
+    mode, reference = both(torch.convolution, *conv_inputs(*case))
+    assert mode.flops_known_to_flop_counter() == reference > 0
+    assert mode.flops == 2 * mode.macs  # the bias is not counted
+
+
+@pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
+def test_convolution_backward(case):
+    groups = case[7]
+    inputs = conv_inputs(*case, grad=True)
+    forward = measure(torch.convolution, *inputs).macs
+    out = torch.convolution(*inputs)
+    mode, reference = both(lambda: out.sum().backward())
+    backward = [cost for func, cost in mode.calls if func.overloadpacket is aten.convolution_backward]
+    assert len(backward) == 1
+    assert backward[0].macs == 2 * forward  # grad_input and grad_weight: one forward each
+    # FlopCounterMode counts grad_weight with all C_in instead of C_in / groups.
+    assert backward[0].flops == reference - 2 * forward * (groups - 1)
+
+
+def test_conv_backward_honours_output_mask():
+    x, w = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3, requires_grad=True)
+    out = F.conv2d(x, w)  # x needs no gradient: only grad_weight is computed
+    mode = measure(lambda: out.sum().backward())
+    (cost,) = [c for f, c in mode.calls if f.overloadpacket is aten.convolution_backward]
+    assert cost.macs == 1 * 4 * 6 * 6 * 3 * 3 * 3  # out elements * C_in * k * k = 3888
+
+
+# -- attention ----------------------------------------------------------------------
+
+def meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+Q, K, V, V_WIDE = (2, 4, 6, 8), (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 16)
+
+
+def _bshd(shape):
+    return meta(*shape).transpose(1, 2)
+
+
+ATTENTION_FORWARD = {
+    "flash": lambda: aten._scaled_dot_product_flash_attention(meta(*Q), meta(*K), meta(*V)),
+    "efficient": lambda: aten._scaled_dot_product_efficient_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True),
+    "cudnn": lambda: aten._scaled_dot_product_cudnn_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True),
+    "_flash_attention_forward": lambda: aten._flash_attention_forward(_bshd(Q), _bshd(K), _bshd(V), None, None, 6, 5, 0.0, False, False),
+    "_efficient_attention_forward": lambda: aten._efficient_attention_forward(
+        _bshd(Q), _bshd(K), _bshd(V_WIDE), None, None, None, 6, 5, 0.0, 0, True
+    ),
+}
+
+
+@pytest.mark.parametrize("run", ATTENTION_FORWARD.values(), ids=ATTENTION_FORWARD.keys())
+def test_attention_kernels_equal_flop_counter(run):
+    mode, reference = both(run)
+    assert mode.flops == reference > 0
+
+
+def test_attention_backward_kernels_equal_flop_counter():
+    q, k, v = meta(*Q), meta(*K), meta(*V_WIDE)
+    out, lse, seed, offset = aten._scaled_dot_product_efficient_attention(q, k, v, None, True)
+    grad = meta(2, 4, 6, 16)
+    mode, reference = both(
+        aten._scaled_dot_product_efficient_attention_backward, grad, q, k, v, None, out, lse, seed, offset, 0.0, [True] * 3 + [False]
+    )
+    assert mode.flops == reference == 2 * 2 * 4 * 6 * 5 * (3 * 8 + 2 * 16)  # 2 * b*h*s_q*s_k*(3d + 2d_v) = 53760
+
+
+@pytest.mark.parametrize(
+    "q_shape, k_shape, v_shape, gqa",
+    [
+        ((2, 4, 6, 8), (2, 4, 5, 8), (2, 4, 5, 8), False),
+        ((1, 2, 7, 8), (1, 2, 3, 8), (1, 2, 3, 16), False),  # d_v != d_qk, s_k != s_q
+        ((2, 8, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8), True),  # grouped-query: 8 q heads, 2 kv heads
+    ],
+)
+def test_cpu_sdpa_matches_flop_counter_formulas(q_shape, k_shape, v_shape, gqa):
+    q, k, v = (torch.randn(*s, requires_grad=True) for s in (q_shape, k_shape, v_shape))
+    forward = measure(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa))
+    assert 2 * forward.macs == sdpa_flop_count(q_shape, k_shape, v_shape)
+    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+    backward = measure(lambda: out.sum().backward())
+    assert 2 * backward.macs == sdpa_backward_flop_count(out.shape, q_shape, k_shape, v_shape)
+
+
+def test_gqa_counts_query_heads():
+    q, k, v = torch.randn(1, 8, 4, 16), torch.randn(1, 2, 4, 16), torch.randn(1, 2, 4, 16)
+    mode = measure(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    assert mode.macs == 1 * 8 * 4 * 4 * (16 + 16)  # b * h_q * s_q * s_k * (d + d_v) = 4096
+
+
+def test_multihead_attention_fast_path_equals_slow_path():
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        fast = measure(lambda: mha(x, x, x, need_weights=False))
+    slow = measure(lambda: mha(x, x, x, need_weights=False))
+    assert any(f.overloadpacket is aten._native_multi_head_attention for f, _ in fast.calls)
+    # 4 projections: 4 * 10 tokens * 16 * 16; attention: 10 * 5 keys * 2 * 16
+    assert fast.macs == slow.macs == 4 * 10 * 16 * 16 + 10 * 5 * 2 * 16  # 11840
+
+
+def test_transformer_encoder_layer_fast_path_equals_slow_path():
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        fast = measure(layer, x)
+    slow = measure(layer, x)
+    assert [str(f) for f, _ in fast.calls] == ["aten._transformer_encoder_layer_fwd.default"]
+    assert fast.macs == slow.macs == 11840 + 10 * 2 * 16 * 32  # attention + ffn = 22080
+    # The slow path adds the in-projection bias as a separate add: 10 tokens * 3 * 16.
+    assert slow.flops - fast.flops == 10 * 3 * 16
+
+
+def test_vit_b_16_matches_torchvision_published_gmacs():
+    torchvision = pytest.importorskip("torchvision")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.device("meta"):
+        model = torchvision.models.vit_b_16().eval()
+    model = model.to_empty(device="cpu")  # uninitialised: only shapes matter under fake mode
+    with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+        mode = measure(model, torch.empty(1, 3, 224, 224))
+    assert mode.uncounted == set()
+    assert any(f.overloadpacket is aten._native_multi_head_attention for f, _ in mode.calls)
+    assert round(mode.macs / 1e9, 2) == 17.56  # torchvision's published GFLOPS (which are MACs)
+
+
+# -- fused recurrent layers equal their decomposition ----------------------------------
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
+def test_recurrent_fused_equals_decomposed(cell):
+    rnn = getattr(torch.nn, cell)(8, 16, 2, bidirectional=True)
+    x = torch.randn(5, 3, 8)
+    with torch.no_grad():
+        fused = measure(rnn, x)
+        with torch.backends.mkldnn.flags(enabled=False):
+            decomposed = measure(rnn, x)
+    assert (fused.flops, fused.macs) == (decomposed.flops, decomposed.macs)
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell]
+    # 2 directions; layer 1 reads 8 features, layer 2 reads 2 * 16; hidden 16.
+    assert fused.macs == 2 * 15 * gates * 16 * (8 + 16) + 2 * 15 * gates * 16 * (32 + 16)
+
+
+# -- per-element families ----------------------------------------------------------------
+
+x24 = lambda: (r(2, 4),)  # noqa: E731
+PER_ELEMENT_CASES = {
+    # id: (inputs, run, expected flops)
+    "add_broadcast": (lambda: (r(2, 3), r(3)), torch.add, 2 * 3),  # output elements: 6
+    "add_inplace": (lambda: (r(2, 3), r(3)), lambda a, b: a.add_(b), 6),
+    "add_out": (lambda: (r(2, 3), r(2, 3), torch.empty(2, 3)), lambda a, b, o: torch.add(a, b, out=o), 6),
+    "integer_add": (lambda: (torch.ones(2, 3, dtype=torch.long),), lambda a: a + a, 0),  # not floating point
+    "compare": (lambda: (r(2, 3),), lambda a: a > 0, 0),  # bool result
+    "gelu": (x24, F.gelu, 8),  # 1 * 8
+    "addcmul": (lambda: (r(2, 4), r(2, 4), r(2, 4)), torch.addcmul, 2 * 8),  # 16
+    "lerp": (lambda: (r(2, 4), r(2, 4)), lambda a, b: torch.lerp(a, b, 0.5), 3 * 8),  # 24
+    "where": (lambda: (r(2, 4) > 0, r(2, 4), r(2, 4)), torch.where, 0),  # a selection
+    "max_binary": (lambda: (r(2, 4), r(4)), torch.max, 8),  # pointwise overload: output elements
+    "softmax": (x24, lambda a: a.softmax(-1), 5 * 8),  # 40
+    "log_softmax": (x24, lambda a: a.log_softmax(-1), 5 * 8),  # 40
+    "sum": (lambda: (r(4, 5),), torch.sum, 20),  # per input element: 20
+    "max_dim": (lambda: (r(4, 5),), lambda a: a.max(1), 20),
+    "var": (lambda: (r(4, 5),), lambda a: a.var(1), 4 * 20),  # 80
+    "argmax": (lambda: (r(4, 5),), torch.argmax, 0),  # integer result
+    "norm": (lambda: (r(4, 5),), torch.linalg.vector_norm, 2 * 20),  # 40
+    "mse_loss": (lambda: (r(4, 5), r(4, 5)), F.mse_loss, 3 * 20),  # 60
+    "nll_loss": (lambda: (r(4, 5), torch.tensor([0, 1, 2, 3])), F.nll_loss, 4),  # one per target
+    "batch_norm_train": (
+        lambda: (r(2, 3, 4, 4), None, None, torch.ones(3), torch.zeros(3)),
+        lambda x, rm, rv, w, b: F.batch_norm(x, rm, rv, w, b, training=True),
+        96 * (3 + 2 + 2),  # stats + normalise + affine per element: 672
+    ),
+    "batch_norm_eval": (
+        lambda: (r(2, 3, 4, 4), torch.zeros(3), torch.ones(3), torch.ones(3), torch.zeros(3)),
+        lambda x, rm, rv, w, b: F.batch_norm(x, rm, rv, w, b, training=False),
+        96 * (2 + 2),  # statistics given: 384
+    ),
+    "layer_norm": (lambda: (r(2, 8), torch.ones(8), torch.zeros(8)), lambda x, w, b: F.layer_norm(x, (8,), w, b), 16 * 7),
+    "layer_norm_no_affine": (x24, lambda x: F.layer_norm(x, (4,)), 8 * 5),  # 40
+    "group_norm": (lambda: (r(2, 4, 3),), lambda x: F.group_norm(x, 2), 24 * 5),  # 120
+    "max_pool2d": (lambda: (r(1, 1, 4, 4),), lambda x: F.max_pool2d(x, 2), 4 * 2 * 2),  # 4 outputs * window 4
+    "max_pool1d": (lambda: (r(1, 2, 8),), lambda x: F.max_pool1d(x, 2), 8 * 2),  # 8 outputs * window 2
+    "avg_pool3d": (lambda: (r(1, 1, 4, 4, 4),), lambda x: F.avg_pool3d(x, 2), 8 * 8),  # 8 outputs * 8
+    # windows of 5 -> 3: [0, 2), [1, 4), [3, 5): 2 + 3 + 2 = 7 per dim; 2 channels
+    "adaptive_avg_pool2d": (lambda: (r(1, 2, 5, 5),), lambda x: F.adaptive_avg_pool2d(x, 3), 2 * 7 * 7),  # 98
+    "adaptive_avg_pool_global": (lambda: (r(2, 3, 4, 4),), lambda x: F.adaptive_avg_pool2d(x, 1), 96),
+    "upsample_nearest": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2), 0),
+    "upsample_bilinear": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), 72 * 7),
+    "grid_sample": (lambda: (r(1, 2, 4, 4), r(1, 3, 3, 2)), F.grid_sample, 2 * 9 * 7),  # bilinear: 126
+    "dropout": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 20),  # the multiply
+    "cat": (lambda: (r(2, 3), r(2, 3)), lambda a, b: torch.cat([a, b]), 0),
+    "embedding": (lambda: (torch.tensor([1, 2]), r(10, 4)), F.embedding, 0),
+}
+
+
+@pytest.mark.parametrize("make, run, expected", PER_ELEMENT_CASES.values(), ids=PER_ELEMENT_CASES.keys())
+def test_per_element_costs(make, run, expected):
+    mode = measure(run, *make())
+    assert mode.uncounted == set()
+    assert mode.flops == expected
+    assert mode.macs == 0
+
+
+def test_rules_read_only_shapes_meta_tensors():
+    mode = measure(lambda x, w: F.gelu(F.conv2d(x, w)), meta(1, 3, 8, 8), meta(4, 3, 3, 3))
+    assert mode.macs == 4 * 6 * 6 * 3 * 3 * 3  # 3888
+    assert mode.flops == 2 * 3888 + 4 * 6 * 6  # + gelu per output element: 7920
+
+
+# -- bytes ---------------------------------------------------------------------------
+
+
+def single(run, *inputs) -> Cost:
+    (call,) = [c for c in measure(run, *inputs).calls]
+    return call[1]
+
+
+def test_embedding_reads_rows_not_table():
+    indices, table = torch.tensor([[1, 2, 3]]), torch.randn(1000, 4)
+    cost = single(F.embedding, indices, table)
+    assert cost.bytes_read == 3 * 8 + 3 * 4 * 4  # int64 indices + 3 rows of 4 floats = 72
+
+
+def test_index_select_reads_indices_and_result():
+    cost = single(torch.index_select, torch.randn(100, 4), 0, torch.tensor([5, 7]))
+    assert cost.bytes_read == 2 * 8 + 2 * 4 * 4  # 48
+
+
+def test_factories_read_nothing_and_copy_reads_source():
+    assert single(lambda: torch.zeros(3, 4)).bytes_read == 0
+    assert single(torch.zeros_like, torch.randn(3, 4)).bytes_read == 0
+    cost = single(lambda a, b: a.copy_(b), torch.empty(3, 4), torch.randn(3, 4, dtype=torch.float64))
+    assert (cost.bytes_read, cost.bytes_written) == (3 * 4 * 8, 3 * 4 * 4)  # float64 in, float32 out
+
+
+def test_default_bytes_are_left_to_the_caller():
+    assert single(torch.cat, [torch.randn(2), torch.randn(2)]) == Cost()
+
+
+@pytest.mark.parametrize("run", [lambda x: x.view(4), lambda x: x.t(), lambda x: x.expand(3, 2, 2), lambda x: torch.empty_like(x)])
+def test_views_and_allocations_are_free(run):
+    mode = measure(run, torch.randn(2, 2))
+    assert mode.calls and all(lookup(f) is FREE for f, _ in mode.calls)
+    assert all(cost == Cost(0, 0, 0, 0) for _, cost in mode.calls)
+
+
+# -- coverage ------------------------------------------------------------------------
+
+
+def _names(table: dict) -> list[str]:
+    return [name for names in table.values() for name in names]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        _names(elementwise.PER_OUTPUT_ELEMENT),
+        _names(reduction.PER_INPUT_ELEMENT),
+        _names(losses.FORWARD) + _names(losses.BACKWARD),
+        _names(pooling.WINDOWED) + _names(pooling.WINDOWED_BACKWARD) + _names(pooling.ADAPTIVE)
+        + _names(pooling.ADAPTIVE_BACKWARD) + list(pooling.SCATTER_BACKWARD) + list(pooling.NEIGHBOURS),
+        list(movement.MOVES) + list(movement.GATHERS) + list(movement.FACTORIES),
+        list(views.FREE_OPS),
+    ],
+    ids=["elementwise", "reduction", "losses", "pooling", "movement", "views"],
+)
+def test_every_listed_name_is_an_aten_op(names):
+    assert missing_names(names) == []
+
+
+def test_small_convnet_and_transformer_training_step_is_fully_counted():
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.mobilenet_v3_small(num_classes=10).train()
+    encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 1)
+    x, tokens = torch.randn(2, 3, 32, 32), torch.randn(2, 5, 16)
+
+    def step():
+        loss = F.cross_entropy(model(x), torch.tensor([1, 2])) + encoder(tokens).square().mean()
+        loss.backward()
+
+    mode = measure(step)
+    assert mode.uncounted == set()
+    assert mode.flops > 2 * mode.macs > 0
+
+
+# -- the registry --------------------------------------------------------------------
+
+
+def test_duplicate_registration_raises():
+    with pytest.raises(ValueError, match="already has the rule"):
+        register_rule(aten.mm)(lambda args, kwargs, out: Cost())
+
+
+def test_replace_overrides_and_restores():
+    original = lookup(aten.mm.default)
+    try:
+        @register_rule(aten.mm, replace=True)
+        def custom(args, kwargs, out):
+            return Cost(flops=1)
+
+        assert lookup(aten.mm.default) is custom
+        assert measure(torch.mm, torch.randn(2, 2), torch.randn(2, 2)).flops == 1
+    finally:
+        register_rule(aten.mm, replace=True)(original)
+    assert lookup(aten.mm.default) is original
+
+
+def test_overload_rule_wins_over_packet():
+    assert lookup(aten.max.other) is not lookup(aten.max.dim) is lookup(aten.max.default)
+
+
+def test_unknown_op_is_uncounted():
+    @torch.library.custom_op("fxinspect_test::double", mutates_args=())
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    assert lookup(torch.ops.fxinspect_test.double.default) is None
+    assert measure(double, torch.randn(3)).uncounted == {"fxinspect_test.double.default"}
+
+
+def test_register_rejects_non_ops():
+    with pytest.raises(TypeError):
+        register_rule("aten::mm")(lambda args, kwargs, out: Cost())
+
+
+def test_register_free_marks_ops_free():
+    op = torch.ops.aten.is_coalesced
+    assert op not in registered_ops()
+    try:
+        register_free(op)
+        assert lookup(op.default) is FREE
+    finally:
+        from fxinspect.rules import registry
+
+        del registry._RULES[op]
