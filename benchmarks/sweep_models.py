@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import gc
 import json
 import re
@@ -193,7 +194,7 @@ HF: dict[str, tuple[str, str, dict, Callable[[], dict]]] = {
     "phi3": ("phi3", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 2}, _text),
     "gemma": ("gemma", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1, "head_dim": 16}, _text),
     "gemma2": ("gemma2", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 8}, _text),
-    "stablelm": ("stablelm", "AutoModelForCausalLM", TEXT, _text),
+    "stablelm": ("stablelm", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 2}, _text),
     "starcoder2": ("starcoder2", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1}, _text),
     "olmo": ("olmo", "AutoModelForCausalLM", TEXT, _text),
     "t5": ("t5", "AutoModelForSeq2SeqLM", dict(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0), _seq2seq),
@@ -282,6 +283,16 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:400]
 
 
+def _leaves(out: Any) -> list[Any]:
+    return torch.utils._pytree.tree_leaves(out)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.equal(a, b)
+    return type(a) is type(b) and a == b
+
+
 def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
     suite, short = name.split(":", 1)
     row: dict[str, Any] = {"name": name, "suite": suite, "ok": False}
@@ -293,6 +304,19 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
         row["error"] = f"build: {_first_line(exc)}"
         return row
     row["inputs"] = described
+    # the reference and the outputs come from a pristine copy: analyze runs first on the
+    # model as built (as a user would), and must leave it computing the same outputs
+    ref_args, ref_kwargs, _ = prepare_inputs(model, args, kwargs)  # use_cache=False, as analyze passes it
+    try:
+        pristine = copy.deepcopy(model)
+        with time_limit(timeout), torch.no_grad():
+            reference = reference_flops(pristine, ref_args, ref_kwargs)
+            before = _leaves(pristine(*ref_args, **ref_kwargs))
+        del pristine
+        row["reference_flops"] = reference
+    except Exception as exc:
+        row["reference_error"] = _first_line(exc)
+        reference = before = None
     start = time.perf_counter()
     try:
         with time_limit(timeout), torch.no_grad():
@@ -316,14 +340,16 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
         macs=report.totals.macs,
         uncounted=[u.op for u in report.uncounted],
     )
-    try:
-        ref_args, ref_kwargs, _ = prepare_inputs(model, args, kwargs)  # use_cache=False as analyze passed it
-        with time_limit(timeout), torch.no_grad():
-            reference = reference_flops(model, ref_args, ref_kwargs)
-        row["reference_flops"] = reference
+    if reference is not None:
         row["ref_match"] = 2 * report.totals.macs == reference
-    except Exception as exc:
-        row["reference_error"] = _first_line(exc)
+    if before is not None:  # the model must still compute what it computed before
+        try:
+            with time_limit(timeout), torch.no_grad():
+                after = _leaves(model(*ref_args, **ref_kwargs))
+            row["unchanged"] = len(after) == len(before) and all(_same(a, b) for a, b in zip(after, before))
+        except Exception as exc:
+            row["unchanged"] = False
+            row["after_error"] = _first_line(exc)
     return row
 
 
@@ -347,8 +373,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 print(f"    {tier}: {reason}")
         elif r.get("ref_match") is False:
             print(f"MACS MISMATCH {r['name']}: 2*macs={2 * r['macs']} reference={r['reference_flops']}")
-        elif "reference_error" in r:
+        if "reference_error" in r:
             print(f"NO REFERENCE {r['name']}: {r['reference_error']}")
+        if r.get("unchanged") is False:
+            print(f"MODEL CHANGED {r['name']}: after analyze the forward {r.get('after_error') or 'gives other outputs'}")
     reasons: dict[str, int] = {}
     for r in rows:
         if r["ok"]:
@@ -376,11 +404,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         for r in ok:
             methods[r["method"]] = methods.get(r["method"], 0) + 1
         share = sum(r["module_share"] for r in ok) / len(ok) if ok else 0.0
+        changed = [r for r in ok if r.get("unchanged") is False]
         print(
             f"  {suite:5}: {len(ok)}/{len(rs)} analysed ({100 * len(ok) / len(rs):.1f}%), "
             f"2*macs == reference on {len(exact)}/{len(rs)} ({100 * len(exact) / len(rs):.1f}%), "
             f"methods {methods}, mean module share {100 * share:.1f}%, "
-            f"seconds {sum(r.get('seconds', 0) for r in rs):.0f}"
+            f"seconds {sum(r.get('seconds', 0) for r in rs):.0f}, model changed by analyze: {len(changed)}"
         )
 
 

@@ -128,7 +128,8 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         placeholder_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in placeholder_outputs.items()},
         attr_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in attr_outputs.items()},
     )
-    return _report(model, cap, runs, timing_info, [name for name, slot in sources if stats and _bad(stats, slot)])
+    bad_sources = [name for name, slot in sources if stats and _bad(stats, slot)]
+    return _report(model, cap, runs, timing_info, bad_sources, virtual=run.virtual)
 
 
 def _with_stats(meta: TensorMeta, slot: int | None, stats: list) -> TensorMeta:
@@ -216,7 +217,9 @@ def _node_error(cap: Capture, counting: CountingRun, exc: Exception) -> NodeExec
     return NodeExecutionError(node.name, path, mtype, shapes, f"{type(exc).__name__}: {cause}")
 
 
-def _report(model: torch.nn.Module, cap: Capture, runs: RunRecords, timing: TimingInfo | None, sources: list[str]) -> Report:
+def _report(
+    model: torch.nn.Module, cap: Capture, runs: RunRecords, timing: TimingInfo | None, sources: list[str], virtual: bool
+) -> Report:
     nodes = node_records(cap, runs)
     infos, shared = module_infos(model)
     modules = aggregate_modules(nodes, infos, cap.calls, timed=runs.latencies is not None, leaves=cap.leaves)
@@ -256,5 +259,6 @@ def _report(model: torch.nn.Module, cap: Capture, runs: RunRecords, timing: Timi
             platform=platform.platform(),
             device=device,
             num_threads=torch.get_num_threads(),
+            virtual=virtual,
         ),
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 import torch.fx as fx
@@ -104,7 +104,8 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
             outputs = ()
         produced[node.name] = outputs
         stats = [m.stats for m in outputs if m.stats is not None]
-        read = bool(stats) or (node.op in OP_KINDS and not any(m.dtype.startswith(("float", "bfloat", "complex")) for m in outputs))
+        # counts are known when values were read, or when nothing floating came out
+        read = bool(stats) or (node.op in OP_KINDS and not any(_floating(m) for m in outputs))
         records.append(
             NodeRecord(
                 name=node.name,
@@ -127,6 +128,10 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
             )
         )
     return records
+
+
+def _floating(meta: TensorMeta) -> bool:
+    return meta.dtype.startswith(("float", "bfloat", "complex"))
 
 
 def uncounted_ops(nodes: Sequence[NodeRecord]) -> list[UncountedOp]:
@@ -161,12 +166,13 @@ def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFi
         return all(m.stats is None or m.stats.finite for m in n.inputs)
 
     root = next((n for n in bad if inputs_finite(n)), bad[0])
+    after_root = bad[bad.index(root) + 1 :]  # `bad` is in graph order
     return NonFinite(
         root_cause=root.name,
         module_path=root.module_path,
         module_type=root.module_type,
         kind=_kind(root.nan_count or 0, root.inf_count or 0),
         inputs=root.inputs,
-        downstream=tuple(n.name for n in bad if n is not root and nodes.index(n) > nodes.index(root)),
+        downstream=tuple(n.name for n in after_root),
         sources=tuple(sources),
     )

@@ -65,13 +65,16 @@ class CountingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         try:
-            rule = self._rules[func]
+            rule, key = self._rules[func]
         except KeyError:
-            rule = self._rules[func] = lookup(func)
+            # prim ops (prim.device, ...) are queries fake tensors make of themselves,
+            # not work the model asked for: a virtual run must list the same ops as a real one
+            rule, key = self._rules[func] = (lookup(func), None if func.namespace == "prim" else str(func))
+        if key is None:
+            return out
         per_node = self.costs.get(self.node)
         if per_node is None:
             per_node = self.costs[self.node] = {}
-        key = str(func)
         acc = per_node.get(key)
         if acc is None:
             acc = per_node[key] = OpCost(status="free" if rule is FREE else "counted" if rule else "uncounted")

@@ -266,6 +266,7 @@ class Environment:
     platform: str
     device: str
     num_threads: int
+    virtual: bool = False  # run on fake tensors (meta device): no values, no timing
 
 
 @dataclass(frozen=True)

@@ -379,3 +379,38 @@ def test_detection_model_through_eager():
     assert report.modules["backbone"].macs > 0 and report.modules["rpn"].calls == 1
     assert report.modules["roi_heads.box_roi_pool"].macs == 0  # RoIAlign is pooling, not MACs
     assert any(n.target == "torchvision.roi_align.default" for n in ops)
+
+
+class NoGradInside(nn.Module):
+    def __init__(self, tail: bool = False):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+        self.fc = nn.Linear(4, 4)
+        self.tail = tail
+
+    def forward(self, x):
+        with torch.no_grad():
+            g = torch.sigmoid(self.gate(x))
+        y = self.fc(x) * g
+        if self.tail:  # the forward ends inside a no_grad region
+            with torch.no_grad():
+                y = y.clamp(min=0)
+        return y, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize(
+    "tail, switches",
+    [(False, ["set_grad_enabled", "set_grad_enabled"]), (True, ["set_grad_enabled"] * 3 + ["restore_grad_enabled"])],
+)
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_grad_mode_regions_inside_forward_are_reproduced(grad, tail, switches):
+    model, x = NoGradInside(tail), torch.randn(2, 4, requires_grad=True)
+    with torch.set_grad_enabled(grad):
+        cap = _trace(model, x)
+        out, enabled = cap.graph_module(x)
+        assert torch.is_grad_enabled() == grad  # the graph leaves the mode as it found it
+        expected = model(x)[0]
+    assert enabled == grad and out.requires_grad == (grad and not tail)
+    torch.testing.assert_close(out, expected)
+    names = [n.target.__name__ for n in op_nodes(cap.graph_module.graph) if not isinstance(n.target, torch._ops.OpOverload)]
+    assert names == (switches if grad else [])

@@ -57,8 +57,16 @@ def test_repeated_module_counts_two_calls_and_twice_the_macs():
     assert report.modules["block.fc"].macs == 2 * (2 * 8 * 8)  # two calls of a 2x8 @ 8x8 = 256
 
 
-def test_untraceable_submodule_becomes_a_leaf_with_a_note():
+def test_auto_prefers_a_full_breakdown_over_hidden_leaves():
     report = fxinspect.analyze(Net(), torch.ones(2, 8), timing=False)
+    assert report.capture.method != "symbolic"
+    assert "had to make ['odd'] leaves" in dict(report.capture.failures)["symbolic"]
+    assert report.modules["odd.fc"].macs == 2 * 8 * 8  # broken down this time: 128
+    assert report.totals.macs == 2 * (2 * 8 * 8) + 2 * 8 * 8 + 2 * 8 * 2  # block twice, odd.fc, head = 416
+
+
+def test_untraceable_submodule_becomes_a_leaf_with_a_note():
+    report = fxinspect.analyze(Net(), torch.ones(2, 8), method="symbolic", timing=False)
     assert report.capture.method == "symbolic"
     assert any("made 'odd' (Untraceable) a leaf" in note for note in report.capture.notes)
     odd = [n for n in report.nodes if n.module_path == "odd"]

@@ -147,38 +147,71 @@ def _bshd(shape):
     return meta(*shape).transpose(1, 2)
 
 
+# id: (run, value shape, whether FlopCounterMode reads the layout right)
 ATTENTION_FORWARD = {
-    "flash": lambda: aten._scaled_dot_product_flash_attention(meta(*Q), meta(*K), meta(*V)),
-    "efficient": lambda: aten._scaled_dot_product_efficient_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True),
-    "cudnn": lambda: aten._scaled_dot_product_cudnn_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True),
-    "_flash_attention_forward": lambda: aten._flash_attention_forward(_bshd(Q), _bshd(K), _bshd(V), None, None, 6, 5, 0.0, False, False),
-    "_efficient_attention_forward": lambda: aten._efficient_attention_forward(
-        _bshd(Q), _bshd(K), _bshd(V_WIDE), None, None, None, 6, 5, 0.0, 0, True
+    "flash": (lambda: aten._scaled_dot_product_flash_attention(meta(*Q), meta(*K), meta(*V)), V, True),
+    "efficient": (lambda: aten._scaled_dot_product_efficient_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True), V_WIDE, True),
+    "cudnn": (lambda: aten._scaled_dot_product_cudnn_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True), V_WIDE, True),
+    "cpu": (lambda: aten._scaled_dot_product_flash_attention_for_cpu(meta(*Q), meta(*K), meta(*V)), V, False),  # unknown to it
+    "_flash_attention_forward": (
+        lambda: aten._flash_attention_forward(_bshd(Q), _bshd(K), _bshd(V), None, None, 6, 5, 0.0, False, False), V, True
+    ),
+    # FlopCounterMode takes this kernel's (b, s, h, d) tensors for (b, h, s, d).
+    "_efficient_attention_forward": (
+        lambda: aten._efficient_attention_forward(_bshd(Q), _bshd(K), _bshd(V_WIDE), None, None, None, 6, 5, 0.0, 0, True),
+        V_WIDE,
+        False,
     ),
 }
 
 
-@pytest.mark.parametrize("run", ATTENTION_FORWARD.values(), ids=ATTENTION_FORWARD.keys())
-def test_attention_kernels_equal_flop_counter(run):
-    mode, reference = both(run)
-    assert mode.flops == reference > 0
+@pytest.mark.parametrize("run, v_shape, upstream_agrees", ATTENTION_FORWARD.values(), ids=ATTENTION_FORWARD.keys())
+def test_attention_kernels_match_flop_counter_formula(run, v_shape, upstream_agrees):
+    mode, reference = both(run) if upstream_agrees else (measure(run), None)
+    # 2 * b * h * s_q * s_k * (d + d_v) = 2 * 2*4*6*5 * (8 + 8) = 7680 or (8 + 16): 11520
+    assert mode.flops == 2 * mode.macs == sdpa_flop_count(Q, K, v_shape)
+    if upstream_agrees:
+        assert mode.flops == reference
 
 
-def test_attention_backward_kernels_equal_flop_counter():
+def _efficient_backward():
     q, k, v = meta(*Q), meta(*K), meta(*V_WIDE)
     out, lse, seed, offset = aten._scaled_dot_product_efficient_attention(q, k, v, None, True)
-    grad = meta(2, 4, 6, 16)
-    mode, reference = both(
-        aten._scaled_dot_product_efficient_attention_backward, grad, q, k, v, None, out, lse, seed, offset, 0.0, [True] * 3 + [False]
-    )
-    assert mode.flops == reference == 2 * 2 * 4 * 6 * 5 * (3 * 8 + 2 * 16)  # 2 * b*h*s_q*s_k*(3d + 2d_v) = 53760
+    args = (meta(2, 4, 6, 16), q, k, v, None, out, lse, seed, offset, 0.0, [True] * 3 + [False])
+    return aten._scaled_dot_product_efficient_attention_backward, args
+
+
+def _flash_backward():
+    q, k, v = _bshd(Q), _bshd(K), _bshd(V)
+    out, lse, rng, unused, _ = aten._flash_attention_forward(q, k, v, None, None, 6, 5, 0.0, False, False)
+    args = (_bshd((2, 4, 6, 8)), q, k, v, out, lse, None, None, 6, 5, 0.0, False, rng, unused)
+    return aten._flash_attention_backward, args
+
+
+def _cpu_backward():
+    q, k, v = meta(*Q), meta(*K), meta(*V)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)
+    return aten._scaled_dot_product_flash_attention_for_cpu_backward, (meta(*Q), q, k, v, out, lse, 0.0, False)
+
+
+@pytest.mark.parametrize(
+    "make, v_shape, upstream_agrees",
+    [(_efficient_backward, V_WIDE, True), (_flash_backward, V, True), (_cpu_backward, V, False)],
+    ids=["efficient", "_flash_attention_backward", "cpu"],
+)
+def test_attention_backward_kernels_match_flop_counter_formula(make, v_shape, upstream_agrees):
+    op, args = make()
+    mode, reference = both(op, *args) if upstream_agrees else (measure(op, *args), None)
+    # 2 * b*h*s_q*s_k * (3d + 2d_v) = 2 * 240 * (24 + 32) = 26880, or (24 + 16): 19200
+    assert mode.flops == sdpa_backward_flop_count(Q[:3] + v_shape[3:], Q, K, v_shape)
+    if upstream_agrees:
+        assert mode.flops == reference
 
 
 @pytest.mark.parametrize(
     "q_shape, k_shape, v_shape, gqa",
     [
         ((2, 4, 6, 8), (2, 4, 5, 8), (2, 4, 5, 8), False),
-        ((1, 2, 7, 8), (1, 2, 3, 8), (1, 2, 3, 16), False),  # d_v != d_qk, s_k != s_q
         ((2, 8, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8), True),  # grouped-query: 8 q heads, 2 kv heads
     ],
 )
@@ -189,6 +222,17 @@ def test_cpu_sdpa_matches_flop_counter_formulas(q_shape, k_shape, v_shape, gqa):
     out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
     backward = measure(lambda: out.sum().backward())
     assert 2 * backward.macs == sdpa_backward_flop_count(out.shape, q_shape, k_shape, v_shape)
+
+
+def test_math_sdpa_counts_its_bmms():
+    # d_v != d_qk: CPU falls back to the math path, bmm + softmax + bmm, and its backward
+    # is four bmms (no recomputation of the scores, unlike the fused kernels).
+    q, k, v = torch.randn(1, 2, 7, 8, requires_grad=True), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 16)
+    forward = measure(lambda: F.scaled_dot_product_attention(q, k, v))
+    assert forward.macs == 1 * 2 * 7 * 3 * (8 + 16)  # b*h*s_q*s_k*(d + d_v) = 1008
+    out = F.scaled_dot_product_attention(q, k, v)
+    backward = measure(lambda: out.sum().backward())
+    assert backward.macs == 1 * 2 * 7 * 3 * (8 + 16)  # dS = dO V^T and dQ = dS K: 1008 (k, v need no grad)
 
 
 def test_gqa_counts_query_heads():
@@ -296,8 +340,9 @@ PER_ELEMENT_CASES = {
     "adaptive_avg_pool_global": (lambda: (r(2, 3, 4, 4),), lambda x: F.adaptive_avg_pool2d(x, 1), 96),
     "upsample_nearest": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2), 0),
     "upsample_bilinear": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), 72 * 7),
-    "grid_sample": (lambda: (r(1, 2, 4, 4), r(1, 3, 3, 2)), F.grid_sample, 2 * 9 * 7),  # bilinear: 126
-    "dropout": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 20),  # the multiply
+    "grid_sample": (lambda: (r(1, 2, 4, 4), r(1, 3, 3, 2)), lambda x, g: F.grid_sample(x, g, align_corners=False), 2 * 9 * 7),  # 126
+    "native_dropout": (lambda: (r(4, 5),), lambda x: aten.native_dropout(x, 0.5, True), 20),  # the multiply
+    "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 2 * 20),  # mask.div_, x * mask
     "cat": (lambda: (r(2, 3), r(2, 3)), lambda a, b: torch.cat([a, b]), 0),
     "embedding": (lambda: (torch.tensor([1, 2]), r(10, 4)), F.embedding, 0),
 }

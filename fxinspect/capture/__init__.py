@@ -50,6 +50,12 @@ def unwrap(model: Any) -> tuple[torch.nn.Module, list[str]]:
     return model, notes
 
 
+def _finish(cap: Capture, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
+    cap.failures = [f for f in failures if f[0] != cap.method] + cap.failures
+    cap.notes[:0] = notes
+    return cap
+
+
 def capture(
     model: torch.nn.Module,
     args: tuple,
@@ -65,16 +71,22 @@ def capture(
     tiers = list(TIERS) if method == "auto" else [method]
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)
-    for name in tiers:
+    partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
+    for position, name in enumerate(tiers):
         try:
             cap = TIERS[name](model, inputs, leaf_modules)
         except Exception as exc:  # each tier's failure is a finding, reported below
             failures.append((name, one_line(exc)))
             last = exc
             continue
-        cap.failures = failures + cap.failures
-        cap.notes[:0] = input_notes
-        return cap
+        if cap.auto_leaves and position < len(tiers) - 1 and partial is None:
+            # keep it as a fallback, but a later tier may break the whole model down
+            partial = cap
+            failures.append((name, f"had to make {cap.auto_leaves} leaves; trying the next tier for a full breakdown"))
+            continue
+        return _finish(cap, failures, input_notes)
+    if partial is not None:
+        return _finish(partial, failures, input_notes)
     reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
     raise CaptureError(
         f"could not capture {type_name(model)} with {'any tier' if method == 'auto' else method}:\n{reasons}\n"

@@ -41,6 +41,7 @@ class Capture:
     notes: list[str] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)
     out_spec: Any = None
+    auto_leaves: list[str] = field(default_factory=list)  # untraceable modules made leaves
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
 
     def user_path(self, target: str) -> str:

@@ -44,6 +44,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .base import MODULE_KEY, Capture, type_name
+from .export import restore_grad_enabled, set_grad_enabled
 from .inputs import FlatInputs, flatten_outputs
 
 CONST_PREFIX = "_fxinspect_const"
@@ -99,6 +100,8 @@ class _Builder:
         self.scalars = 0
         self.random_ops: dict[str, int] = {}
         self.module = ("", type_name(model))
+        self._grad = self._grad_entry = torch.is_grad_enabled()
+        self._grad_restore: fx.Node | None = None
         # parameters and buffers first, so that an input that is also a parameter stays an input
         for name, t in list(model.named_parameters()) + list(model.named_buffers()):
             self._remember(t, _Ref(target=name, value=t))
@@ -177,7 +180,23 @@ class _Builder:
         self.constants += 1
         return f"{CONST_PREFIX}{self.constants - 1}"
 
+    def _grad_mode(self, enabled: bool) -> None:
+        """Reproduce a grad-mode switch inside the forward (``torch.no_grad()`` regions),
+        with the same helper nodes the export tier uses."""
+        node = self.graph.call_function(set_grad_enabled, (enabled,))
+        node.meta[MODULE_KEY] = self.module
+        if self._grad_restore is None:
+            self._grad_restore = node  # returns the mode the graph was entered with
+        self._grad = enabled
+
+    def finish_grad_mode(self) -> None:
+        if self._grad_restore is not None and self._grad != self._grad_entry:
+            node = self.graph.call_function(restore_grad_enabled, (self._grad_restore,))
+            node.meta[MODULE_KEY] = self.module
+
     def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+        if torch.is_grad_enabled() != self._grad:
+            self._grad_mode(not self._grad)
         node = self.graph.create_node(
             "call_function",
             func,
@@ -272,6 +291,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
         for handle in hooks:
             handle.remove()
     leaves, spec = flatten_outputs(out)
+    builder.finish_grad_mode()
     builder.graph.output(tuple(builder.value(leaf) for leaf in leaves))
     builder.prune()
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))

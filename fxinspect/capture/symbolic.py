@@ -8,7 +8,8 @@ model as its child ``model``; that prefix is removed from every module path.
 Standard ``torch.nn`` layers (``m.__module__`` under ``torch.nn``, as torch.fx
 decides) and the user's ``leaf_modules`` stay leaves. When tracing fails inside a
 submodule, that submodule is made a leaf and tracing is tried again (a few times),
-and the capture notes say so.
+and the capture notes say so; ``method="auto"`` then still prefers a later tier that
+captures the whole model (see ``fxinspect.capture.capture``).
 
 Example
 -------
@@ -131,6 +132,7 @@ def trace_symbolic(
     named = {id(m): p for p, m in model.named_modules()}
     leaf_paths |= {named[id(x)] for x in leaf_modules if isinstance(x, torch.nn.Module) and id(x) in named}
     notes: list[str] = []
+    auto_leaves: list[str] = []
     root = _make_root(model, inputs)
     for attempt in range(MAX_AUTO_LEAVES + 1):
         tracer = ModuleTracer(leaf_types, leaf_paths)
@@ -143,6 +145,7 @@ def trace_symbolic(
                 raise
             notes.append(f"symbolic: made {where!r} ({type_name(model.get_submodule(where))}) a leaf: {one_line(exc)}")
             leaf_paths.add(where)
+            auto_leaves.append(where)
     for node in graph.nodes:  # "model_layer1_0_conv1" -> "layer1_0_conv1"
         if node.name.startswith(ROOT_ATTR + "_"):
             node._rename(node.name[len(ROOT_ATTR) + 1 :])
@@ -159,4 +162,5 @@ def trace_symbolic(
         notes=notes,
         out_spec=root.out_spec,
         attr_prefix=ROOT_ATTR + ".",
+        auto_leaves=auto_leaves,
     )

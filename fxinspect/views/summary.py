@@ -122,7 +122,7 @@ def summary(report: Report) -> str:
     env = report.environment
     head = " · ".join(
         [root.type if root else "model", f"captured by {report.capture.method}",
-         f"torch {env.torch_version} on {env.device}"]
+         f"torch {env.torch_version} on {env.device}" + (" (virtual: fake tensors, no values)" if env.virtual else "")]
     )
     lines = [head, _line("inputs", f"{_tensors(report.inputs)} -> {_tensors(report.outputs)}")]
     lines += _params(report)
