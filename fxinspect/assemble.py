@@ -9,7 +9,7 @@ Example
 >>> import torch, fxinspect
 >>> r = fxinspect.analyze(torch.nn.Linear(2, 2), torch.tensor([[1.0, float("nan")]]), timing=False)
 >>> r.nonfinite.root_cause, r.nonfinite.sources
-('linear', ('input x',))
+('linear', ('input input_1',))
 """
 
 from __future__ import annotations

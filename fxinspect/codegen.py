@@ -20,7 +20,7 @@ Example
 >>> torch.equal(program(torch.ones(2)), gm(torch.ones(2)))
 True
 >>> print(program.source.splitlines()[2].strip())
-_1 = T[1](_0);  _0 = None
+_2 = T[1](_1);  _1 = None
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ constant baked into the capture. :class:`FlatInputs` does the bookkeeping once.
 Example
 -------
 >>> import torch
->>> flat = FlatInputs.build((torch.ones(2), {"mask": torch.zeros(2), "flag": True}), {})
+>>> flat = FlatInputs.build((torch.ones(2),), {"extra": {"mask": torch.zeros(2), "flag": True}})
 >>> [t.shape for t in flat.tensors], flat.names
-([torch.Size([2]), torch.Size([2])], ['input_0', 'mask'])
+([torch.Size([2]), torch.Size([2])], ['input_0', 'extra_mask'])
 """
 
 from __future__ import annotations

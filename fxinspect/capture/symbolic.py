@@ -149,6 +149,8 @@ def trace_symbolic(
     for node in graph.nodes:  # "model_layer1_0_conv1" -> "layer1_0_conv1"
         if node.name.startswith(ROOT_ATTR + "_"):
             node._rename(node.name[len(ROOT_ATTR) + 1 :])
+        elif node.name == ROOT_ATTR:  # the whole model is one leaf: name it by its class
+            node._rename(type_name(model).lower())
     # compiled on first call only: the analysis runs probed copies, so the captured
     # module itself is compiled only when the plain forward is timed
     gm = _LazyGraphModule(root, graph, class_name=type_name(model))
