@@ -8,8 +8,20 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from fxinspect.rules import FREE, Cost, lookup, register_free, register_rule, registered_ops
-from fxinspect.rules import elementwise, losses, movement, pooling, reduction, views
+from fxinspect.rules import (
+    FREE,
+    Cost,
+    elementwise,
+    lookup,
+    losses,
+    movement,
+    pooling,
+    reduction,
+    register_free,
+    register_rule,
+    registered_ops,
+    views,
+)
 from fxinspect.rules._util import missing_names
 
 aten = torch.ops.aten
@@ -82,6 +94,32 @@ def test_matmul_equals_flop_counter(make, run, expected):
     assert mode.macs * 2 == expected
 
 
+MATMUL_UNKNOWN_TO_FLOP_COUNTER = {
+    # id: (inputs, run, expected macs)
+    "mv": (lambda: (r(8, 16), r(16)), torch.mv, 8 * 16),  # 128
+    "addmv": (lambda: (r(8), r(8, 16), r(16)), torch.addmv, 8 * 16),  # 128
+    "dot": (lambda: (r(16), r(16)), torch.dot, 16),
+    "addbmm": (lambda: (r(8, 4), r(3, 8, 16), r(3, 16, 4)), torch.addbmm, 3 * 8 * 16 * 4),  # 1536
+    "addr": (lambda: (r(8, 4), r(8), r(4)), torch.addr, 8 * 4),  # outer product: 32
+    # experts: 6 tokens split 2 + 4 over 2 experts of 8 -> 4 weights: 6 * 8 * 4
+    "grouped_mm": (
+        lambda: (r(6, 8), r(2, 8, 4), torch.tensor([2, 6], dtype=torch.int32)),
+        lambda a, b, offs: aten._grouped_mm(a, b, offs),
+        6 * 8 * 4,  # 192
+    ),
+    "bilinear": (lambda: (r(3, 4), r(3, 5), r(6, 4, 5)), F.bilinear, 3 * 6 * 4 * 5),  # 360
+}
+
+
+@pytest.mark.parametrize(
+    "make, run, expected", MATMUL_UNKNOWN_TO_FLOP_COUNTER.values(), ids=MATMUL_UNKNOWN_TO_FLOP_COUNTER.keys()
+)
+def test_other_matmuls(make, run, expected):
+    mode = measure(run, *make())
+    assert mode.macs == expected
+    assert mode.flops == 2 * expected
+
+
 # (dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
 CONV_CASES = {
     "1d": (1, 4, 8, 3, 1, 0, 1, 1, False, 0),
@@ -148,17 +186,34 @@ def _bshd(shape):
 
 
 # id: (run, value shape, whether FlopCounterMode reads the layout right)
+def qkv(v_shape=V):
+    return meta(*Q), meta(*K), meta(*v_shape)
+
+
 ATTENTION_FORWARD = {
-    "flash": (lambda: aten._scaled_dot_product_flash_attention(meta(*Q), meta(*K), meta(*V)), V, True),
-    "efficient": (lambda: aten._scaled_dot_product_efficient_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True), V_WIDE, True),
-    "cudnn": (lambda: aten._scaled_dot_product_cudnn_attention(meta(*Q), meta(*K), meta(*V_WIDE), None, True), V_WIDE, True),
-    "cpu": (lambda: aten._scaled_dot_product_flash_attention_for_cpu(meta(*Q), meta(*K), meta(*V)), V, False),  # unknown to it
+    "flash": (lambda: aten._scaled_dot_product_flash_attention(*qkv()), V, True),
+    "efficient": (lambda: aten._scaled_dot_product_efficient_attention(*qkv(V_WIDE), None, True), V_WIDE, True),
+    "cudnn": (lambda: aten._scaled_dot_product_cudnn_attention(*qkv(V_WIDE), None, True), V_WIDE, True),
+    "cpu": (lambda: aten._scaled_dot_product_flash_attention_for_cpu(*qkv()), V, False),  # unknown to it
     "_flash_attention_forward": (
-        lambda: aten._flash_attention_forward(_bshd(Q), _bshd(K), _bshd(V), None, None, 6, 5, 0.0, False, False), V, True
+        lambda: aten._flash_attention_forward(_bshd(Q), _bshd(K), _bshd(V), None, None, 6, 5, 0.0, False, False),
+        V,
+        True,
+    ),
+    # nested batch: 2 sequences (cu_seqlens of 3) of at most 6 queries and 5 keys; an
+    # upper bound from shapes, as FlopCounterMode's for tensors without data
+    "_flash_attention_forward_varlen": (
+        lambda: aten._flash_attention_forward(
+            meta(10, 4, 8), meta(9, 4, 8), meta(9, 4, 8), meta(3).int(), meta(3).int(), 6, 5, 0.0, False, False
+        ),
+        V,
+        True,
     ),
     # FlopCounterMode takes this kernel's (b, s, h, d) tensors for (b, h, s, d).
     "_efficient_attention_forward": (
-        lambda: aten._efficient_attention_forward(_bshd(Q), _bshd(K), _bshd(V_WIDE), None, None, None, 6, 5, 0.0, 0, True),
+        lambda: aten._efficient_attention_forward(
+            _bshd(Q), _bshd(K), _bshd(V_WIDE), None, None, None, 6, 5, 0.0, 0, True
+        ),
         V_WIDE,
         False,
     ),
@@ -188,6 +243,13 @@ def _flash_backward():
     return aten._flash_attention_backward, args
 
 
+def _efficient_kernel_backward():
+    q, k, v = _bshd(Q), _bshd(K), _bshd(V_WIDE)
+    out, lse, seed, offset, _, _ = aten._efficient_attention_forward(q, k, v, None, None, None, 6, 5, 0.0, 0, True)
+    args = (_bshd((2, 4, 6, 16)), q, k, v, None, out, None, None, 6, 5, lse, 0.0, seed, offset, 0, False)
+    return aten._efficient_attention_backward, args
+
+
 def _cpu_backward():
     q, k, v = meta(*Q), meta(*K), meta(*V)
     out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)
@@ -196,8 +258,13 @@ def _cpu_backward():
 
 @pytest.mark.parametrize(
     "make, v_shape, upstream_agrees",
-    [(_efficient_backward, V_WIDE, True), (_flash_backward, V, True), (_cpu_backward, V, False)],
-    ids=["efficient", "_flash_attention_backward", "cpu"],
+    [
+        (_efficient_backward, V_WIDE, True),
+        (_flash_backward, V, True),
+        (_efficient_kernel_backward, V_WIDE, False),  # FlopCounterMode misreads its layout
+        (_cpu_backward, V, False),  # unknown to FlopCounterMode
+    ],
+    ids=["efficient", "_flash_attention_backward", "_efficient_attention_backward", "cpu"],
 )
 def test_attention_backward_kernels_match_flop_counter_formula(make, v_shape, upstream_agrees):
     op, args = make()
@@ -281,6 +348,7 @@ def test_vit_b_16_matches_torchvision_published_gmacs():
 # -- fused recurrent layers equal their decomposition ----------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")
 @pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
 def test_recurrent_fused_equals_decomposed(cell):
     rnn = getattr(torch.nn, cell)(8, 16, 2, bidirectional=True)
@@ -329,7 +397,11 @@ PER_ELEMENT_CASES = {
         lambda x, rm, rv, w, b: F.batch_norm(x, rm, rv, w, b, training=False),
         96 * (2 + 2),  # statistics given: 384
     ),
-    "layer_norm": (lambda: (r(2, 8), torch.ones(8), torch.zeros(8)), lambda x, w, b: F.layer_norm(x, (8,), w, b), 16 * 7),
+    "layer_norm": (
+        lambda: (r(2, 8), torch.ones(8), torch.zeros(8)),
+        lambda x, w, b: F.layer_norm(x, [8], w, b),
+        16 * 7,  # stats 3 + normalise 2 + weight 1 + bias 1: 112
+    ),
     "layer_norm_no_affine": (x24, lambda x: F.layer_norm(x, (4,)), 8 * 5),  # 40
     "group_norm": (lambda: (r(2, 4, 3),), lambda x: F.group_norm(x, 2), 24 * 5),  # 120
     "max_pool2d": (lambda: (r(1, 1, 4, 4),), lambda x: F.max_pool2d(x, 2), 4 * 2 * 2),  # 4 outputs * window 4
@@ -339,8 +411,11 @@ PER_ELEMENT_CASES = {
     "adaptive_avg_pool2d": (lambda: (r(1, 2, 5, 5),), lambda x: F.adaptive_avg_pool2d(x, 3), 2 * 7 * 7),  # 98
     "adaptive_avg_pool_global": (lambda: (r(2, 3, 4, 4),), lambda x: F.adaptive_avg_pool2d(x, 1), 96),
     "upsample_nearest": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2), 0),
-    "upsample_bilinear": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), 72 * 7),
-    "grid_sample": (lambda: (r(1, 2, 4, 4), r(1, 3, 3, 2)), lambda x, g: F.grid_sample(x, g, align_corners=False), 2 * 9 * 7),  # 126
+    "upsample_bilinear": (lambda: (r(1, 2, 3, 3),), lambda x: F.interpolate(x, None, 2, "bilinear"), 72 * 7),  # 504
+    # bilinear: 2 channels * 9 samples * 7 = 126
+    "grid_sample": (lambda: (r(1, 2, 4, 4), r(1, 3, 3, 2)), lambda x, g: F.grid_sample(x, g, align_corners=False), 126),
+    "rfft": (lambda: (r(4, 8),), torch.fft.rfft, 240),  # 2.5 * 32 real elements * log2(8)
+    "fft2": (lambda: (torch.randn(4, 8, dtype=torch.complex64),), torch.fft.fft2, 800),  # 5 * 32 * log2(32)
     "native_dropout": (lambda: (r(4, 5),), lambda x: aten.native_dropout(x, 0.5, True), 20),  # the multiply
     "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 2 * 20),  # mask.div_, x * mask
     "cat": (lambda: (r(2, 3), r(2, 3)), lambda a, b: torch.cat([a, b]), 0),
@@ -392,7 +467,11 @@ def test_default_bytes_are_left_to_the_caller():
     assert single(torch.cat, [torch.randn(2), torch.randn(2)]) == Cost()
 
 
-@pytest.mark.parametrize("run", [lambda x: x.view(4), lambda x: x.t(), lambda x: x.expand(3, 2, 2), lambda x: torch.empty_like(x)])
+@pytest.mark.parametrize(
+    "run",
+    [lambda x: x.view(4), lambda x: x.t(), lambda x: x.expand(3, 2, 2), torch.empty_like],
+    ids=["view", "t", "expand", "empty_like"],
+)
 def test_views_and_allocations_are_free(run):
     mode = measure(run, torch.randn(2, 2))
     assert mode.calls and all(lookup(f) is FREE for f, _ in mode.calls)
@@ -436,6 +515,76 @@ def test_small_convnet_and_transformer_training_step_is_fully_counted():
     mode = measure(step)
     assert mode.uncounted == set()
     assert mode.flops > 2 * mode.macs > 0
+
+
+def test_torchvision_ops_are_counted():
+    torchvision = pytest.importorskip("torchvision")
+    from fxinspect.rules.vision import register_torchvision_rules
+
+    assert register_torchvision_rules()  # idempotent: already done at import if loaded
+    features, rois = torch.randn(1, 4, 8, 8), torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0], [0.0, 2.0, 2.0, 6.0, 6.0]])
+    mode = measure(lambda: torchvision.ops.roi_align(features, rois, output_size=3, sampling_ratio=2))
+    assert mode.uncounted == set()
+    assert mode.flops == 2 * 4 * 3 * 3 * 4 * 8  # outputs * 2x2 samples * (bilinear 7 + average 1) = 2304
+    boxes = torch.tensor([[0.0, 0.0, 2.0, 2.0], [0.0, 0.0, 2.0, 2.1]])
+    assert measure(lambda: torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8]), 0.5)).flops == 0
+
+
+def _torchvision(name, size=64, **kwargs):
+    def make():
+        torchvision = pytest.importorskip("torchvision")
+        return torchvision.models.get_model(name, weights=None, **kwargs), (torch.randn(2, 3, size, size),)
+
+    return make
+
+
+def _timm(name, size=64):
+    def make():
+        timm = pytest.importorskip("timm")
+        return timm.create_model(name, pretrained=False), (torch.randn(2, 3, size, size),)
+
+    return make
+
+
+def _hf(config_name, **config):
+    def make():
+        transformers = pytest.importorskip("transformers")
+        model = transformers.AutoModel.from_config(getattr(transformers, config_name)(**config))
+        return model, (torch.randint(0, 100, (2, 8)),)
+
+    return make
+
+
+TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=100)
+REAL_MODELS = {
+    "resnet18": _torchvision("resnet18"),
+    "mobilenet_v3_large": _torchvision("mobilenet_v3_large"),
+    "vit_b_16": _torchvision("vit_b_16", size=32, image_size=32),
+    "swin_t": _torchvision("swin_t"),
+    "convnext_atto": _timm("convnext_atto"),
+    "efficientnet_b0": _timm("efficientnet_b0"),
+    "llama": _hf("LlamaConfig", **TINY, num_key_value_heads=2),
+    "bert": _hf("BertConfig", **TINY),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", REAL_MODELS.values(), ids=REAL_MODELS.keys())
+def test_real_models_are_fully_counted(make):
+    model, inputs = make()
+    with torch.no_grad():
+        inference = measure(model.eval(), *inputs)
+    model.train()
+    training = measure(lambda: sum(t.float().sum() for t in _float_leaves(model(*inputs))).backward())
+    assert inference.uncounted == training.uncounted == set()
+    assert 0 < 2 * inference.macs <= inference.flops
+
+
+def _float_leaves(output):
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    leaves = torch.utils._pytree.tree_leaves(output)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
 
 
 # -- the registry --------------------------------------------------------------------

@@ -14,8 +14,10 @@ Counting conventions
 ``flops``
     All floating-point arithmetic: ``2 * macs`` for matmul-like ops, exactly (so that
     their flops equal ``torch.utils.flop_counter.FlopCounterMode``'s on every op it
-    knows), plus a per-element cost for everything else, each family's table in its
-    module's docstring:
+    knows, but for two of its miscounts that we do not copy: the weight gradient of
+    grouped convolutions, and the ``(b, s, h, d)`` layout of
+    ``_efficient_attention_forward/backward``), plus a per-element cost for everything
+    else, each family's table in its module's docstring:
 
     ================  =================================  ===============================
     family            counted per                        cost (exceptions in the module)
@@ -33,6 +35,7 @@ Counting conventions
     pooling           output element x window size       1 per window element
     resampling        output element                     ``2n - 1`` for ``n`` neighbours
                                                          (nearest 0, bilinear 7)
+    FFT               element x log2(length)             5 complex, 2.5 real-sided
     data movement     --                                 0 flops (bytes only)
     ================  =================================  ===============================
 
@@ -51,7 +54,10 @@ Every op is exactly one of
 
 Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
-:mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.movement`, :mod:`.views`.
+:mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
+:mod:`.movement`, :mod:`.views`,
+and :mod:`.vision` for torchvision's custom ops, which exist only once torchvision is
+imported: they are registered when first met.
 Add your own with :func:`register_rule` (``replace=True`` to override ours).
 """
 
@@ -67,8 +73,10 @@ from . import (  # noqa: E402, F401  isort: skip
     reduction,
     losses,
     pooling,
+    spectral,
     movement,
     views,
+    vision,
 )
 
 __all__ = ["Cost", "FREE", "lookup", "register_free", "register_rule", "registered_ops"]

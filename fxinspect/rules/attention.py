@@ -13,13 +13,16 @@ otherwise masked attention is counted in full (an upper bound, like
 ``FlopCounterMode``). Grouped-query attention (k/v with fewer heads) counts the query
 heads: every query head attends. Variable-length (nested) batches are counted as
 ``len(cu_seqlens) - 1`` sequences of the maximal lengths, an upper bound read from
-shapes alone.
+shapes alone. (``FlopCounterMode`` reads the ``(b, s, h, d)`` tensors of
+``_efficient_attention_forward/backward`` as ``(b, h, s, d)``; we read the layout each
+kernel has.)
 
 The eval fast paths of ``nn.MultiheadAttention`` (``_native_multi_head_attention``)
 and ``nn.TransformerEncoderLayer`` (``_transformer_encoder_layer_fwd``) are counted as
 the ops their slow paths run: the q/k/v and output projections, the attention, and for
 the encoder layer the feed-forward matmuls plus the per-element costs of its layer
-norms, residual additions and activation. Both paths therefore give the same totals.
+norms, residual additions and activation. Both paths give the same MACs, and the same
+flops but for the q/k/v bias, which the slow path happens to add as a separate op.
 """
 
 from __future__ import annotations

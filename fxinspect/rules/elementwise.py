@@ -34,7 +34,7 @@ PER_OUTPUT_ELEMENT: dict[int, tuple[str, ...]] = {
         # arithmetic
         "add", "sub", "rsub", "mul", "div", "floor_divide", "neg", "reciprocal", "pow",
         "fmod", "remainder", "copysign", "hypot", "xlogy", "special_xlog1py", "heaviside",
-        "logaddexp", "logaddexp2", "conj_physical", "_conj_physical", "nextafter", "ldexp",
+        "logaddexp", "logaddexp2", "polar", "conj_physical", "_conj_physical", "nextafter", "ldexp",
         # unary math
         "abs", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
         "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",

@@ -84,9 +84,9 @@ def trilinear(args, kwargs, out):
     expand = [arg(args, kwargs, 3 + n, f"expand{n + 1}") for n in range(3)]
     ndim = i1.dim() + len(expand[0])
     sizes = [1] * ndim
-    for t, exp in zip((i1, i2, i3), expand):
+    for t, exp in zip((i1, i2, i3), expand, strict=True):
         dims = [d for d in range(ndim) if d not in set(exp)]
-        for d, size in zip(dims, t.shape):
+        for d, size in zip(dims, t.shape, strict=True):
             sizes[d] = max(sizes[d], size)
     return Cost.matmul(numel(sizes))
 
@@ -98,7 +98,7 @@ def conv_macs(x, weight, out, transposed: bool) -> int:
     return (x.numel() if transposed else first_tensor(out).numel()) * per_element
 
 
-def _conv_rule(transposed: bool | None) -> Rule:
+def _conv_rule(transposed: bool | None, name: str) -> Rule:
     """A rule for a convolution whose ``transposed`` flag is fixed, or (``None``) read
     from argument 6 as in ``aten.convolution``."""
 
@@ -106,13 +106,13 @@ def _conv_rule(transposed: bool | None) -> Rule:
         flag = transposed if transposed is not None else bool(arg(args, kwargs, 6, "transposed", False))
         return Cost.matmul(conv_macs(args[0], args[1], out, flag))
 
-    rule.__name__ = rule.__qualname__ = {None: "convolution", False: "convolution_forward"}.get(
-        transposed, "convolution_transposed"
-    )
+    rule.__name__ = rule.__qualname__ = name
     return rule
 
 
-register_rule(*aten_packets(["convolution", "_convolution", "convolution_overrideable"]))(_conv_rule(None))
+register_rule(*aten_packets(["convolution", "_convolution", "convolution_overrideable"]))(
+    _conv_rule(None, "convolution")
+)
 register_rule(
     *aten_packets(
         [
@@ -130,7 +130,7 @@ register_rule(
             "conv_depthwise3d",
         ]
     )
-)(_conv_rule(False))
+)(_conv_rule(False, "convolution_forward"))
 register_rule(
     *aten_packets(
         [
@@ -141,7 +141,7 @@ register_rule(
             "slow_conv_transpose3d",
         ]
     )
-)(_conv_rule(True))
+)(_conv_rule(True, "convolution_transposed"))
 
 
 def _conv_backward_cost(grad_out, x, weight, transposed: bool, mask) -> Cost:

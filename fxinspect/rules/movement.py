@@ -9,14 +9,14 @@
   only the elements they return (the result's bytes), not the whole source.
 * Factories and fills (``zeros``, ``arange``, ``rand*``, ``full``, ``*_like``,
   ``new_*``, ``fill_``, ``zero_``, in-place random fills): read nothing, write the result.
-* ``copy_(self, src)``: reads ``src``, writes ``self``.
+* ``copy_(self, src)`` and functional ``copy``: read ``src``, write ``self``'s size.
 * ``_embedding_bag``: gathers rows and sums (or averages) each bag: one add per
   gathered element.
 """
 
 from __future__ import annotations
 
-from ._util import aten, aten_packets, first_tensor, float_numel, nbytes
+from ._util import aten, aten_packets, first_tensor, is_float, nbytes
 from .registry import Cost, register_rule
 
 MOVES: tuple[str, ...] = (
@@ -43,7 +43,8 @@ MOVES: tuple[str, ...] = (
     "scatter_reduce_",
     "select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter",
     "select_backward", "slice_backward", "diagonal_backward", "embedding_dense_backward",
-    "_embedding_bag_backward", "_embedding_bag_dense_backward",
+    "_embedding_bag_backward", "_embedding_bag_dense_backward", "unfold_backward",
+    "_unsafe_masked_index_put_accumulate", "complex",
     # selection by mask or order
     "masked_select", "nonzero", "nonzero_static", "topk", "sort", "kthvalue", "median",
     "nanmedian", "mode", "_unique2", "unique_dim", "unique_consecutive",
@@ -53,7 +54,9 @@ MOVES: tuple[str, ...] = (
     # a scalar read back to Python
     "_local_scalar_dense",
 )
-GATHERS: tuple[str, ...] = ("embedding", "index_select", "gather", "index", "_unsafe_index", "take")
+GATHERS: tuple[str, ...] = (
+    "embedding", "index_select", "gather", "index", "_unsafe_index", "_unsafe_masked_index", "take",
+)
 FACTORIES: tuple[str, ...] = (
     "zeros", "ones", "full", "arange", "linspace", "logspace", "eye", "scalar_tensor",
     "rand", "randn", "randint", "randperm", "zeros_like", "ones_like", "full_like",
@@ -64,6 +67,7 @@ FACTORIES: tuple[str, ...] = (
     "geometric", "geometric_", "cauchy", "cauchy_", "log_normal", "log_normal_",
     "random", "random_",
 )
+
 
 @register_rule(*aten_packets(MOVES))
 def move(args, kwargs, out):
@@ -84,9 +88,9 @@ def factory(args, kwargs, out):
     return Cost(bytes_read=0)
 
 
-@register_rule(aten.copy_)
+@register_rule(aten.copy_, aten.copy)
 def copy_(args, kwargs, out):
-    """Reads ``src``, writes ``self``."""
+    """Reads ``src``, writes ``self`` (or, functional ``copy``, a tensor of its size)."""
     return Cost(bytes_read=nbytes(args[1]), bytes_written=nbytes(args[0]))
 
 
@@ -96,4 +100,5 @@ def embedding_bag(args, kwargs, out):
     weight, indices = args[0], args[1]
     gathered = indices.numel() * weight.shape[-1]
     row_bytes = gathered * weight.element_size()
-    return Cost(flops=gathered if float_numel(first_tensor(out)) else 0, bytes_read=nbytes(args[1:3]) + row_bytes)
+    flops = gathered if is_float(first_tensor(out)) else 0
+    return Cost(flops=flops, bytes_read=nbytes(args[1:3]) + row_bytes)

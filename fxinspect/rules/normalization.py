@@ -71,7 +71,11 @@ _NEVER: Predicate = lambda args, kwargs: False  # noqa: E731
 _WEIGHT_BIAS_1_2 = _present((1, "weight"), (2, "bias"))
 
 # -- forward ------------------------------------------------------------------------
-register_rule(*aten_packets(["native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "cudnn_batch_norm", "miopen_batch_norm"]))(
+BATCH_NORMS_WITH_TRAINING_FLAG = (  # (input, weight, bias, running_mean, running_var, training, ...)
+    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+    "cudnn_batch_norm", "miopen_batch_norm",
+)
+register_rule(*aten_packets(BATCH_NORMS_WITH_TRAINING_FLAG))(
     _norm_rule("mean_var", _flag(5, "training"), _WEIGHT_BIAS_1_2)
 )
 register_rule(aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit.no_stats_out)(

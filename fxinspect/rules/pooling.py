@@ -54,7 +54,7 @@ def adaptive_window_total(in_sizes: Sequence[int], out_sizes: Sequence[int]) -> 
     """Sum of the window sizes of adaptive pooling from ``in_sizes`` to ``out_sizes``:
     window ``j`` of a dim spans ``[floor(j * in / out), ceil((j + 1) * in / out))``."""
     total = 1
-    for size_in, size_out in zip(in_sizes, out_sizes):
+    for size_in, size_out in zip(in_sizes, out_sizes, strict=True):
         total *= sum(-(-(j + 1) * size_in // size_out) - (j * size_in // size_out) for j in range(size_out))
     return total
 

@@ -59,7 +59,9 @@ def _cell_rule(gates: int, state_at: int, factor: int):
     return rule
 
 
-register_rule(*aten_packets(["_thnn_fused_lstm_cell"]))(_cell_rule(LSTM, 2, 1))  # (input_gates, hidden_gates, cx, ...)
-register_rule(*aten_packets(["_thnn_fused_gru_cell"]))(_cell_rule(GRU, 2, 1))  # (input_gates, hidden_gates, hx, ...)
-register_rule(*aten_packets(["_thnn_fused_lstm_cell_backward_impl"]))(_cell_rule(LSTM, 2, 2))  # (grad_hy, grad_cy, cx, ...)
-register_rule(*aten_packets(["_thnn_fused_gru_cell_backward"]))(_cell_rule(GRU, 0, 2))  # (grad_hy, workspace, ...)
+# Arguments: (input_gates, hidden_gates, cx or hx, ...); backward (grad_hy, grad_cy, cx, ...)
+# for the LSTM, (grad_hy, workspace, ...) for the GRU.
+register_rule(*aten_packets(["_thnn_fused_lstm_cell"]))(_cell_rule(LSTM, 2, 1))
+register_rule(*aten_packets(["_thnn_fused_gru_cell"]))(_cell_rule(GRU, 2, 1))
+register_rule(*aten_packets(["_thnn_fused_lstm_cell_backward_impl"]))(_cell_rule(LSTM, 2, 2))
+register_rule(*aten_packets(["_thnn_fused_gru_cell_backward"]))(_cell_rule(GRU, 0, 2))

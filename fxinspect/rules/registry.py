@@ -93,11 +93,21 @@ def register_free(*ops: OpKey, replace: bool = False) -> None:
     register_rule(*ops, replace=replace)(FREE)
 
 
+_LOADERS: dict[str, Callable[[], Any]] = {}
+
+
+def register_namespace_loader(namespace: str, loader: Callable[[], Any]) -> None:
+    """Call ``loader()`` when an op of ``namespace`` has no rule yet: for libraries
+    whose ops exist only once imported (torchvision's ``nms``, ``roi_align``, ...)."""
+    _LOADERS[namespace] = loader
+
+
 def lookup(func: torch._ops.OpOverload) -> Rule | None:
     """The rule for one aten overload: its own, else its packet's, else ``None``."""
-    rule = _RULES.get(func)
-    if rule is None:
-        rule = _RULES.get(func.overloadpacket)
+    rule = _RULES.get(func) or _RULES.get(func.overloadpacket)
+    if rule is None and func.namespace in _LOADERS:
+        _LOADERS[func.namespace]()
+        rule = _RULES.get(func) or _RULES.get(func.overloadpacket)
     return rule
 
 
