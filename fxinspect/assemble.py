@@ -99,7 +99,7 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
         elif node.op == "placeholder":
             outputs = tuple(runs.placeholder_outputs.get(node.name, ()))
         elif node.op == "get_attr":
-            outputs = tuple(runs.attr_outputs.get(str(node.target), ()))
+            outputs = tuple(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
         else:  # output
             outputs = ()
         produced[node.name] = outputs

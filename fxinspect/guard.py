@@ -2,7 +2,8 @@
 
 :func:`preserved` snapshots what a forward (or backward) pass can change and puts it
 back in ``finally``: buffer values (BatchNorm running statistics, counters), which
-tensor object every parameter and buffer attribute holds, ``requires_grad`` and
+tensor object every parameter and buffer attribute holds, every other attribute of
+every module (added ones are removed, reassigned ones put back), ``requires_grad`` and
 ``.grad`` of every parameter, every module's ``training`` flag and hook dictionaries,
 and the global RNG streams (dropout draws from them).
 
@@ -44,6 +45,9 @@ _HOOK_DICTS = (
 )
 
 
+_MISSING = object()
+
+
 class ModelChangedError(FxInspectError):
     """The model wrote its own parameters during the analysed pass."""
 
@@ -58,6 +62,9 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
     modules = list(model.modules())
     training = [(m, m.training) for m in modules]
     hooks = [(m, name, dict(getattr(m, name))) for m in modules for name in _HOOK_DICTS if hasattr(m, name)]
+    # plain attributes too: a first forward may set flags or caches on the model (Hugging
+    # Face marks its output-capturing hooks as installed), which must not outlive the pass
+    attributes = [(m, dict(vars(m))) for m in modules]
     slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
     slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
     params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
@@ -71,6 +78,13 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
             yield
         finally:
             with torch.no_grad():
+                for m, saved in attributes:
+                    current = vars(m)
+                    for key in [k for k in current if k not in saved]:
+                        del current[key]
+                    for key, value in saved.items():
+                        if current.get(key, _MISSING) is not value:
+                            current[key] = value
                 for m, name, saved in slots + hooks:
                     current = getattr(m, name)
                     current.clear()

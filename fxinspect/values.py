@@ -60,18 +60,18 @@ class ValueReader:
         for tensors without readable floating values."""
         if not (t.is_floating_point() and t.numel() and has_data(t)):
             return None
-        with torch.no_grad(), torch._C._DisableTorchDispatch():
+        with torch._C._DisableTorchDispatch():  # detached: nothing here is recorded by autograd
             x = t.detach()
             if x.dtype not in _STAT_DTYPES:
                 x = x.float()
             flat = x.reshape(-1)
             lo, hi = torch.aminmax(flat)
-            total, squares = flat.sum(), torch.dot(flat, flat)
+            sums = torch.stack([lo, hi, flat.sum(), torch.dot(flat, flat)])
             if x.is_cuda:  # stay on the device: one synchronisation in finish()
-                nans, infs = torch.isnan(flat).sum(), torch.isinf(flat).sum()
-                entry: Any = torch.stack([lo.double(), hi.double(), total.double(), squares.double(), nans.double(), infs.double()])
-            else:  # reading a CPU scalar costs no synchronisation
-                entry = [lo.item(), hi.item(), total.item(), squares.item(), 0, 0]
+                counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).to(sums.dtype)
+                entry: Any = torch.cat([sums, counts]).double()
+            else:  # reading CPU values costs no synchronisation
+                entry = sums.tolist() + [0, 0]
                 if not (math.isfinite(entry[0]) and math.isfinite(entry[1])):
                     entry[4:] = [int(torch.isnan(flat).sum()), int(torch.isinf(flat).sum())]
         self._pending.append((entry, t.numel()))

@@ -338,3 +338,29 @@ def test_bad_options_raise_input_error():
         fxinspect.analyze(torch.nn.ReLU(), torch.randn(2), repeats=0)
     with pytest.raises(fxinspect.InputError, match="nn.Module"):
         fxinspect.analyze(lambda x: x, torch.randn(2))
+
+
+class SetsFlagsOnFirstCall(torch.nn.Module):
+    """Like Hugging Face models that install hooks and mark it on their first forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = 1.0
+
+    def forward(self, x):
+        if not getattr(self, "_installed", False):
+            self._installed = True
+            self.scale = 2.0
+            self.fc.register_forward_hook(lambda m, i, o: o * 3)
+        return self.fc(x) * self.scale
+
+
+def test_attributes_set_during_the_pass_are_removed_or_put_back():
+    model = SetsFlagsOnFirstCall()
+    x = torch.randn(2, 4)
+    before = state_fingerprint(model)
+    fxinspect.analyze(model, x, method="eager", timing=False)
+    assert_same_state(before, state_fingerprint(model))
+    assert not hasattr(model, "_installed") and model.scale == 1.0
+    assert not model.fc._forward_hooks

@@ -112,7 +112,11 @@ def test_graph_module_returns_the_output_leaves():
     cap = trace_export(model, FlatInputs.build((x,), {}))
     (out,) = cap.graph_module(x)
     torch.testing.assert_close(out, model(x))
-    assert cap.method == "export" and cap.attr_prefix == "model."
+    assert cap.method == "export" and cap.attr_prefix == ""
+    # attribute reads use the model's own names and tensors
+    attrs = {str(n.target) for n in cap.graph_module.graph.nodes if n.op == "get_attr"}
+    assert attrs == {"block.fc.weight", "block.fc.bias", "head.weight"}
+    assert cap.graph_module.get_parameter("head.weight") is model.head.weight
     # every op node is tagged, and every path is a module of the user's model
     modules = dict(model.named_modules())
     for node in _ops(cap):
@@ -174,6 +178,40 @@ def test_grad_mode_region_is_inlined(grad):
     assert [module_of(n)[0] for n in _ops(cap) if n.target == torch.ops.aten.sigmoid.default] == [""]
     # gate and fc: 2 * 4 * 4 = 32 each
     assert report.totals.macs == 64
+
+
+class Constants(nn.Module):
+    """A tensor made in forward, a non-persistent buffer, a plain tensor attribute, an
+    autocast region and a module the model does not register (held in a list)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("shift", torch.ones(4), persistent=False)
+        self.plain = torch.full((4,), 3.0)
+        self.hidden = [nn.Linear(4, 4)]
+
+    def forward(self, x):
+        y = self.fc(x) * torch.tensor([2.0]) + self.shift + self.plain
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = self.fc(y)
+        return self.hidden[0](z.float())
+
+
+def test_constants_autocast_and_unregistered_modules():
+    torch.manual_seed(0)
+    model, x = Constants(), torch.randn(2, 4)
+    cap = trace_export(model, FlatInputs.build((x,), {}, model.forward))
+    (out,) = cap.graph_module(x)
+    torch.testing.assert_close(out, model(x))
+    assert out.dtype == torch.float32
+    assert any("autocast" in note for note in cap.notes)
+    linears = [module_of(n)[0] for n in _ops(cap) if n.target == torch.ops.aten.linear.default]
+    assert linears == ["fc", "fc", ""]  # export does not see the unregistered Linear: the root ran it
+    assert cap.calls["fc"] == 2
+    report = fxinspect.analyze(model, x, method="export", timing=False)
+    # three linears: 2 * 4 * 4 = 32 each
+    assert report.totals.macs == 96
 
 
 def test_keyword_inputs_get_readable_names_and_constants_are_baked_in():

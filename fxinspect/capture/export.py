@@ -17,7 +17,9 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
   ``wrap_with_set_grad_enabled`` call of a sub-graph) are inlined between two nodes
   that set and restore the mode, so their ops are nodes of their own;
 * placeholders get the readable input names, the pytree code generation is replaced
-  by a plain one, unused attribute reads are removed.
+  by a plain one, unused attribute reads are removed;
+* attribute reads use the model's own names (``fc.weight``, not ``model.fc.weight``)
+  and its own tensors, so ``Capture.attr_prefix`` is empty.
 
 Module paths come from each node's ``nn_module_stack`` (its last entry is the
 innermost module); the stack keys tell repeated calls of one module apart
@@ -41,6 +43,7 @@ from typing import Any, Iterable
 
 import torch
 import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, type_name
@@ -51,7 +54,9 @@ __all__ = ["trace_export"]
 ROOT_ATTR = "model"
 """The attribute of the export root that holds the user's model."""
 
-_DROPPED = (torch.ops.aten._assert_tensor_metadata.default,)
+_DROPPED = tuple(
+    getattr(torch.ops.aten, name).default for name in ("_assert_tensor_metadata",) if hasattr(torch.ops.aten, name)
+)
 """Checks export inserts around ``.to()`` calls: not part of the model's computation."""
 
 
@@ -239,6 +244,24 @@ def _rename(graph: fx.Graph, inputs: FlatInputs) -> None:
                 node._rename(node.name[len(ROOT_ATTR) + 1 :])
 
 
+def _user_targets(unlifted: fx.GraphModule, graph: fx.Graph) -> dict[str, Any]:
+    """Retarget attribute reads to the user's names (``"model.fc.weight"`` ->
+    ``"fc.weight"``); returns ``{target: value}``, the new module's attributes (the
+    model's own tensors, not copies; lifted constants and sub-graphs keep their names)."""
+    attributes: dict[str, Any] = {}
+    for node in graph.nodes:
+        if node.op not in ("get_attr", "call_module"):
+            continue
+        target = str(node.target)
+        value = _attr(unlifted, target)
+        new = _strip(target) or target
+        if attributes.get(new, value) is not value:  # a name taken by another attribute
+            new = target
+        attributes[new] = value
+        node.target = new
+    return attributes
+
+
 class _Paths:
     """Module paths of the user's model: aliases resolved to the canonical path (the
     one ``named_modules()`` reports), class names looked up once."""
@@ -248,6 +271,7 @@ class _Paths:
         self.modules = {p: (canonical[id(m)], type_name(m)) for p, m in model.named_modules(remove_duplicate=False)}
 
     def get(self, raw: str) -> tuple[str, str] | None:
+        """``(canonical path, class name)`` of a path of the export root, if a module."""
         path = _strip(raw)
         return None if path is None else self.modules.get(path)
 
@@ -255,7 +279,7 @@ class _Paths:
 def _tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> tuple[dict[str, int], int]:
     """Set ``node.meta[MODULE_KEY]``; count module calls from the stacks' keys.
 
-    Returns ``(calls, nodes whose stack named no module of the model)``.
+    Returns ``(calls, number of nodes whose stack named a path the model lacks)``.
     """
     paths = _Paths(model)
     root = ("", type_name(model))
@@ -266,15 +290,16 @@ def _tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> tuple[dict[str, 
             continue
         stack = node.meta.get("nn_module_stack") or {}
         owner = None
+        missing = False
         for key, value in stack.items():
             raw = value[0] if isinstance(value, tuple) else str(value)
             found = paths.get(raw)
             if found is None:
-                if _strip(raw) is not None:
-                    unknown += 1
+                missing = missing or _strip(raw) is not None
                 continue
             keys.setdefault(found[0], set()).add(key)
             owner = found
+        unknown += missing
         if owner is None:
             owner = _mutated_owner(node, paths) or root
         node.meta[MODULE_KEY] = owner
@@ -286,9 +311,8 @@ def _tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> tuple[dict[str, 
 def _mutated_owner(node: fx.Node, paths: _Paths) -> tuple[str, str] | None:
     """The module of a parameter/buffer a stackless node writes in place (``copy_``)."""
     target = node.args[0] if node.args else None
-    if isinstance(target, fx.Node) and target.op == "get_attr":
-        owner = str(target.target).rsplit(".", 1)[0]
-        return paths.get(owner)
+    if isinstance(target, fx.Node) and target.op == "get_attr" and "." in str(target.target):
+        return paths.modules.get(str(target.target).rsplit(".", 1)[0])  # targets are user paths by now
     return None
 
 
@@ -307,11 +331,13 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)
-    graph.lint()
-    gm = fx.GraphModule(unlifted, graph, class_name=type_name(model))
+    attributes = _user_targets(unlifted, graph)
+    # compiled on first call only: the analysis runs probed copies of it
+    gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
+    gm.graph.lint()
     calls, unknown = _tag_modules(gm, model)
     if unknown:
-        notes.append(f"export: {unknown} module stack entries named no module of the model; their nodes went to the nearest known parent")
+        notes.append(f"export: {unknown} node(s) ran in modules the model does not register; attributed to the nearest registered parent")
     return Capture(
         graph_module=gm,
         method="export",
@@ -319,5 +345,4 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         calls=calls,
         notes=notes,
         out_spec=root.out_spec,
-        attr_prefix=ROOT_ATTR + ".",
     )
