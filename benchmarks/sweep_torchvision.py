@@ -1,14 +1,16 @@
 """Analyse every torchvision model with random weights; one row per model.
 
 Run: ``python benchmarks/sweep_torchvision.py [--method auto|eager|...] [--out rows.jsonl]
-[--only NAME ...] [--skip NAME ...] [--category classification ...]``.
+[--only NAME ...] [--skip NAME ...] [--category classification ...]``; print the table of
+saved runs with ``--table rows.jsonl [more.jsonl ...]``.
 
 Each model of ``torchvision.models.list_models()`` is built with ``weights=None`` (no
 download) and analysed with ``fxinspect.analyze(model, inputs, timing=False)`` in eval
 mode under ``torch.no_grad()`` at the input size its weights document:
 
 * classification and quantized (built with ``quantize=False``, i.e. the float model
-  the quantized one is made from): ``1x3xSxS``, S = the first weights' ``crop_size``;
+  the quantized one is made from): ``1x3xSxS``, S = the first weights' ``crop_size``
+  (ViTs are built with ``image_size=S``, as loading those weights would);
 * segmentation: ``1x3xSxS``, S = the weights' ``resize_size`` (520);
 * detection: a list of one ``3x480x640`` image (the model resizes it to its
   ``min_size``);
@@ -86,10 +88,13 @@ def build(name: str, category: str) -> tuple[torch.nn.Module, tuple, str]:
         kwargs["quantize"] = False
     if "weights_backbone" in inspect.signature(tvm.get_model_builder(name)).parameters:
         kwargs["weights_backbone"] = None  # segmentation and detection default to ImageNet backbones
-    model = tvm.get_model(name, **kwargs).eval()
     if category in ("classification", "quantized"):
         s = _size(getattr(transforms, "crop_size", None), 224)
+        if name.startswith("vit_") and s != 224:
+            kwargs["image_size"] = s  # what loading the weights would set (vit_h_14: 518)
+        model = tvm.get_model(name, **kwargs).eval()
         return model, (torch.randn(1, 3, s, s),), f"1x3x{s}x{s}"
+    model = tvm.get_model(name, **kwargs).eval()
     if category == "segmentation":
         s = _size(getattr(transforms, "resize_size", None), 520)
         return model, (torch.randn(1, 3, s, s),), f"1x3x{s}x{s}"
@@ -229,7 +234,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--category", nargs="*", default=None)
     parser.add_argument("--no-reference", action="store_true", help="skip the FlopCounterMode cross-check")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--table", nargs="+", type=Path, default=None,
+                        help="only print the table of saved JSON-lines files (a later row of a model wins)")
     opts = parser.parse_args(argv)
+    if opts.table:
+        saved: dict[str, dict[str, Any]] = {}
+        for path in opts.table:
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    saved[row["name"]] = row
+        print_table(sorted(saved.values(), key=lambda r: r["name"]))
+        return
     if opts.threads:
         torch.set_num_threads(opts.threads)
     names = opts.only or tvm.list_models()

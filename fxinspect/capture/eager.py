@@ -6,7 +6,8 @@ module hooks that keep a stack of running modules, so each op is attributed to t
 innermost module of the user's model that was running. The graph is one *executed*
 path: Python control flow, data-dependent branches and values read back with
 ``.item()`` (``aten._local_scalar_dense``) are fixed to this input; random ops stay
-random ops.
+random ops (the global RNG is rewound after the run, so the graph's first run draws
+the same numbers the captured run drew).
 
 Tensors are mapped to the node that produced them:
 
@@ -22,6 +23,14 @@ Tensors are mapped to the node that produced them:
 * any other tensor (``torch.tensor`` literals, unregistered tensor attributes) becomes
   a ``get_attr`` constant referencing that tensor.
 
+Also reproduced: grad-mode switches inside the forward (``torch.no_grad()`` regions,
+with the export tier's ``set_grad_enabled`` nodes). Left out: ``detach`` calls nothing
+used (autograd's own, when it saves an output for backward) and ``prim`` ops (fake
+tensors asking for their device). Ops run by modules that are invoked as methods
+(``self.transform.postprocess(...)``) or through ``.forward()`` directly belong to the
+calling module: module hooks do not see such calls. On meta/fake tensors the tier works
+until the model needs a value (``.item()``, a data-dependent shape), and says so.
+
 Example
 -------
 >>> import torch
@@ -35,11 +44,14 @@ Example
 from __future__ import annotations
 
 import operator
+import sys
+import threading
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -54,17 +66,14 @@ _LITERALS += (torch.qscheme,) if hasattr(torch, "qscheme") else ()
 _RANDOM_TAG = getattr(torch.Tag, "nondeterministic_seeded", None)
 
 
-def _storage_key(t: torch.Tensor) -> tuple[tuple, Any] | None:
-    """``(key, weak storage ref)`` naming ``t``'s data and view geometry, or ``None``
-    (sparse and other storage-less tensors). The weak reference keeps the storage's
-    address from being reused while the key is held."""
+def _storage_key(t: torch.Tensor) -> tuple | None:
+    """A key naming ``t``'s data and view geometry, or ``None`` (sparse and other
+    storage-less tensors)."""
     try:
         storage = t.untyped_storage()
-        ref = StorageWeakRef(storage)
-        key = (ref.cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+        return (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
     except Exception:  # sparse, nested, functional wrappers: identity lookup only
         return None
-    return key, ref
 
 
 _DETACH = torch.ops.aten.detach.default
@@ -73,6 +82,19 @@ _DETACH = torch.ops.aten.detach.default
 def _view_returns(func: torch._ops.OpOverload) -> list[bool]:
     """For each return of ``func``: is it a view of an input (aliased, not written)?"""
     return [r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns]
+
+
+def _draws_random(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> bool:
+    """A seeded random op that draws here (attention with ``dropout_p=0`` and dropout
+    outside training are tagged random but draw nothing)."""
+    if _RANDOM_TAG is None or _RANDOM_TAG not in func.tags:
+        return False
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name in ("dropout_p", "p", "train"):
+            value = args[i] if i < len(args) else kwargs.get(arg.name, arg.default_value)
+            if isinstance(value, (bool, int, float)) and not value:
+                return False
+    return True
 
 
 class _Ref:
@@ -100,6 +122,7 @@ class _Builder:
         self.scalars = 0
         self.random_ops: dict[str, int] = {}
         self.module = ("", type_name(model))
+        self.locate: Callable[[], tuple[str, str]] | None = None  # set by _ModuleStack
         self._grad = self._grad_entry = torch.is_grad_enabled()
         self._grad_restore: fx.Node | None = None
         # parameters and buffers first, so that an input that is also a parameter stays an input
@@ -117,22 +140,18 @@ class _Builder:
             self._by_id[id(t)] = (weakref.ref(t), ref)
         except TypeError:  # objects without weak references: storage key only
             pass
-        found = _storage_key(t)
-        if found is not None:
-            key, storage_ref = found
-            if not (view and key in self._by_storage):
-                self._by_storage[key] = (storage_ref, ref)
+        key = _storage_key(t)
+        if key is not None and not (view and key in self._by_storage):
+            # the weak reference keeps the storage's address from being reused while the key is held
+            self._by_storage[key] = (StorageWeakRef(t.untyped_storage()), ref)
 
     def _find(self, t: torch.Tensor) -> _Ref | None:
         hit = self._by_id.get(id(t))
         if hit is not None and hit[0]() is t:
             return hit[1]
-        found = _storage_key(t)
-        if found is not None:
-            hit = self._by_storage.get(found[0])
-            if hit is not None:
-                return hit[1]
-        return None
+        key = _storage_key(t)
+        hit = self._by_storage.get(key) if key is not None else None
+        return hit[1] if hit is not None else None
 
     def node_of(self, t: torch.Tensor) -> fx.Node:
         """The node whose value is ``t`` (a new get_attr constant if none is)."""
@@ -194,9 +213,14 @@ class _Builder:
             node = self.graph.call_function(restore_grad_enabled, (self._grad_restore,))
             node.meta[MODULE_KEY] = self.module
 
-    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+    def sync_grad_mode(self) -> None:
+        """Called before each op and at module boundaries, so that a switch is charged to
+        the module whose code made it."""
         if torch.is_grad_enabled() != self._grad:
             self._grad_mode(not self._grad)
+
+    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+        self.sync_grad_mode()
         node = self.graph.create_node(
             "call_function",
             func,
@@ -204,10 +228,10 @@ class _Builder:
             {k: self.value(v) for k, v in kwargs.items()},
             name=func._opname,  # "convolution", "add_": the op, as symbolic graphs name nodes
         )
-        node.meta[MODULE_KEY] = self.module
+        node.meta[MODULE_KEY] = self.locate() if self.locate is not None else self.module
         if func is torch.ops.aten._local_scalar_dense.default:
             self.scalars += 1
-        if _RANDOM_TAG is not None and _RANDOM_TAG in func.tags:
+        if _draws_random(func, args, kwargs):
             self.random_ops[str(func)] = self.random_ops.get(str(func), 0) + 1
         views = self._views.get(func)
         if views is None:
@@ -243,8 +267,16 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        self.builder.record(func, args, kwargs, out)
+        if func.namespace != "prim":  # prim.device & co: fake tensors asking about themselves
+            self.builder.record(func, args, kwargs, out)
         return out
+
+
+_MAX_FRAMES = 48  # how far up the call stack an op looks for the method's module
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return not ancestor or path == ancestor or path.startswith(ancestor + ".")
 
 
 class _ModuleStack:
@@ -253,27 +285,64 @@ class _ModuleStack:
 
     def __init__(self, model: torch.nn.Module, builder: _Builder):
         self.paths = {id(m): (p, type_name(m)) for p, m in model.named_modules()}
+        self.thread = threading.get_ident()  # the hooks are global: ignore other threads
         self.builder = builder
         self.stack: list[tuple[int, tuple[str, str]]] = []
         self.root = ("", type_name(model))
         self.calls: dict[str, int] = {}
+        builder.locate = self.innermost
+
+    def innermost(self) -> tuple[str, str]:
+        """The running module, refined by the call stack: hooks see ``module(...)`` calls
+        only, so an op in a method such as ``self.transform.postprocess(...)`` (called
+        from the parent's forward) is found by the ``self`` of the frames between the op
+        and the hooked module's own frame."""
+        top_id = self.stack[-1][0] if self.stack else None
+        frame = sys._getframe(3)  # innermost() <- record() <- __torch_dispatch__ <- caller
+        for _ in range(_MAX_FRAMES):
+            if frame is None:
+                break
+            if frame.f_code.co_argcount and frame.f_code.co_varnames[0] == "self":
+                owner = frame.f_locals.get("self")
+                key = id(owner)
+                if key == top_id:
+                    break
+                found = self.paths.get(key)
+                if found is not None and _within(found[0], self.builder.module[0]):
+                    return found
+            frame = frame.f_back
+        return self.builder.module
 
     def pre(self, module: torch.nn.Module, args: Any) -> None:
         found = self.paths.get(id(module))
-        if found is None:  # a module outside the user's model: ops go to the caller
+        if found is None or threading.get_ident() != self.thread:  # outside the model: ops go to the caller
             return
         self.calls[found[0]] = self.calls.get(found[0], 0) + 1
+        self.builder.sync_grad_mode()
         self.stack.append((id(module), found))
         self.builder.module = found
 
     def post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         key = id(module)
-        if key not in self.paths or all(k != key for k, _ in self.stack):
+        if key not in self.paths or threading.get_ident() != self.thread or all(k != key for k, _ in self.stack):
             return
+        self.builder.sync_grad_mode()
         while self.stack:  # also drops frames a caught exception left behind
             if self.stack.pop()[0] == key:
                 break
         self.builder.module = self.stack[-1][1] if self.stack else self.root
+
+
+def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor] | None]) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()) -> Capture:
@@ -282,14 +351,23 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     builder = _Builder(model, inputs)
     modules = _ModuleStack(model, builder)
     hooks = []
+    rng = _rng_state()
     try:
         hooks.append(torch.nn.modules.module.register_module_forward_pre_hook(modules.pre))
         hooks.append(torch.nn.modules.module.register_module_forward_hook(modules.post, always_call=True))
         with _Recorder(builder):
             out = model(*inputs.args, **inputs.kwargs)
+    except (DataDependentOutputException, DynamicOutputShapeException) as exc:
+        path, cls = builder.module
+        where = f"module {path!r} ({cls})" if path else f"the root module ({cls})"
+        raise RuntimeError(
+            f"{exc.args[0] if exc.args else type(exc).__name__} in {where} needs tensor values, which meta/fake "
+            "tensors do not have (a value-dependent branch, .item() or output shape); analyse with real tensors"
+        ) from exc
     finally:
         for handle in hooks:
             handle.remove()
+        _set_rng_state(rng)  # the graph's random ops draw what the captured run drew
     leaves, spec = flatten_outputs(out)
     builder.finish_grad_mode()
     builder.graph.output(tuple(builder.value(leaf) for leaf in leaves))
