@@ -37,7 +37,7 @@ from .report import (
     aggregate_modules,
     sum_nodes,
 )
-from .values import ValueReader, has_data, tensor_meta
+from .values import ValueReader, has_data, nonfinite_tensors, tensor_meta
 
 
 def analyze(
@@ -116,7 +116,8 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             counting.run(cap.graph_module, tensors)
         except Exception as exc:
             raise _node_error(cap, counting, exc) from exc
-        placeholder_outputs, attr_outputs, sources = _static_values(cap, model, reader)
+        placeholder_outputs, attr_outputs, sources = _static_values(cap, reader)
+        bad_weights = nonfinite_tensors(model) if reader else []
         stats = reader.finish() if reader else []
         latencies, timing_info = None, None
         if timing and not run.virtual and all(has_data(t) for t in tensors):
@@ -128,7 +129,7 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         placeholder_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in placeholder_outputs.items()},
         attr_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in attr_outputs.items()},
     )
-    bad_sources = [name for name, slot in sources if stats and _bad(stats, slot)]
+    bad_sources = [name for name, slot in sources if stats and _bad(stats, slot)] + bad_weights
     return _report(model, cap, runs, timing_info, bad_sources, virtual=run.virtual)
 
 
@@ -142,9 +143,9 @@ def _bad(stats: list, slot: int | None) -> bool:
     return slot is not None and not stats[slot].finite
 
 
-def _static_values(cap: Capture, model: torch.nn.Module, reader: ValueReader | None):
-    """Metadata (and queued statistics) of inputs, and of every parameter and buffer
-    once: a weight read at many places is checked a single time."""
+def _static_values(cap: Capture, reader: ValueReader | None):
+    """Metadata (and queued statistics) of the inputs and of the tensors get_attr nodes
+    read; ``sources`` names each input with its statistics slot."""
     read = reader.read if reader else (lambda t: None)
     placeholders = {}
     tensors = iter(cap.inputs.tensors)
@@ -156,16 +157,14 @@ def _static_values(cap: Capture, model: torch.nn.Module, reader: ValueReader | N
             placeholders[node.name] = [(tensor_meta(t), slot)]
             sources.append((f"input {node.name}", slot))
     seen: dict[int, int | None] = {}
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        seen[id(t)] = slot = read(t)
-        sources.append((name, slot))
     attrs = {}
     for node in cap.graph_module.graph.nodes:
         if node.op == "get_attr":
             value = _get_attr(cap.graph_module, str(node.target))
             if isinstance(value, torch.Tensor):
-                slot = seen[id(value)] if id(value) in seen else read(value)
-                attrs[cap.user_path(str(node.target))] = [(tensor_meta(value), slot)]
+                if id(value) not in seen:  # a weight read at many places is read once
+                    seen[id(value)] = read(value)
+                attrs[cap.user_path(str(node.target))] = [(tensor_meta(value), seen[id(value)])]
     return placeholders, attrs, sources
 
 

@@ -30,17 +30,40 @@ def _names_by_tensor(model: torch.nn.Module, kind: str) -> dict[int, list[str]]:
     return out
 
 
+def _subtree_tensors(model: torch.nn.Module) -> dict[int, tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]]:
+    """``id(module) -> (parameters, buffers)`` of its whole subtree, each tensor once,
+    built bottom-up in one pass (``module.parameters()`` per module would walk every
+    subtree again, quadratic in the depth)."""
+    out: dict[int, tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]] = {}
+
+    def visit(module: torch.nn.Module) -> tuple[dict, dict]:
+        if id(module) in out:  # a module shared by two parents
+            return out[id(module)]
+        params = {id(p): p for p in module._parameters.values() if p is not None}
+        buffers = {id(b): b for b in module._buffers.values() if b is not None}
+        for child in module._modules.values():
+            if child is not None:
+                child_params, child_buffers = visit(child)
+                params.update(child_params)
+                buffers.update(child_buffers)
+        out[id(module)] = (params, buffers)
+        return params, buffers
+
+    visit(model)
+    return out
+
+
 def module_infos(model: torch.nn.Module) -> tuple[list[ModuleInfo], list[SharedParameter]]:
     """One :class:`ModuleInfo` per module (``named_modules`` order) and the shared tensors."""
     param_names = _names_by_tensor(model, "params")
     buffer_names = _names_by_tensor(model, "buffers")
     modules = list(model.named_modules())
     paths = {id(m): p for p, m in modules}
+    subtrees = _subtree_tensors(model)
     infos = []
     for path, module in modules:
         prefix = f"{path}." if path else ""
-        params = {id(p): p for p in module.parameters()}
-        buffers = {id(b): b for b in module.buffers()}
+        params, buffers = subtrees[id(module)]
         own_params = [
             p for n, p in module._parameters.items() if p is not None and param_names[id(p)][0] == prefix + n
         ]

@@ -97,3 +97,24 @@ class ValueReader:
             std = math.sqrt(var) if var > 0 else (0.0 if var == var else float("nan"))
             out.append(ValueStats(lo, hi, mean, std, int(nans), int(infs)))
         return out
+
+
+def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters and buffers holding a NaN or Inf, each tensor checked once.
+
+    One pass per tensor: a NaN or Inf makes the sum non-finite (a finite sum that
+    overflows is then checked element by element), where full statistics would cost
+    three passes over every weight.
+    """
+    bad, seen = [], set()
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    with torch._C._DisableTorchDispatch():
+        for name, t in named:
+            if id(t) in seen or not (t.is_floating_point() and t.numel() and has_data(t)):
+                continue
+            seen.add(id(t))
+            x = t.detach()
+            if not math.isfinite(x.sum(dtype=torch.float32 if x.dtype != torch.float64 else None).item()):
+                if not bool(torch.isfinite(x).all()):
+                    bad.append(name)
+    return bad
