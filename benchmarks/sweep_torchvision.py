@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fxinspect  # noqa: E402
 from reference import reference_flops  # noqa: E402
+from sweep_common import print_findings  # noqa: E402
 
 CATEGORIES = {
     "detection": tvm.detection,
@@ -180,23 +181,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             print(f"FAILED {r['name']}: {r.get('error')}")
             for tier, reason in r.get("failures", []):
                 print(f"    {tier}: {reason}")
-    reasons: dict[str, int] = {}
-    for r in rows:
-        for tier, reason in r.get("failures", []):
-            key = f"{tier}: {reason[:110]}"
-            reasons[key] = reasons.get(key, 0) + 1
-    if reasons:
-        print("\nwhy earlier tiers failed (count):")
-        for key, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
-            print(f"  {count:3d}  {key}")
-    uncounted: dict[str, list[str]] = {}
-    for r in rows:
-        for op in r.get("uncounted", []):
-            uncounted.setdefault(op, []).append(r["name"])
-    if uncounted:
-        print("\nuncounted aten ops (models):")
-        for op, names in sorted(uncounted.items()):
-            print(f"  {op}: {len(names)} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
+    print_findings(rows, only_ok=False)
     print("\ntotals:")
     for category in sorted({r["category"] for r in rows}):
         rs = [r for r in rows if r["category"] == category]

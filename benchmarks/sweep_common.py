@@ -1,0 +1,28 @@
+"""What both sweeps print after their tables: why tiers failed, which ops went uncounted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def print_findings(rows: list[dict[str, Any]], only_ok: bool = False) -> None:
+    """Count the one-line reasons earlier tiers gave and list uncounted aten ops."""
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if only_ok and not r["ok"]:
+            continue
+        for tier, reason in r.get("failures", []):
+            key = f"{tier}: {reason[:110]}"
+            reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
+        print(f"\nwhy earlier tiers failed{' on models that were analysed' if only_ok else ''} (count):")
+        for key, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            print(f"  {count:3d}  {key}")
+    uncounted: dict[str, list[str]] = {}
+    for r in rows:
+        for op in r.get("uncounted", []):
+            uncounted.setdefault(op, []).append(r["name"])
+    if uncounted:
+        print("\nuncounted aten ops (models):")
+        for op, names in sorted(uncounted.items()):
+            print(f"  {op}: {len(names)} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
