@@ -24,6 +24,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Iterator
 
 import torch
@@ -65,6 +66,15 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
     # plain attributes too: a first forward may set flags or caches on the model (Hugging
     # Face marks its output-capturing hooks as installed), which must not outlive the pass
     attributes = [(m, dict(vars(m))) for m in modules]
+    # ... and the contents of plain dict/list attributes: caches filled during the pass
+    # (timm keeps attention biases per device in a dict) must not keep its tensors
+    handled = {"_parameters", "_buffers", "_modules", *_HOOK_DICTS}
+    containers = [
+        (value, copy.copy(value))
+        for m in modules
+        for key, value in vars(m).items()
+        if type(value) in (dict, list) and key not in handled
+    ]
     slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
     slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
     params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
@@ -85,6 +95,12 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
                     for key, value in saved.items():
                         if current.get(key, _MISSING) is not value:
                             current[key] = value
+                for value, saved in containers:
+                    if isinstance(value, dict):
+                        value.clear()
+                        value.update(saved)
+                    else:
+                        value[:] = saved
                 for m, name, saved in slots + hooks:
                     current = getattr(m, name)
                     current.clear()

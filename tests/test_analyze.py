@@ -364,3 +364,28 @@ def test_attributes_set_during_the_pass_are_removed_or_put_back():
     assert_same_state(before, state_fingerprint(model))
     assert not hasattr(model, "_installed") and model.scale == 1.0
     assert not model.fc._forward_hooks
+
+
+class CachesPerDevice(torch.nn.Module):
+    """Like timm's attention-bias cache: a dict filled on the first forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.cache: dict = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = torch.ones(4)
+        return self.fc(x) + self.cache[key]
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export", "eager"])
+def test_caches_filled_during_the_pass_are_emptied(method):
+    model = CachesPerDevice()
+    fxinspect.analyze(model, torch.randn(2, 4), method=method, timing=False)
+    assert model.cache == {}
+    fxinspect.analyze(model, torch.randn(2, 4), device="meta", timing=False)
+    assert model.cache == {}  # no fake tensor left behind to break the next real forward
+    assert model(torch.randn(2, 4)).shape == (2, 4)
