@@ -26,9 +26,10 @@ Tensors are mapped to the node that produced them:
 Also reproduced: grad-mode switches inside the forward (``torch.no_grad()`` regions,
 with the export tier's ``set_grad_enabled`` nodes). Left out: ``detach`` calls nothing
 used (autograd's own, when it saves an output for backward) and ``prim`` ops (fake
-tensors asking for their device). Ops run by modules that are invoked as methods
-(``self.transform.postprocess(...)``) or through ``.forward()`` directly belong to the
-calling module: module hooks do not see such calls. On meta/fake tensors the tier works
+tensors asking for their device). Module hooks see only ``module(...)`` calls; an op
+in a method of a submodule (``self.transform.postprocess(...)``) or in a direct
+``.forward()`` call is placed by the ``self`` of the frames on the call stack between
+the op and the running module (``calls`` counts hooked calls only). On meta/fake tensors the tier works
 until the model needs a value (``.item()``, a data-dependent shape), and says so.
 
 Example
