@@ -28,8 +28,8 @@ value statistics / NaN counts are ``None`` (``values.has_data`` is false for fak
 tensors). Where a model branches on values, the virtual run follows the branch a
 tracer would: transformers builds an explicit causal mask instead of checking the
 padding with ``.item()``, so a few mask ops (and their bytes) differ from a real run;
-FLOPs and MACs do not. Fake tensors also answer ``.device`` through the dispatcher:
-``prim.device`` calls appear in node records, free.
+FLOPs and MACs do not. Fake tensors also answer ``.device`` through the dispatcher;
+the counting mode skips such ``prim`` queries, so node records list the same ops.
 
 Example
 -------
