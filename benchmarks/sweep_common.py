@@ -5,6 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 
+def print_failed(rows: list[dict[str, Any]]) -> None:
+    """One block per model that could not be analysed, with every tier's reason."""
+    for r in rows:
+        if not r["ok"]:
+            print(f"FAILED {r['name']}: {r.get('error')}")
+            for tier, reason in r.get("failures", []):
+                print(f"    {tier}: {reason}")
+
+
 def print_findings(rows: list[dict[str, Any]], only_ok: bool = False) -> None:
     """Count the one-line reasons earlier tiers gave and list uncounted aten ops."""
     reasons: dict[str, int] = {}

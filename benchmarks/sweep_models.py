@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fxinspect  # noqa: E402
 from fxinspect.capture.hf import prepare_inputs  # noqa: E402
 from reference import reference_flops  # noqa: E402
-from sweep_common import print_findings  # noqa: E402
+from sweep_common import print_failed, print_findings  # noqa: E402
 
 Built = tuple[torch.nn.Module, tuple, dict, str]  # model, args, kwargs, inputs described
 
@@ -396,12 +396,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"{r.get('op_nodes', ''):>6} {share:>6} {gmacs:>9} {ref:>10}"
         )
     print()
+    print_failed(rows)
     for r in rows:
-        if not r["ok"]:
-            print(f"FAILED {r['name']}: {r.get('error')}")
-            for tier, reason in r.get("failures", []):
-                print(f"    {tier}: {reason}")
-        elif r.get("ref_match") is False:
+        if r["ok"] and r.get("ref_match") is False:
             print(f"MACS MISMATCH {r['name']}: 2*macs={2 * r['macs']} reference={r['reference_flops']}")
         if "reference_error" in r:
             print(f"NO REFERENCE {r['name']}: {r['reference_error']}")

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fxinspect  # noqa: E402
 from reference import reference_flops  # noqa: E402
-from sweep_common import print_findings  # noqa: E402
+from sweep_common import print_failed, print_findings  # noqa: E402
 
 CATEGORIES = {
     "detection": tvm.detection,
@@ -176,11 +176,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"{r.get('op_nodes', ''):>6} {share:>6} {gmacs:>9} {pub:>9} {ref:4} {pm:4}"
         )
     print()
-    for r in rows:
-        if not r["ok"]:
-            print(f"FAILED {r['name']}: {r.get('error')}")
-            for tier, reason in r.get("failures", []):
-                print(f"    {tier}: {reason}")
+    print_failed(rows)
     print_findings(rows, only_ok=False)
     print("\ntotals:")
     for category in sorted({r["category"] for r in rows}):
