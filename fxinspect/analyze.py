@@ -22,6 +22,7 @@ import torch
 from . import formatting
 from .assemble import RunRecords, find_nonfinite, node_records, uncounted_ops
 from .capture import Capture, capture, module_of, normalize, unwrap
+from .capture.base import one_line, resolve_attr
 from .errors import InputError, NodeExecutionError
 from .guard import preserved
 from .instrument import CountingRun, TimingRun, op_nodes
@@ -160,19 +161,12 @@ def _static_values(cap: Capture, reader: ValueReader | None):
     attrs = {}
     for node in cap.graph_module.graph.nodes:
         if node.op == "get_attr":
-            value = _get_attr(cap.graph_module, str(node.target))
+            value = resolve_attr(cap.graph_module, str(node.target))
             if isinstance(value, torch.Tensor):
                 if id(value) not in seen:  # a weight read at many places is read once
                     seen[id(value)] = read(value)
                 attrs[cap.user_path(str(node.target))] = [(tensor_meta(value), seen[id(value)])]
     return placeholders, attrs, sources
-
-
-def _get_attr(gm: torch.nn.Module, target: str) -> Any:
-    obj: Any = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _time(cap: Capture, tensors: list[torch.Tensor], warmup: int, repeats: int):
@@ -212,8 +206,7 @@ def _node_error(cap: Capture, counting: CountingRun, exc: Exception) -> NodeExec
     if node.op == "call_module":
         sub = cap.graph_module.get_submodule(str(node.target))
         shapes += [f"{path}.{n}: {formatting.shape(tuple(p.shape))}" for n, p in sub.named_parameters(recurse=False)]
-    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return NodeExecutionError(node.name, path, mtype, shapes, f"{type(exc).__name__}: {cause}")
+    return NodeExecutionError(node.name, path, mtype, shapes, one_line(exc, limit=1000))
 
 
 def _report(

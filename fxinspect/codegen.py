@@ -29,6 +29,8 @@ from typing import Any, Callable
 
 import torch.fx as fx
 
+from .capture.base import resolve_attr
+
 OP_KINDS = ("call_function", "call_method", "call_module")
 
 
@@ -56,13 +58,6 @@ def node_callable(gm: fx.GraphModule, node: fx.Node) -> Callable:
     if node.op == "call_method":
         return _MethodCall(str(node.target))
     return node.target
-
-
-def _attr(gm: fx.GraphModule, target: str) -> Any:
-    obj: Any = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 class Program:
@@ -132,7 +127,7 @@ def compile_graph(
             body.append(f"return {arg(node.args[0])}")
             break
         if node.op == "get_attr":
-            line = f"{name} = {ref(_attr(gm, str(node.target)))}"
+            line = f"{name} = {ref(resolve_attr(gm, str(node.target)))}"
         else:
             if op_index == 0 and stamp_ref:
                 body.append(stamp_ref)

@@ -46,10 +46,24 @@ class Capture:
 
     def user_path(self, target: str) -> str:
         """A graph target as a path in the user's model (``"model.fc"`` -> ``"fc"``)."""
-        prefix = self.attr_prefix
-        if prefix and target == prefix.rstrip("."):
-            return ""
-        return target[len(prefix) :] if prefix and target.startswith(prefix) else target
+        return strip_prefix(target, self.attr_prefix)
+
+
+def strip_prefix(path: str, prefix: str) -> str:
+    """``("model.fc", "model.")`` -> ``"fc"``; ``("model", "model.")`` -> ``""``."""
+    if not prefix:
+        return path
+    if path == prefix[:-1]:
+        return ""
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def resolve_attr(root: torch.nn.Module, target: str) -> Any:
+    """The object at dotted ``target`` below ``root`` (a submodule, tensor or constant)."""
+    obj: Any = root
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def module_of(node: fx.Node) -> tuple[str, str]:

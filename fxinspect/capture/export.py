@@ -46,7 +46,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import MODULE_KEY, Capture, type_name
+from .base import MODULE_KEY, Capture, resolve_attr, type_name
 from .inputs import FlatInputs
 
 __all__ = ["trace_export"]
@@ -133,13 +133,6 @@ def _region_hops() -> dict[Any, tuple[int, Any, Any]]:
     return hops
 
 
-def _attr(root: torch.nn.Module, target: str) -> Any:
-    obj: Any = root
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _fresh_attr(root: torch.nn.Module, base: str, value: Any) -> str:
     name, i = base, 0
     while hasattr(root, name):
@@ -159,7 +152,7 @@ def _inline_region(gm: fx.GraphModule, node: fx.Node, n_modes: int, enter: Any, 
         return False
     if any(u.op != "call_function" or u.target is not operator.getitem for u in node.users):
         return False
-    sub = _attr(gm, str(sub_node.target))
+    sub = resolve_attr(gm, str(sub_node.target))
     if not isinstance(sub, fx.GraphModule):
         return False
     graph = gm.graph
@@ -253,7 +246,7 @@ def _user_targets(unlifted: fx.GraphModule, graph: fx.Graph) -> dict[str, Any]:
         if node.op not in ("get_attr", "call_module"):
             continue
         target = str(node.target)
-        value = _attr(unlifted, target)
+        value = resolve_attr(unlifted, target)
         new = _strip(target) or target
         if attributes.get(new, value) is not value:  # a name taken by another attribute
             new = target

@@ -30,7 +30,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import MODULE_KEY, Capture, one_line, type_name
+from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
 from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
@@ -39,10 +39,7 @@ MAX_AUTO_LEAVES = 8
 
 def _strip(path: str) -> str:
     """``"model.layer1.0"`` -> ``"layer1.0"``; ``"model"`` -> ``""``."""
-    if path == ROOT_ATTR:
-        return ""
-    prefix = ROOT_ATTR + "."
-    return path[len(prefix) :] if path.startswith(prefix) else path
+    return strip_prefix(path, ROOT_ATTR + ".")
 
 
 class _Root(torch.nn.Module):
