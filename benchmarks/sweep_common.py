@@ -2,7 +2,37 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
+
+from fxinspect.capture.base import one_line
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """A failed analysis as row fields: the one-line error, the traceback's tail, and
+    each capture tier's reason when every tier failed."""
+    return {
+        "error": one_line(exc, limit=400),
+        "traceback": traceback.format_exc()[-3000:],
+        "failures": [list(f) for f in getattr(exc, "failures", None) or []],
+    }
+
+
+def report_fields(report: Any) -> dict[str, Any]:
+    """What both sweeps keep of a report: method, tier failures, node and module figures."""
+    ops = [n for n in report.nodes if n.is_op]
+    return {
+        "ok": True,
+        "method": report.capture.method,
+        "failures": [list(f) for f in report.capture.failures],
+        "notes": list(report.capture.notes),
+        "op_nodes": len(ops),
+        "module_share": sum(1 for n in ops if n.module_path) / len(ops) if ops else 1.0,
+        "root_ops": sorted({n.label for n in ops if not n.module_path}),
+        "params": report.totals.params,
+        "macs": report.totals.macs,
+        "uncounted": [u.op for u in report.uncounted],
+    }
 
 
 def print_failed(rows: list[dict[str, Any]]) -> None:

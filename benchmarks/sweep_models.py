@@ -33,7 +33,6 @@ import re
 import signal
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -46,7 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fxinspect  # noqa: E402
 from fxinspect.capture.hf import prepare_inputs  # noqa: E402
 from reference import reference_flops  # noqa: E402
-from sweep_common import print_failed, print_findings  # noqa: E402
+from sweep_common import error_fields, print_failed, print_findings, report_fields  # noqa: E402
+
+from fxinspect.capture.base import one_line  # noqa: E402
 
 Built = tuple[torch.nn.Module, tuple, dict, str]  # model, args, kwargs, inputs described
 
@@ -300,11 +301,6 @@ def time_limit(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:400]
-
-
 def _leaves(out: Any) -> list[Any]:
     return torch.utils._pytree.tree_leaves(out)
 
@@ -323,7 +319,7 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
         with time_limit(timeout):
             model, args, kwargs, described = build_timm(short) if suite == "timm" else build_hf(short)
     except Exception as exc:
-        row["error"] = f"build: {_first_line(exc)}"
+        row["error"] = f"build: {one_line(exc, limit=400)}"
         return row
     row["inputs"] = described
     # the reference and the outputs come from a pristine copy: analyze runs first on the
@@ -345,7 +341,7 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
         del pristine
         row["reference_flops"] = reference
     except Exception as exc:
-        row["reference_error"] = _first_line(exc)
+        row["reference_error"] = one_line(exc, limit=400)
         reference = before = None
     start = time.perf_counter()
     try:
@@ -354,22 +350,9 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
         row["seconds"] = round(time.perf_counter() - start, 2)
     except Exception as exc:
         row["seconds"] = round(time.perf_counter() - start, 2)
-        row["error"] = _first_line(exc)
-        row["traceback"] = traceback.format_exc()[-3000:]
-        row["failures"] = [list(f) for f in getattr(exc, "failures", None) or []]
+        row.update(error_fields(exc))
         return row
-    ops = [n for n in report.nodes if n.is_op]
-    row.update(
-        ok=True,
-        method=report.capture.method,
-        failures=[list(f) for f in report.capture.failures],
-        notes=list(report.capture.notes),
-        op_nodes=len(ops),
-        module_share=sum(1 for n in ops if n.module_path) / len(ops) if ops else 1.0,
-        params=report.totals.params,
-        macs=report.totals.macs,
-        uncounted=[u.op for u in report.uncounted],
-    )
+    row.update(report_fields(report))
     if reference is not None:
         row["ref_match"] = 2 * report.totals.macs == reference
     if before is not None:  # the model must still compute what it computed before
@@ -379,7 +362,7 @@ def run_one(name: str, method: str, timeout: int) -> dict[str, Any]:
             row["unchanged"] = len(after) == len(before) and all(_same(a, b) for a, b in zip(after, before))
         except Exception as exc:
             row["unchanged"] = False
-            row["after_error"] = _first_line(exc)
+            row["after_error"] = one_line(exc, limit=400)
     return row
 
 

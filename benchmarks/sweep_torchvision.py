@@ -35,7 +35,6 @@ import inspect
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fxinspect  # noqa: E402
 from reference import reference_flops  # noqa: E402
-from sweep_common import print_failed, print_findings  # noqa: E402
+from sweep_common import error_fields, print_failed, print_findings, report_fields  # noqa: E402
+
+from fxinspect.capture.base import one_line  # noqa: E402
 
 CATEGORIES = {
     "detection": tvm.detection,
@@ -116,7 +117,7 @@ def run_one(name: str, method: str, check_reference: bool) -> dict[str, Any]:
     try:
         model, args, described = build(name, category)
     except Exception as exc:
-        row["error"] = f"build: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        row["error"] = f"build: {one_line(exc, limit=400)}"
         return row
     row["inputs"] = described
     weights = first_weights(name)
@@ -127,27 +128,9 @@ def run_one(name: str, method: str, check_reference: bool) -> dict[str, Any]:
         row["seconds"] = round(time.perf_counter() - start, 2)
     except Exception as exc:
         row["seconds"] = round(time.perf_counter() - start, 2)
-        row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
-        row["traceback"] = traceback.format_exc()[-3000:]
-        failures = getattr(exc, "failures", None)
-        if failures:
-            row["failures"] = [list(f) for f in failures]
+        row.update(error_fields(exc))
         return row
-    ops = [n for n in report.nodes if n.is_op]
-    row.update(
-        ok=True,
-        method=report.capture.method,
-        failures=[list(f) for f in report.capture.failures],
-        notes=list(report.capture.notes),
-        op_nodes=len(ops),
-        module_share=sum(1 for n in ops if n.module_path) / len(ops) if ops else 1.0,
-        root_ops=sorted({n.label for n in ops if not n.module_path}),
-        params=report.totals.params,
-        macs=report.totals.macs,
-        flops=report.totals.flops,
-        uncounted=[u.op for u in report.uncounted],
-        partial=report.totals.partial,
-    )
+    row.update(report_fields(report), flops=report.totals.flops, partial=report.totals.partial)
     if check_reference and category in ("classification", "quantized"):
         with torch.no_grad():
             reference = reference_flops(model, args)
