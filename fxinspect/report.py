@@ -17,7 +17,7 @@ Example
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
 SCHEMA_VERSION = 1

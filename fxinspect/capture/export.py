@@ -174,7 +174,7 @@ def _inline_region(gm: fx.GraphModule, node: fx.Node, n_modes: int, enter: Any, 
                 outputs = fx.node.map_arg(inner.args[0], lambda a: env[a])
                 break
             if inner.op == "get_attr":
-                name = _fresh_attr(gm, str(inner.target).replace(".", "_"), _attr(sub, str(inner.target)))
+                name = _fresh_attr(gm, str(inner.target).replace(".", "_"), resolve_attr(sub, str(inner.target)))
                 env[inner] = graph.get_attr(name)
             else:
                 copied = graph.node_copy(inner, lambda a: env[a])
