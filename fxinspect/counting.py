@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import rules  # noqa: F401 - importing the package registers every formula family
+from .rules._util import nbytes
 from .rules.registry import FREE, lookup
 
 UNATTRIBUTED = -1
@@ -41,15 +41,6 @@ class OpCost:
     bytes_written: int = 0
     status: str = "counted"
     error: str = ""
-
-
-def tensor_bytes(value: Any) -> int:
-    """Bytes of every tensor in ``value`` (tensors, and tuples/lists of them)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (tuple, list)):
-        return sum(tensor_bytes(v) for v in value)
-    return 0
 
 
 class CountingMode(TorchDispatchMode):
@@ -92,9 +83,9 @@ class CountingMode(TorchDispatchMode):
                 acc.macs += cost.macs
                 read, written = cost.bytes_read, cost.bytes_written
         if read is None:
-            read = tensor_bytes(args) + tensor_bytes([v for k, v in kwargs.items() if k != "out"])
+            read = nbytes(args) + nbytes([v for k, v in kwargs.items() if k != "out"])
         if written is None:
-            written = tensor_bytes(out)
+            written = nbytes(out)
         acc.bytes_read += read
         acc.bytes_written += written
         return out

@@ -17,7 +17,7 @@ Example
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 SCHEMA_VERSION = 1
@@ -441,8 +441,3 @@ def aggregate_modules(
 def sum_nodes(nodes: Iterable[NodeRecord], name: str) -> int:
     """Sum one integer figure over the op nodes."""
     return sum(getattr(n, name) for n in nodes if n.is_op)
-
-
-def record_fields(cls: type) -> tuple[str, ...]:
-    """Field names of a record class, in declaration order (for views and exports)."""
-    return tuple(f.name for f in fields(cls))

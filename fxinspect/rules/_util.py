@@ -49,8 +49,15 @@ def float_numel(t: torch.Tensor | None) -> int:
 
 
 def nbytes(value: Any) -> int:
-    """Bytes of all tensors in ``value``."""
-    return sum(t.numel() * t.element_size() for t in tensors(value))
+    """Bytes of all tensors in ``value`` (a tensor, or nested tuples/lists of them).
+
+    Called for every aten op the counting run sees, so it recurses directly rather
+    than through the :func:`tensors` generator."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(nbytes(v) for v in value)
+    return 0
 
 
 def aten_packets(names: Iterable[str], inplace: bool = False) -> list[torch._ops.OpOverloadPacket]:
