@@ -76,21 +76,24 @@ class RunRecords:
 
 def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[AtenCall, ...]:
     return tuple(
-        AtenCall(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()
+        AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()
     )
 
 
 def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
     """One record per graph node, in graph order."""
     produced: dict[str, Sequence[TensorMeta]] = {}
+    names: dict[tuple, tuple[str, str]] = {}  # (op, target, module type) -> (target, label)
     records = []
     op_index = 0
     for node in cap.graph_module.graph.nodes:
         path, mtype = module_of(node)
-        inputs = tuple(m for arg in node.all_input_nodes for m in produced.get(arg.name, ()))
+        args = node.all_input_nodes
+        inputs = tuple(m for arg in args for m in produced.get(arg.name, ()))
         aten: tuple[AtenCall, ...] = ()
         latency = None
-        if node.op in OP_KINDS:
+        is_op = node.op in OP_KINDS
+        if is_op:
             outputs = tuple(runs.outputs.get(op_index, ()))
             aten = _aten_calls(runs.costs.get(op_index, {}))
             if runs.latencies is not None:
@@ -103,28 +106,43 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
         else:  # output
             outputs = ()
         produced[node.name] = outputs
+        flops = macs = read_bytes = written_bytes = 0
+        for call in aten:
+            flops += call.flops
+            macs += call.macs
+            read_bytes += call.bytes_read
+            written_bytes += call.bytes_written
         stats = [m.stats for m in outputs if m.stats is not None]
         # counts are known when values were read, or when nothing floating came out
-        read = bool(stats) or (node.op in OP_KINDS and not any(_floating(m) for m in outputs))
+        read = bool(stats) or (is_op and not any(_floating(m) for m in outputs))
+        key = (node.op, node.target, mtype)
+        try:
+            target, label = names[key]
+        except (KeyError, TypeError):  # TypeError: an unhashable target
+            target, label = node_target(node, cap), node_label(node, mtype)
+            try:
+                names[key] = (target, label)
+            except TypeError:
+                pass
         records.append(
-            NodeRecord(
-                name=node.name,
-                op=node.op,
-                target=node_target(node, cap),
-                label=node_label(node, mtype),
-                module_path=path,
-                module_type=mtype,
-                args=tuple(a.name for a in node.all_input_nodes),
-                inputs=inputs,
-                outputs=outputs,
-                flops=sum(a.flops for a in aten),
-                macs=sum(a.macs for a in aten),
-                bytes_read=sum(a.bytes_read for a in aten),
-                bytes_written=sum(a.bytes_written for a in aten),
-                latency=latency,
-                nan_count=sum(s.nan_count for s in stats) if read else None,
-                inf_count=sum(s.inf_count for s in stats) if read else None,
-                aten=aten,
+            NodeRecord.of(
+                node.name,
+                node.op,
+                target,
+                label,
+                path,
+                mtype,
+                tuple(a.name for a in args),
+                inputs,
+                outputs,
+                flops,
+                macs,
+                read_bytes,
+                written_bytes,
+                latency,
+                sum(s.nan_count for s in stats) if read else None,
+                sum(s.inf_count for s in stats) if read else None,
+                aten,
             )
         )
     return records

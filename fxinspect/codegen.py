@@ -51,6 +51,15 @@ class _MethodCall:
         return getattr(obj, self.name)(*args, **kwargs)
 
 
+def last_uses(nodes: list[fx.Node]) -> dict[fx.Node, fx.Node]:
+    """For every node that is read, the last node (in ``nodes`` order) that reads it."""
+    last: dict[fx.Node, fx.Node] = {}
+    for node in nodes:
+        for used in node.all_input_nodes:
+            last[used] = node
+    return last
+
+
 def node_callable(gm: fx.GraphModule, node: fx.Node) -> Callable:
     """What an op node calls: the function, a method caller, or the submodule."""
     if node.op == "call_module":
@@ -111,10 +120,7 @@ def compile_graph(
         return ", ".join(parts)
 
     nodes = list(gm.graph.nodes)
-    last_use: dict[fx.Node, fx.Node] = {}
-    for node in nodes:
-        for used in node.all_input_nodes:
-            last_use[used] = node
+    last_use = last_uses(nodes)
     params, body = [], []
     stamp_ref = ref(stamp) + "()" if stamp is not None else None
     op_index = 0

@@ -17,7 +17,6 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -30,17 +29,15 @@ UNATTRIBUTED = -1
 """``CountingMode.node`` outside any graph node (ops there are kept apart)."""
 
 
-@dataclass
 class OpCost:
     """Running sums for one aten overload within one node."""
 
-    calls: int = 0
-    flops: int = 0
-    macs: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    status: str = "counted"
-    error: str = ""
+    __slots__ = ("calls", "flops", "macs", "bytes_read", "bytes_written", "status", "error")
+
+    def __init__(self, status: str = "counted") -> None:
+        self.calls = self.flops = self.macs = self.bytes_read = self.bytes_written = 0
+        self.status = status
+        self.error = ""
 
 
 class CountingMode(TorchDispatchMode):
@@ -50,17 +47,16 @@ class CountingMode(TorchDispatchMode):
         super().__init__()
         self.node = UNATTRIBUTED
         self.costs: dict[int, dict[str, OpCost]] = {}
-        self._rules: dict[Any, Any] = {}
+        self._rules: dict[Any, tuple[Any, str | None]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        try:
-            rule, key = self._rules[func]
-        except KeyError:
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        entry = self._rules.get(func)
+        if entry is None:
             # prim ops (prim.device, ...) are queries fake tensors make of themselves,
             # not work the model asked for: a virtual run must list the same ops as a real one
-            rule, key = self._rules[func] = (lookup(func), None if func.namespace == "prim" else str(func))
+            entry = self._rules[func] = (lookup(func), None if func.namespace == "prim" else str(func))
+        rule, key = entry
         if key is None:
             return out
         per_node = self.costs.get(self.node)
@@ -68,14 +64,14 @@ class CountingMode(TorchDispatchMode):
             per_node = self.costs[self.node] = {}
         acc = per_node.get(key)
         if acc is None:
-            acc = per_node[key] = OpCost(status="free" if rule is FREE else "counted" if rule else "uncounted")
+            acc = per_node[key] = OpCost("free" if rule is FREE else "counted" if rule else "uncounted")
         acc.calls += 1
         if rule is FREE:
             return out
         read = written = None
         if rule is not None:
             try:
-                cost = rule(args, kwargs, out)
+                cost = rule(args, kwargs or {}, out)
             except Exception as exc:  # a rule that cannot price this call: say so, never 0
                 acc.status, acc.error = "uncounted", f"{type(exc).__name__}: {exc}"
             else:
@@ -83,7 +79,9 @@ class CountingMode(TorchDispatchMode):
                 acc.macs += cost.macs
                 read, written = cost.bytes_read, cost.bytes_written
         if read is None:
-            read = nbytes(args) + nbytes([v for k, v in kwargs.items() if k != "out"])
+            read = nbytes(args)
+            if kwargs:
+                read += nbytes([v for k, v in kwargs.items() if k != "out"])
         if written is None:
             written = nbytes(out)
         acc.bytes_read += read

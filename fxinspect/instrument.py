@@ -1,7 +1,8 @@
 """The runs that record: counting (costs, metadata, values) and timing (clocks).
 
-Both run programs compiled from the captured graph by :mod:`fxinspect.codegen` with
-probes in them; the captured module and the user's model are never modified.
+Both run the captured graph with probes in it, the counting run once, stepped through
+by :mod:`fxinspect.interpret`, the timing runs many times, compiled by
+:mod:`fxinspect.codegen`; the captured module and the user's model are never modified.
 
 * counting: op node ``i`` calls its probe instead of its function; the probe names the
   node for :class:`CountingMode`, runs the op and records the output's metadata and
@@ -17,7 +18,7 @@ Example
 >>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
 >>> run = CountingRun(reader=None)
 >>> _ = run.run(gm, [torch.randn(4, 3)])
->>> [m.shape for m, _ in run.outputs[0]], sum(c.macs for c in run.mode.costs[0].values())   # 4*3*2
+>>> [shape for (shape, *_), _ in run.outputs[0]], sum(c.macs for c in run.mode.costs[0].values())   # 4*3*2
 ([(4, 2)], 24)
 """
 
@@ -32,8 +33,8 @@ import torch.fx as fx
 
 from .codegen import OP_KINDS, compile_graph, op_nodes
 from .counting import UNATTRIBUTED, CountingMode
-from .report import TensorMeta
-from .values import ValueReader, tensor_meta
+from .interpret import Interpreted
+from .values import Description, ValueReader, describe
 
 __all__ = ["OP_KINDS", "CountingRun", "TimingRun", "op_nodes"]
 
@@ -58,11 +59,15 @@ class _CountingProbe:
         self.run, self.index, self.fn = run, index, fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        mode = self.run.mode
-        mode.node = self.index
+        run = self.run
+        run.mode.node = self.index
         out = self.fn(*args, **kwargs)  # raising leaves mode.node naming the failed node
-        mode.node = UNATTRIBUTED
-        self.run.record(self.index, out)
+        run.mode.node = UNATTRIBUTED
+        read = run.read
+        if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+            run.outputs[self.index] = [(describe(out), read(out) if read else None)]
+        else:
+            run.outputs[self.index] = [(describe(t), read(t) if read else None) for t in _tensors(out)]
         return out
 
 
@@ -71,18 +76,15 @@ class CountingRun:
 
     def __init__(self, reader: ValueReader | None):
         self.mode = CountingMode()
-        self.reader = reader
-        self.outputs: dict[int, list[tuple[TensorMeta, int | None]]] = {}
+        self.read = reader.read if reader else None
+        # per op index: (description, statistics slot) of every output tensor
+        self.outputs: dict[int, list[tuple[Description, int | None]]] = {}
 
     def probe(self, index: int, fn: Callable) -> Callable:
         return _CountingProbe(self, index, fn).__call__
 
-    def record(self, index: int, out: Any) -> None:
-        read = self.reader.read if self.reader else None
-        self.outputs[index] = [(tensor_meta(t), read(t) if read else None) for t in _tensors(out)]
-
     def run(self, gm: fx.GraphModule, tensors: list[torch.Tensor]) -> Any:
-        program = compile_graph(gm, wrap=self.probe)
+        program = Interpreted(gm, wrap=self.probe)  # runs once: not worth compiling
         with self.mode:
             return program(*tensors)
 

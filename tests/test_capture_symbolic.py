@@ -102,3 +102,40 @@ def test_wrappers_are_unwrapped():
     report = fxinspect.analyze(model, torch.randn(3, 4), timing=False)
     assert report.modules[""].type == "Linear" and report.totals.macs == 3 * 4 * 2  # = 24
     assert "unwrapped DataParallel" in report.capture.notes
+
+
+class Mixed(torch.nn.Module):
+    """Arguments of every kind the tracer's fast paths lower: scalars, dtypes,
+    tuples, lists, dicts, slices, a buffer, a parameter and a tensor constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.scale = torch.nn.Parameter(torch.ones(8))
+        self.register_buffer("shift", torch.zeros(8))
+
+    def forward(self, x, extra):
+        y = self.fc(x) * self.scale + self.shift
+        parts = torch.split(y, [4, 4], dim=-1)
+        z = torch.cat([parts[1], parts[0]], dim=-1).to(torch.float32)
+        z = z[:, 1:] + torch.tensor(2.0)
+        return {"z": torch.nn.functional.pad(z, (0, 1), value=0.5), "w": extra["w"].view(-1, 2)}
+
+
+@pytest.mark.parametrize("make", [Net, Mixed])
+def test_fast_tracing_paths_give_the_graph_fx_gives(make, monkeypatch):
+    # ModuleTracer lowers common arguments itself and skips fx's per-node SymInt scan;
+    # the graph, its code and the module tags must be exactly what plain fx produces
+    from fxinspect.capture import symbolic
+
+    model = make()
+    inputs = (torch.ones(2, 8),) if make is Net else (torch.ones(2, 8), {"w": torch.ones(4)})
+    fast = capture(model, inputs, {}, method="symbolic", leaf_modules=["odd"])
+    monkeypatch.setattr(symbolic, "_UNCHECKED_OK", False)
+    monkeypatch.setattr(symbolic.ModuleTracer, "create_arg", torch.fx.Tracer.create_arg)
+    plain = capture(model, inputs, {}, method="symbolic", leaf_modules=["odd"])
+    assert type(fast.graph_module.graph) is torch.fx.Graph
+    assert fast.graph_module.code == plain.graph_module.code
+    tags = [(n.name, module_of(n), n.meta.get("nn_module_stack")) for n in fast.graph_module.graph.nodes]
+    assert tags == [(n.name, module_of(n), n.meta.get("nn_module_stack")) for n in plain.graph_module.graph.nodes]
+    assert len(tags) > 5

@@ -23,10 +23,12 @@ Example
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Iterable
 
 import torch
 import torch.fx as fx
+from torch.fx.immutable_collections import immutable_dict
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
@@ -35,6 +37,7 @@ from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
 MAX_AUTO_LEAVES = 8
+_PLAIN_ARGS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
 
 def _strip(path: str) -> str:
@@ -68,6 +71,46 @@ def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
     return cls(model, inputs)
 
 
+class _ModuleStack(collections.OrderedDict):
+    """The tracer's module stack; fx copies it into every node's meta, and
+    ``copy.copy`` of an OrderedDict goes through the slow ``__reduce_ex__`` path."""
+
+    def __copy__(self) -> "_ModuleStack":
+        return _ModuleStack(self)
+
+
+class _UncheckedGraph(fx.Graph):
+    """``fx.Graph`` whose ``create_node`` skips torch's scan of every node's arguments
+    for raw ``SymInt``s (a pytree walk per node, a quarter of a trace of tiny ops).
+
+    Symbolic tracing makes no ``SymInt``s, so the scan can find nothing here. Used only
+    while tracing, and only where ``fx.Graph`` has the internals this relies on
+    (:data:`_UNCHECKED_OK`); a test compares graphs traced with and without it.
+    """
+
+    def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
+        args = args if args else ()
+        kwargs = kwargs if kwargs else immutable_dict()
+        name = self._graph_namespace.create_name(name if name is not None else self._target_to_str(target), None)
+        node = fx.Node(self, name, op, target, args, kwargs, type_expr)
+        hooks = getattr(self.owning_module, "_create_node_hooks", None) if self.owning_module is not None else None
+        for hook in hooks or ():
+            hook(node)
+        self._graph_namespace.associate_name_with_obj(name, node)
+        self._insert(node)
+        self._find_nodes_lookup_table.insert(node)
+        self._len += 1
+        return node
+
+
+def _graph_internals_known() -> bool:
+    graph = fx.Graph()
+    return all(hasattr(graph, a) for a in ("_graph_namespace", "_target_to_str", "_insert", "_find_nodes_lookup_table", "_len"))
+
+
+_UNCHECKED_OK = _graph_internals_known()
+
+
 class ModuleTracer(fx.Tracer):
     """Keeps torch.nn layers and chosen modules as leaves; counts module calls."""
 
@@ -79,6 +122,20 @@ class ModuleTracer(fx.Tracer):
         self.leaves_used: set[str] = set()
         self.stack: list[str] = []
         self.failed_in: str | None = None
+        self.module_stack = _ModuleStack()
+        self.fast_graph = _UNCHECKED_OK
+
+    def trace(self, root, concrete_args=None) -> fx.Graph:
+        try:
+            return super().trace(root, concrete_args)
+        finally:
+            if type(getattr(self, "graph", None)) is _UncheckedGraph:
+                self.graph.__class__ = fx.Graph  # an ordinary graph from here on
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> fx.Node:
+        if self.fast_graph and type(self.graph) is fx.Graph:
+            self.graph.__class__ = _UncheckedGraph
+        return super().create_node(kind, target, args, kwargs, name, type_expr)
 
     def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
         path = _strip(qualname)
@@ -86,6 +143,24 @@ class ModuleTracer(fx.Tracer):
             # the user's model itself is traced through unless it is a torch.nn layer
             return super().is_leaf_module(m, qualname)
         return isinstance(m, self.leaf_types) or path in self.leaf_paths or super().is_leaf_module(m, qualname)
+
+    def create_arg(self, a: Any) -> Any:
+        # fx's Tracer.create_arg runs a dozen isinstance checks (Parameter, Tensor,
+        # Module, namedtuple, opaque types) before its own fast path; on a graph of tiny
+        # ops that was a third of the trace. Proxies, scalars and plain containers of
+        # them lower to the same values without those checks; anything else goes to fx.
+        kind = type(a)
+        if kind is fx.Proxy:
+            return a.node
+        if kind in _PLAIN_ARGS or a is None:
+            return a
+        if kind is tuple:
+            return tuple([self.create_arg(x) for x in a])
+        if kind is list:
+            return [self.create_arg(x) for x in a]
+        if kind is dict and all(type(k) is str for k in a):
+            return {k: self.create_arg(v) for k, v in a.items()}
+        return super().create_arg(a)
 
     def call_module(self, m, forward, args, kwargs):
         path = _strip(self.path_of_module(m))

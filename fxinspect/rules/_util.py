@@ -35,6 +35,8 @@ def tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def first_tensor(value: Any) -> torch.Tensor | None:
     """The first tensor of ``value`` (an op's primary result), or ``None``."""
+    if isinstance(value, torch.Tensor):  # the common case, without a generator
+        return value
     return next(tensors(value), None)
 
 

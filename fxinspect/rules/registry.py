@@ -25,21 +25,21 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, NamedTuple, Union
 
 import torch
 
 OpKey = Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload]
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):
     """What one aten call costs.
 
     ``bytes_read``/``bytes_written`` are ``None`` to mean "the sizes of the tensor
     arguments / results" (the default for every counted op); a rule sets them when an op
     touches less than whole tensors (an embedding lookup reads rows, not the table).
+    (A named tuple: rules run once per aten call, and it builds in a third of the time
+    of a frozen dataclass.)
     """
 
     flops: int = 0
