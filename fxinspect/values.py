@@ -129,31 +129,42 @@ class ValueReader:
                 for slots in by_device.values():
                     for i, row in zip(slots, torch.stack([rows[i] for i in slots]).tolist()):
                         rows[i] = row
-        out = []
-        for (lo, hi, total, squares, nans, infs), n in zip(rows, self._numel):
-            mean = total / n
-            var = squares / n - mean * mean
-            std = math.sqrt(var) if var > 0 else (0.0 if var == var else float("nan"))
-            out.append(ValueStats.of(lo, hi, mean, std, int(nans), int(infs)))
-        return out
+        return [_stats(row, n) for row, n in zip(rows, self._numel)]
 
     def _reduce_small(self) -> None:
         """Statistics of all small tensors: per device, one concatenation and four
         segment reductions (which propagate NaN like ``amin``/``amax``)."""
-        by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
-        for slot, copy in self._small:
-            by_device.setdefault(copy.device, []).append((slot, copy))
-        for device, items in by_device.items():
-            data = torch._utils._flatten_dense_tensors([copy for _, copy in items])  # one flat copy
-            lengths = torch.tensor([copy.numel() for _, copy in items], device=device)
-            table = torch.stack(
-                [torch.segment_reduce(data, reduce, lengths=lengths) for reduce in ("min", "max", "sum")]
-                + [torch.segment_reduce(data * data, "sum", lengths=lengths)]
-            ).T.tolist()
-            for (slot, copy), (lo, hi, total, squares) in zip(items, table):
-                nonfinite = not (math.isfinite(lo) and math.isfinite(hi))
-                self._rows[slot] = [lo, hi, total, squares, *(_nonfinite_counts(copy) if nonfinite else (0, 0))]
-        self._small = []
+        small, self._small = self._small, []
+        groups = [small]
+        if any(copy.is_cuda for _, copy in small):
+            by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+            for item in small:
+                by_device.setdefault(item[1].device, []).append(item)
+            groups = list(by_device.values())
+        for items in groups:
+            if not items:
+                continue
+            copies = [copy for _, copy in items]
+            data = torch._utils._flatten_dense_tensors(copies)  # one flat copy of them all
+            lengths = torch.tensor([self._numel[slot] for slot, _ in items], device=data.device)
+            sums = [torch.segment_reduce(data, reduce, lengths=lengths) for reduce in ("min", "max", "sum")]
+            table = torch.stack(sums + [torch.segment_reduce(data * data, "sum", lengths=lengths)]).T.tolist()
+            rows = self._rows
+            for (slot, copy), row in zip(items, table):
+                if math.isfinite(row[0]) and math.isfinite(row[1]):
+                    row += (0, 0)
+                else:
+                    row += _nonfinite_counts(copy)
+                rows[slot] = row
+
+
+def _stats(row: list, n: int) -> ValueStats:
+    """``ValueStats`` from ``[min, max, sum, sum of squares, nans, infs]`` of ``n`` values."""
+    lo, hi, total, squares, nans, infs = row
+    mean = total / n
+    var = squares / n - mean * mean
+    std = math.sqrt(var) if var > 0 else (0.0 if var == var else math.nan)
+    return ValueStats.of(lo, hi, mean, std, int(nans), int(infs))
 
 
 def nonfinite_tensors(model: torch.nn.Module) -> list[str]:

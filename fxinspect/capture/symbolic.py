@@ -37,6 +37,7 @@ from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
 MAX_AUTO_LEAVES = 8
+_OP_KINDS = ("call_function", "call_method", "call_module")
 _PLAIN_ARGS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
 
@@ -72,11 +73,32 @@ def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
 
 
 class _ModuleStack(collections.OrderedDict):
-    """The tracer's module stack; fx copies it into every node's meta, and
-    ``copy.copy`` of an OrderedDict goes through the slow ``__reduce_ex__`` path."""
+    """The tracer's module stack, which fx copies into every node's meta.
 
-    def __copy__(self) -> "_ModuleStack":
-        return _ModuleStack(self)
+    ``copy.copy`` of an OrderedDict goes through the slow ``__reduce_ex__`` path, and
+    thousands of copies are thousands of objects to allocate and free. The nodes made
+    while the stack is unchanged share one snapshot instead (nothing writes them);
+    pushing or popping a module starts a new one.
+    """
+
+    _snapshot: collections.OrderedDict | None = None
+
+    def __setitem__(self, key, value) -> None:
+        self._snapshot = None
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        self._snapshot = None
+        super().__delitem__(key)
+
+    def popitem(self, last: bool = True):
+        self._snapshot = None
+        return super().popitem(last)
+
+    def __copy__(self) -> collections.OrderedDict:
+        if self._snapshot is None:
+            self._snapshot = collections.OrderedDict(self)
+        return self._snapshot
 
 
 class _UncheckedGraph(fx.Graph):
@@ -112,10 +134,12 @@ _UNCHECKED_OK = _graph_internals_known()
 
 
 class ModuleTracer(fx.Tracer):
-    """Keeps torch.nn layers and chosen modules as leaves; counts module calls."""
+    """Keeps torch.nn layers and chosen modules as leaves; counts module calls; tags every
+    op node with the module running it (``node.meta[MODULE_KEY]``)."""
 
-    def __init__(self, leaf_types: tuple[type, ...], leaf_paths: set[str]):
+    def __init__(self, leaf_types: tuple[type, ...], leaf_paths: set[str], root_type: str = ""):
         super().__init__()
+        self.root_type = root_type
         self.leaf_types = leaf_types
         self.leaf_paths = leaf_paths
         self.calls: dict[str, int] = {}
@@ -135,7 +159,15 @@ class ModuleTracer(fx.Tracer):
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> fx.Node:
         if self.fast_graph and type(self.graph) is fx.Graph:
             self.graph.__class__ = _UncheckedGraph
-        return super().create_node(kind, target, args, kwargs, name, type_expr)
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if kind in _OP_KINDS:
+            # the innermost module running: for a leaf's call_module node, the leaf itself
+            if self.module_stack:
+                path, cls = next(reversed(self.module_stack.values()))
+                node.meta[MODULE_KEY] = (_strip(path), cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1])
+            else:
+                node.meta[MODULE_KEY] = ("", self.root_type)
+        return node
 
     def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
         path = _strip(qualname)
@@ -178,23 +210,6 @@ class ModuleTracer(fx.Tracer):
             self.stack.pop()
 
 
-def _tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> None:
-    """Set ``node.meta[MODULE_KEY]`` from the call target or the tracer's module stack."""
-    root_type = type_name(model)
-    for node in gm.graph.nodes:
-        if node.op == "call_module":
-            path = _strip(node.target)
-            node.meta[MODULE_KEY] = (path, type_name(gm.get_submodule(node.target)))
-        elif node.op in ("call_function", "call_method"):
-            stack = node.meta.get("nn_module_stack") or {}
-            if stack:
-                path, cls = list(stack.values())[-1]
-                path = _strip(path)
-                node.meta[MODULE_KEY] = (path, cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1])
-            else:
-                node.meta[MODULE_KEY] = ("", root_type)
-
-
 def trace_symbolic(
     model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()
 ) -> Capture:
@@ -207,7 +222,7 @@ def trace_symbolic(
     auto_leaves: list[str] = []
     root = _make_root(model, inputs)
     for attempt in range(MAX_AUTO_LEAVES + 1):
-        tracer = ModuleTracer(leaf_types, leaf_paths)
+        tracer = ModuleTracer(leaf_types, leaf_paths, root_type=type_name(model))
         try:
             graph = tracer.trace(root)
             break
@@ -226,7 +241,6 @@ def trace_symbolic(
     # compiled on first call only: the analysis runs probed copies, so the captured
     # module itself is compiled only when the plain forward is timed
     gm = _LazyGraphModule(root, graph, class_name=type_name(model))
-    _tag_modules(gm, model)
     return Capture(
         graph_module=gm,
         method="symbolic",

@@ -53,13 +53,18 @@ def float_numel(t: torch.Tensor | None) -> int:
 def nbytes(value: Any) -> int:
     """Bytes of all tensors in ``value`` (a tensor, or nested tuples/lists of them).
 
-    Called for every aten op the counting run sees, so it recurses directly rather
-    than through the :func:`tensors` generator."""
+    Called for every aten op the counting run sees, so it loops and recurses directly
+    rather than through the :func:`tensors` generator."""
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
+    total = 0
     if isinstance(value, (tuple, list)):
-        return sum(nbytes(v) for v in value)
-    return 0
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                total += item.numel() * item.element_size()
+            elif isinstance(item, (tuple, list)):
+                total += nbytes(item)
+    return total
 
 
 def aten_packets(names: Iterable[str], inplace: bool = False) -> list[torch._ops.OpOverloadPacket]:
