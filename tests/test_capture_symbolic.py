@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 
@@ -124,14 +126,15 @@ class Mixed(torch.nn.Module):
 
 @pytest.mark.parametrize("make", [Net, Mixed])
 def test_fast_tracing_paths_give_the_graph_fx_gives(make, monkeypatch):
-    # ModuleTracer lowers common arguments itself and skips fx's per-node SymInt scan;
-    # the graph, its code and the module tags must be exactly what plain fx produces
+    # the speed-ups of capture/fast_trace.py (argument lowering, no per-node SymInt
+    # scan, shared module-stack snapshots) must give exactly the graph plain fx gives
     from fxinspect.capture import symbolic
 
     model = make()
     inputs = (torch.ones(2, 8),) if make is Net else (torch.ones(2, 8), {"w": torch.ones(4)})
     fast = capture(model, inputs, {}, method="symbolic", leaf_modules=["odd"])
-    monkeypatch.setattr(symbolic, "_UNCHECKED_OK", False)
+    monkeypatch.setattr(symbolic, "GRAPH_INTERNALS_KNOWN", False)
+    monkeypatch.setattr(symbolic, "ModuleStack", collections.OrderedDict)
     monkeypatch.setattr(symbolic.ModuleTracer, "create_arg", torch.fx.Tracer.create_arg)
     plain = capture(model, inputs, {}, method="symbolic", leaf_modules=["odd"])
     assert type(fast.graph_module.graph) is torch.fx.Graph

@@ -23,22 +23,20 @@ Example
 
 from __future__ import annotations
 
-import collections
 from typing import Any, Iterable
 
 import torch
 import torch.fx as fx
-from torch.fx.immutable_collections import immutable_dict
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
+from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg
 from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
 MAX_AUTO_LEAVES = 8
 _OP_KINDS = ("call_function", "call_method", "call_module")
-_PLAIN_ARGS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
 
 def _strip(path: str) -> str:
@@ -72,67 +70,6 @@ def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
     return cls(model, inputs)
 
 
-class _ModuleStack(collections.OrderedDict):
-    """The tracer's module stack, which fx copies into every node's meta.
-
-    ``copy.copy`` of an OrderedDict goes through the slow ``__reduce_ex__`` path, and
-    thousands of copies are thousands of objects to allocate and free. The nodes made
-    while the stack is unchanged share one snapshot instead (nothing writes them);
-    pushing or popping a module starts a new one.
-    """
-
-    _snapshot: collections.OrderedDict | None = None
-
-    def __setitem__(self, key, value) -> None:
-        self._snapshot = None
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key) -> None:
-        self._snapshot = None
-        super().__delitem__(key)
-
-    def popitem(self, last: bool = True):
-        self._snapshot = None
-        return super().popitem(last)
-
-    def __copy__(self) -> collections.OrderedDict:
-        if self._snapshot is None:
-            self._snapshot = collections.OrderedDict(self)
-        return self._snapshot
-
-
-class _UncheckedGraph(fx.Graph):
-    """``fx.Graph`` whose ``create_node`` skips torch's scan of every node's arguments
-    for raw ``SymInt``s (a pytree walk per node, a quarter of a trace of tiny ops).
-
-    Symbolic tracing makes no ``SymInt``s, so the scan can find nothing here. Used only
-    while tracing, and only where ``fx.Graph`` has the internals this relies on
-    (:data:`_UNCHECKED_OK`); a test compares graphs traced with and without it.
-    """
-
-    def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
-        args = args if args else ()
-        kwargs = kwargs if kwargs else immutable_dict()
-        name = self._graph_namespace.create_name(name if name is not None else self._target_to_str(target), None)
-        node = fx.Node(self, name, op, target, args, kwargs, type_expr)
-        hooks = getattr(self.owning_module, "_create_node_hooks", None) if self.owning_module is not None else None
-        for hook in hooks or ():
-            hook(node)
-        self._graph_namespace.associate_name_with_obj(name, node)
-        self._insert(node)
-        self._find_nodes_lookup_table.insert(node)
-        self._len += 1
-        return node
-
-
-def _graph_internals_known() -> bool:
-    graph = fx.Graph()
-    return all(hasattr(graph, a) for a in ("_graph_namespace", "_target_to_str", "_insert", "_find_nodes_lookup_table", "_len"))
-
-
-_UNCHECKED_OK = _graph_internals_known()
-
-
 class ModuleTracer(fx.Tracer):
     """Keeps torch.nn layers and chosen modules as leaves; counts module calls; tags every
     op node with the module running it (``node.meta[MODULE_KEY]``)."""
@@ -146,19 +83,19 @@ class ModuleTracer(fx.Tracer):
         self.leaves_used: set[str] = set()
         self.stack: list[str] = []
         self.failed_in: str | None = None
-        self.module_stack = _ModuleStack()
-        self.fast_graph = _UNCHECKED_OK
+        self.module_stack = ModuleStack()
+        self.fast_graph = GRAPH_INTERNALS_KNOWN
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         try:
             return super().trace(root, concrete_args)
         finally:
-            if type(getattr(self, "graph", None)) is _UncheckedGraph:
+            if type(getattr(self, "graph", None)) is UncheckedGraph:
                 self.graph.__class__ = fx.Graph  # an ordinary graph from here on
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> fx.Node:
         if self.fast_graph and type(self.graph) is fx.Graph:
-            self.graph.__class__ = _UncheckedGraph
+            self.graph.__class__ = UncheckedGraph
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
         if kind in _OP_KINDS:
             # the innermost module running: for a leaf's call_module node, the leaf itself
@@ -177,22 +114,7 @@ class ModuleTracer(fx.Tracer):
         return isinstance(m, self.leaf_types) or path in self.leaf_paths or super().is_leaf_module(m, qualname)
 
     def create_arg(self, a: Any) -> Any:
-        # fx's Tracer.create_arg runs a dozen isinstance checks (Parameter, Tensor,
-        # Module, namedtuple, opaque types) before its own fast path; on a graph of tiny
-        # ops that was a third of the trace. Proxies, scalars and plain containers of
-        # them lower to the same values without those checks; anything else goes to fx.
-        kind = type(a)
-        if kind is fx.Proxy:
-            return a.node
-        if kind in _PLAIN_ARGS or a is None:
-            return a
-        if kind is tuple:
-            return tuple([self.create_arg(x) for x in a])
-        if kind is list:
-            return [self.create_arg(x) for x in a]
-        if kind is dict and all(type(k) is str for k in a):
-            return {k: self.create_arg(v) for k, v in a.items()}
-        return super().create_arg(a)
+        return lower_arg(self, a)
 
     def call_module(self, m, forward, args, kwargs):
         path = _strip(self.path_of_module(m))
