@@ -129,11 +129,12 @@ class ValueReader:
                 for slots in by_device.values():
                     for i, row in zip(slots, torch.stack([rows[i] for i in slots]).tolist()):
                         rows[i] = row
-        return [_stats(row, n) for row, n in zip(rows, self._numel)]
+        return [row if type(row) is ValueStats else _stats(row, n) for row, n in zip(rows, self._numel)]
 
     def _reduce_small(self) -> None:
-        """Statistics of all small tensors: per device, one concatenation and four
-        segment reductions (which propagate NaN like ``amin``/``amax``)."""
+        """Statistics of all small tensors: per device, one concatenation, four segment
+        reductions (which propagate NaN like ``amin``/``amax``) and the moments, all in
+        float64 on the device; Python only reads the table."""
         small, self._small = self._small, []
         groups = [small]
         if any(copy.is_cuda for _, copy in small):
@@ -144,18 +145,16 @@ class ValueReader:
         for items in groups:
             if not items:
                 continue
-            copies = [copy for _, copy in items]
-            data = torch._utils._flatten_dense_tensors(copies)  # one flat copy of them all
-            lengths = torch.tensor([self._numel[slot] for slot, _ in items], device=data.device)
-            sums = [torch.segment_reduce(data, reduce, lengths=lengths) for reduce in ("min", "max", "sum")]
-            table = torch.stack(sums + [torch.segment_reduce(data * data, "sum", lengths=lengths)]).T.tolist()
+            data = torch._utils._flatten_dense_tensors([copy for _, copy in items])  # one flat copy of them all
+            counts = torch.tensor([self._numel[slot] for slot, _ in items], device=data.device)
+            lo, hi, total = (torch.segment_reduce(data, reduce, lengths=counts) for reduce in ("min", "max", "sum"))
+            mean = total / counts
+            var = torch.segment_reduce(data * data, "sum", lengths=counts) / counts - mean * mean
+            table = torch.stack([lo, hi, mean, var.clamp(min=0).sqrt()]).T.tolist()  # clamp keeps NaN
             rows = self._rows
-            for (slot, copy), row in zip(items, table):
-                if math.isfinite(row[0]) and math.isfinite(row[1]):
-                    row += (0, 0)
-                else:
-                    row += _nonfinite_counts(copy)
-                rows[slot] = row
+            for (slot, copy), (a, b, m, sd) in zip(items, table):
+                finite = math.isfinite(a) and math.isfinite(b)
+                rows[slot] = ValueStats.of(a, b, m, sd, *((0, 0) if finite else _nonfinite_counts(copy)))
 
 
 def _stats(row: list, n: int) -> ValueStats:
