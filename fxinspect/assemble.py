@@ -76,20 +76,24 @@ class RunRecords:
 
 def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[AtenCall, ...]:
     return tuple(
-        AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()
+        [AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()]
     )
 
 
 def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
     """One record per graph node, in graph order."""
-    produced: dict[str, Sequence[TensorMeta]] = {}
+    # (a loop over every node of graphs with thousands of them: lookups are hoisted)
+    produced: dict[fx.Node, Sequence[TensorMeta]] = {}
     names: dict[tuple, tuple[str, str]] = {}  # (op, target, module type) -> (target, label)
     records = []
     op_index = 0
     for node in cap.graph_module.graph.nodes:
         path, mtype = module_of(node)
         args = node.all_input_nodes
-        inputs = tuple(m for arg in args for m in produced.get(arg.name, ()))
+        if len(args) == 1:
+            inputs = tuple(produced.get(args[0], ()))
+        else:
+            inputs = tuple([m for arg in args for m in produced.get(arg, ())])
         aten: tuple[AtenCall, ...] = ()
         latency = None
         is_op = node.op in OP_KINDS
@@ -105,7 +109,7 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
             outputs = tuple(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
         else:  # output
             outputs = ()
-        produced[node.name] = outputs
+        produced[node] = outputs
         flops = macs = read_bytes = written_bytes = 0
         for call in aten:
             flops += call.flops
@@ -132,7 +136,7 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
                 label,
                 path,
                 mtype,
-                tuple(a.name for a in args),
+                tuple([a.name for a in args]),
                 inputs,
                 outputs,
                 flops,

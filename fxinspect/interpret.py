@@ -127,7 +127,7 @@ class Interpreted:
                 op_index += 1
                 args = [_lower(a, slots) for a in node.args]
                 kwargs = _lower(dict(node.kwargs), slots) if node.kwargs else _NO_KWARGS
-                flat = not any(isinstance(a, _Build) for a in args)
+                flat = _Build not in map(type, args)
                 freed = tuple(dead.get(node, ())) + (() if node in last else (slot,))
                 self._steps.append((fn, args, kwargs, slot, freed, flat))
 

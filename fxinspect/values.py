@@ -94,8 +94,8 @@ class ValueReader:
         if not n:
             return None
         slot = len(self._rows)
-        with torch._C._DisableTorchDispatch():  # detached: nothing here is recorded by autograd
-            x = t.detach()
+        with torch._C._DisableTorchDispatch():  # the counting mode must not see these ops
+            x = t.detach() if t.requires_grad else t  # nothing here is recorded by autograd
             if n <= SMALL:
                 # a copy: a later in-place op on t must not change what is reported
                 self._small.append((slot, x.double() if x.dtype is not torch.float64 else x.clone()))

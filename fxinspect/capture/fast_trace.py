@@ -8,7 +8,9 @@ same graph, code and module tags as one without:
 * :func:`lower_arg`: a node's arguments lowered without fx's dozen ``isinstance``
   checks for the common cases (proxies, scalars, plain containers of them);
 * :class:`UncheckedGraph`: node creation without the per-node scan for raw ``SymInt``s;
-* :class:`ModuleStack`: one shared ``nn_module_stack`` snapshot per module scope.
+* :class:`ModuleStack`: one shared ``nn_module_stack`` snapshot per module scope;
+* :func:`make_node`: the tracer's node creation without the branches symbolic tracing
+  never takes (preserved metadata, mutation checks, stack traces), which fall back to fx.
 
 Example
 -------
@@ -21,11 +23,14 @@ Example
 from __future__ import annotations
 
 import collections
+import copy
 from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.fx.traceback as fx_traceback
 from torch.fx.immutable_collections import immutable_dict
+from torch.fx.proxy import TracerBase
 
 _PLAIN_ARGS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.memory_format, torch.layout})
 
@@ -111,3 +116,25 @@ def _graph_internals_known() -> bool:
 
 
 GRAPH_INTERNALS_KNOWN = _graph_internals_known()
+
+
+def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None) -> fx.Node:
+    """``TracerBase.create_node`` for symbolic tracing's common case.
+
+    fx's version also handles metadata preserved by ``torch.export`` and dynamo, the
+    mutation check and stack-trace recording; when any of them is on, it runs instead.
+    Otherwise the node gets what fx gives it: the graph's node, its scope entry and
+    its ``nn_module_stack``.
+    """
+    if (
+        getattr(tracer, "check_mutable_operations", True)
+        or getattr(tracer, "record_stack_traces", True)
+        or fx_traceback.has_preserved_node_meta()
+    ):
+        return TracerBase.create_node(tracer, kind, target, args, kwargs, name, type_expr)
+    node = tracer.graph.create_node(kind, target, args, kwargs, name, type_expr)
+    tracer.node_name_to_scope[node.name] = (tracer.scope.module_path, tracer.scope.module_type)
+    stack = tracer.module_stack
+    if stack:
+        node.meta["nn_module_stack"] = stack.__copy__() if type(stack) is ModuleStack else copy.copy(stack)
+    return node

@@ -31,7 +31,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
-from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg
+from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node
 from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
@@ -96,7 +96,7 @@ class ModuleTracer(fx.Tracer):
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> fx.Node:
         if self.fast_graph and type(self.graph) is fx.Graph:
             self.graph.__class__ = UncheckedGraph
-        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        node = make_node(self, kind, target, args, kwargs, name, type_expr)
         if kind in _OP_KINDS:
             # the innermost module running: for a leaf's call_module node, the leaf itself
             if self.module_stack:
