@@ -32,13 +32,11 @@ from .report import (
     CaptureInfo,
     Environment,
     Report,
-    TensorMeta,
     TimingInfo,
     Totals,
     aggregate_modules,
-    sum_nodes,
 )
-from .values import Description, ValueReader, describe, has_data, nonfinite_tensors, tensor_meta
+from .values import ValueReader, describe, has_data, nonfinite_tensors, tensor_meta
 
 
 def analyze(
@@ -127,17 +125,14 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             latencies, timing_info = _time(cap, tensors, warmup, repeats)
     runs = RunRecords(
         costs=counting.mode.costs,
-        outputs={i: [_with_stats(m, slot, stats) for m, slot in metas] for i, metas in counting.outputs.items()},
+        outputs=counting.outputs,
         latencies=latencies,
-        placeholder_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in placeholder_outputs.items()},
-        attr_outputs={k: [_with_stats(m, s, stats) for m, s in v] for k, v in attr_outputs.items()},
+        placeholder_outputs=placeholder_outputs,
+        attr_outputs=attr_outputs,
+        stats=stats,
     )
     bad_sources = [name for name, slot in sources if stats and _bad(stats, slot)] + bad_weights
     return _report(model, cap, runs, timing_info, bad_sources, virtual=run.virtual)
-
-
-def _with_stats(description: Description, slot: int | None, stats: list) -> TensorMeta:
-    return tensor_meta(description, stats[slot] if slot is not None else None)
 
 
 def _bad(stats: list, slot: int | None) -> bool:
@@ -224,10 +219,10 @@ def _report(
         buffers=root.buffers,
         param_bytes=param_bytes,
         buffer_bytes=buffer_bytes,
-        flops=sum_nodes(nodes, "flops"),
-        macs=sum_nodes(nodes, "macs"),
-        bytes_read=sum_nodes(nodes, "bytes_read"),
-        bytes_written=sum_nodes(nodes, "bytes_written"),
+        flops=root.flops,  # the root module's figures are the sums over every op node
+        macs=root.macs,
+        bytes_read=root.bytes_read,
+        bytes_written=root.bytes_written,
         latency=sum(n.latency for n in nodes if n.is_op) if runs.latencies is not None else None,
         partial=bool(uncounted),
     )

@@ -30,7 +30,9 @@ from .report import (
     NonFinite,
     TensorMeta,
     UncountedOp,
+    ValueStats,
 )
+from .values import Description
 
 
 def node_label(node: fx.Node, module_type: str) -> str:
@@ -63,15 +65,25 @@ def node_target(node: fx.Node, cap: Capture) -> str:
     return str(node.target)
 
 
+Described = Sequence[tuple[Description, "int | None"]]
+"""Tensors as recorded: each one's :func:`~fxinspect.values.describe` tuple and its slot in ``stats``."""
+
+
 @dataclass
 class RunRecords:
-    """What the counting run recorded, keyed by op index (position among op nodes)."""
+    """What the counting run recorded: op nodes by op index (position among op nodes),
+    placeholders by name, attributes by path; statistics by the slots recorded with them."""
 
     costs: Mapping[int, Mapping[str, OpCost]]
-    outputs: Mapping[int, Sequence[TensorMeta]]
+    outputs: Mapping[int, Described]
     latencies: Sequence[float] | None
-    placeholder_outputs: Mapping[str, Sequence[TensorMeta]]
-    attr_outputs: Mapping[str, Sequence[TensorMeta]]
+    placeholder_outputs: Mapping[str, Described]
+    attr_outputs: Mapping[str, Described]
+    stats: Sequence[ValueStats] = ()
+
+    def metas(self, described: Described) -> tuple[TensorMeta, ...]:
+        stats = self.stats
+        return tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in described])
 
 
 def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[AtenCall, ...]:
@@ -91,22 +103,22 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
         path, mtype = module_of(node)
         args = node.all_input_nodes
         if len(args) == 1:
-            inputs = tuple(produced.get(args[0], ()))
+            inputs = produced.get(args[0], ())
         else:
             inputs = tuple([m for arg in args for m in produced.get(arg, ())])
         aten: tuple[AtenCall, ...] = ()
         latency = None
         is_op = node.op in OP_KINDS
         if is_op:
-            outputs = tuple(runs.outputs.get(op_index, ()))
+            outputs = runs.metas(runs.outputs.get(op_index, ()))
             aten = _aten_calls(runs.costs.get(op_index, {}))
             if runs.latencies is not None:
                 latency = runs.latencies[op_index]
             op_index += 1
         elif node.op == "placeholder":
-            outputs = tuple(runs.placeholder_outputs.get(node.name, ()))
+            outputs = runs.metas(runs.placeholder_outputs.get(node.name, ()))
         elif node.op == "get_attr":
-            outputs = tuple(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
+            outputs = runs.metas(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
         else:  # output
             outputs = ()
         produced[node] = outputs
