@@ -4,10 +4,10 @@ Both run the captured graph with probes in it, the counting run once, stepped th
 by :mod:`fxinspect.interpret`, the timing runs many times, compiled by
 :mod:`fxinspect.codegen`; the captured module and the user's model are never modified.
 
-* counting: op node ``i`` calls its probe instead of its function; the probe names the
-  node for :class:`CountingMode`, runs the op and records the output's metadata and
-  value statistics. The probe sees the op's inputs and outputs, which is where
-  gradient hooks attach.
+* counting: op node ``i`` runs through the probe :meth:`CountingRun.run_node`, which
+  names the node for :class:`CountingMode`, runs the op and records the output's
+  metadata and value statistics. The probe sees the op's inputs and outputs, which is
+  where gradient hooks attach.
 * timing: one clock probe before the first op node and after every op node, nothing
   else, so the timed program stays as close to the plain one as possible; plain and
   timed runs alternate.
@@ -50,29 +50,8 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-class _CountingProbe:
-    """Runs one op node with its aten ops charged to it, then records its output."""
-
-    __slots__ = ("run", "index", "fn")
-
-    def __init__(self, run: "CountingRun", index: int, fn: Callable):
-        self.run, self.index, self.fn = run, index, fn
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        run = self.run
-        run.mode.node = self.index
-        out = self.fn(*args, **kwargs)  # raising leaves mode.node naming the failed node
-        run.mode.node = UNATTRIBUTED
-        read = run.read
-        if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
-            run.outputs[self.index] = [(describe(out), read(out) if read else None)]
-        else:
-            run.outputs[self.index] = [(describe(t), read(t) if read else None) for t in _tensors(out)]
-        return out
-
-
 class CountingRun:
-    """The counting program's probes and what they record, per op index."""
+    """Runs the graph once under :class:`CountingMode`; records every op node's outputs."""
 
     def __init__(self, reader: ValueReader | None):
         self.mode = CountingMode()
@@ -80,11 +59,23 @@ class CountingRun:
         # per op index: (description, statistics slot) of every output tensor
         self.outputs: dict[int, list[tuple[Description, int | None]]] = {}
 
-    def probe(self, index: int, fn: Callable) -> Callable:
-        return _CountingProbe(self, index, fn).__call__
+    def run_node(self, index: int, fn: Callable, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """The probe: run op node ``index`` with its aten ops charged to it, then record
+        its outputs. It sees the op's inputs and outputs, which is where gradient hooks
+        attach."""
+        mode = self.mode
+        mode.node = index
+        out = fn(*args, **kwargs)  # raising leaves mode.node naming the failed node
+        mode.node = UNATTRIBUTED
+        read = self.read
+        if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+            self.outputs[index] = [(describe(out), read(out) if read else None)]
+        else:
+            self.outputs[index] = [(describe(t), read(t) if read else None) for t in _tensors(out)]
+        return out
 
     def run(self, gm: fx.GraphModule, tensors: list[torch.Tensor]) -> Any:
-        program = Interpreted(gm, wrap=self.probe)  # runs once: not worth compiling
+        program = Interpreted(gm, self.run_node)  # runs once: not worth compiling
         with self.mode:
             return program(*tensors)
 

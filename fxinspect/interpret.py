@@ -4,18 +4,23 @@ The counting run executes its program exactly once, and compiling Python source 
 about 15 µs per node here (as much as tracing it), where stepping through a prepared
 list of calls costs about 1 µs. Timed programs, which run many times and must add
 nothing between clock stamps, are compiled by :mod:`fxinspect.codegen` instead; both
-take the same ``wrap(i, fn)`` probes, call the same callables and free each value
-after its last use, as the original program does.
+call the same callables and free each value after its last use, as the original
+program does.
+
+The probe is one function, ``run_node(i, fn, args, kwargs)``, that runs op node ``i``
+(its position among the op nodes): cheaper per node than wrapping every callable in a
+closure that repacks its arguments.
 
 Example
 -------
 >>> import torch, torch.fx as fx
 >>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()))
->>> seen = []
->>> def wrap(i, fn):
-...     return lambda *a, **k: seen.append(i) or fn(*a, **k)
->>> run = Interpreted(gm, wrap)
->>> torch.equal(run(torch.ones(2)), gm(torch.ones(2))), seen
+>>> order = []
+>>> def run_node(index, fn, args, kwargs):
+...     order.append(index)
+...     return fn(*args, **kwargs)
+>>> program = Interpreted(gm, run_node)
+>>> torch.equal(program(torch.ones(2)), gm(torch.ones(2))), order
 (True, [0, 1])
 """
 
@@ -90,6 +95,14 @@ def _lower(a: Any, slots: dict[fx.Node, int]) -> Any:
     return make(items)
 
 
+RunNode = Callable[[int, Callable, list, dict], Any]
+"""``run_node(op index, fn, args, kwargs) -> output``: runs one op node."""
+
+
+def _call(index: int, fn: Callable, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    return fn(*args, **kwargs)
+
+
 _ATOMS = frozenset({int, float, bool, str})
 _NO_KWARGS: dict = {}  # shared: ``fn(**kwargs)`` copies, nothing writes it
 
@@ -97,15 +110,16 @@ _NO_KWARGS: dict = {}  # shared: ``fn(**kwargs)`` copies, nothing writes it
 class Interpreted:
     """``gm``'s graph as a list of calls; call it once with the placeholder values."""
 
-    def __init__(self, gm: fx.GraphModule, wrap: Callable[[int, Callable], Callable] | None = None):
+    def __init__(self, gm: fx.GraphModule, run_node: RunNode | None = None):
+        self.run_node: RunNode = run_node or _call
         nodes = list(gm.graph.nodes)
         slots = {node: i for i, node in enumerate(nodes)}
         last = last_uses(nodes)
         self._size = len(nodes)
         self._placeholders: list[int] = []
         self._constants: list[tuple[int, Any]] = []
-        # (function, args, kwargs, output slot, slots freed after it, args hold only _Ref)
-        self._steps: list[tuple[Callable, list[Any], Any, int, tuple[int, ...], bool]] = []
+        # (op index, function, args, kwargs, output slot, slots freed after it, args hold only _Ref)
+        self._steps: list[tuple[int, Callable, list[Any], Any, int, tuple[int, ...], bool]] = []
         self._output: Any = None
         dead: dict[fx.Node, list[int]] = {}
         for node, user in last.items():
@@ -122,14 +136,12 @@ class Interpreted:
                 break
             elif node.op in OP_KINDS:
                 fn = node_callable(gm, node)
-                if wrap is not None:
-                    fn = wrap(op_index, fn)
-                op_index += 1
                 args = [_lower(a, slots) for a in node.args]
                 kwargs = _lower(dict(node.kwargs), slots) if node.kwargs else _NO_KWARGS
                 flat = _Build not in map(type, args)
                 freed = tuple(dead.get(node, ())) + (() if node in last else (slot,))
-                self._steps.append((fn, args, kwargs, slot, freed, flat))
+                self._steps.append((op_index, fn, args, kwargs, slot, freed, flat))
+                op_index += 1
 
     def __call__(self, *inputs: Any) -> Any:
         env: list[Any] = [None] * self._size
@@ -137,14 +149,15 @@ class Interpreted:
             env[slot] = value
         for slot, value in self._constants:
             env[slot] = value
-        for fn, args, kwargs, slot, freed, flat in self._steps:
+        run_node = self.run_node
+        for index, fn, args, kwargs, slot, freed, flat in self._steps:
             if flat:
                 values = [env[a.slot] if type(a) is _Ref else a for a in args]
             else:
                 values = [a.get(env) if isinstance(a, _Dynamic) else a for a in args]
             if isinstance(kwargs, _Dynamic):
                 kwargs = kwargs.get(env)
-            env[slot] = fn(*values, **kwargs)
+            env[slot] = run_node(index, fn, values, kwargs)
             for dead_slot in freed:
                 env[dead_slot] = None
         out = self._output

@@ -137,6 +137,7 @@ def test_fast_tracing_paths_give_the_graph_fx_gives(make, monkeypatch):
     monkeypatch.setattr(symbolic, "ModuleStack", collections.OrderedDict)
     monkeypatch.setattr(symbolic.ModuleTracer, "create_arg", torch.fx.Tracer.create_arg)
     monkeypatch.setattr(symbolic, "make_node", torch.fx.proxy.TracerBase.create_node)
+    monkeypatch.setattr(symbolic, "make_proxy", torch.fx.proxy.TracerBase.create_proxy)
     plain = capture(model, inputs, {}, method="symbolic", leaf_modules=["odd"])
     assert type(fast.graph_module.graph) is torch.fx.Graph
     assert fast.graph_module.code == plain.graph_module.code

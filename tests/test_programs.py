@@ -51,7 +51,7 @@ def test_interpreted_and_compiled_programs_compute_what_the_graph_computes(metho
 
         return probe
 
-    interpreted = Interpreted(cap.graph_module, wrap)(*tensors)
+    interpreted = Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*tensors)
     compiled = compile_graph(cap.graph_module, wrap=wrap)(*tensors)
     n_ops = len(op_nodes(cap.graph_module.graph))
     assert calls == list(range(n_ops)) * 2  # every op node once per run, in graph order
@@ -92,5 +92,5 @@ def test_interpreted_program_frees_each_value_after_its_last_use():
         return graph_ops[j].name in output_names
 
     with torch.no_grad():  # (autograd would keep saved operands alive, rightly)
-        Interpreted(cap.graph_module, wrap)(*cap.inputs.tensors)
+        Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*cap.inputs.tensors)
     assert len(refs) > 5 and alive_too_long == []

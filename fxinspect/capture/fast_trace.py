@@ -10,7 +10,8 @@ same graph, code and module tags as one without:
 * :class:`UncheckedGraph`: node creation without the per-node scan for raw ``SymInt``s;
 * :class:`ModuleStack`: one shared ``nn_module_stack`` snapshot per module scope;
 * :func:`make_node`: the tracer's node creation without the branches symbolic tracing
-  never takes (preserved metadata, mutation checks, stack traces), which fall back to fx.
+  never takes (preserved metadata, mutation checks, stack traces), which fall back to fx;
+* :func:`make_proxy`: ``create_proxy`` without lowering empty keyword arguments.
 
 Example
 -------
@@ -138,3 +139,10 @@ def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: di
     if stack:
         node.meta["nn_module_stack"] = stack.__copy__() if type(stack) is ModuleStack else copy.copy(stack)
     return node
+
+
+def make_proxy(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None,
+               proxy_factory_fn=None) -> fx.Proxy:
+    """``TracerBase.create_proxy``: lower the arguments, make the node, wrap it in a proxy."""
+    node = tracer.create_node(kind, target, tracer.create_arg(args), tracer.create_arg(kwargs) if kwargs else {}, name, type_expr)
+    return proxy_factory_fn(node) if proxy_factory_fn else tracer.proxy(node)

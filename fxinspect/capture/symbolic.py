@@ -31,7 +31,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
-from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node
+from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
@@ -115,6 +115,9 @@ class ModuleTracer(fx.Tracer):
 
     def create_arg(self, a: Any) -> Any:
         return lower_arg(self, a)
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        return make_proxy(self, kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
 
     def call_module(self, m, forward, args, kwargs):
         path = _strip(self.path_of_module(m))
