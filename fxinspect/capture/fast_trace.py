@@ -68,17 +68,19 @@ class ModuleStack(collections.OrderedDict):
     """
 
     _snapshot: collections.OrderedDict | None = None
+    tag: Any = None
+    """Free for the tracer: what it derived from the current stack (reset on change)."""
 
     def __setitem__(self, key, value) -> None:
-        self._snapshot = None
+        self._snapshot = self.tag = None
         super().__setitem__(key, value)
 
     def __delitem__(self, key) -> None:
-        self._snapshot = None
+        self._snapshot = self.tag = None
         super().__delitem__(key)
 
     def popitem(self, last: bool = True):
-        self._snapshot = None
+        self._snapshot = self.tag = None
         return super().popitem(last)
 
     def __copy__(self) -> collections.OrderedDict:

@@ -31,6 +31,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
+from . import fast_trace
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
 
@@ -98,13 +99,23 @@ class ModuleTracer(fx.Tracer):
             self.graph.__class__ = UncheckedGraph
         node = make_node(self, kind, target, args, kwargs, name, type_expr)
         if kind in _OP_KINDS:
-            # the innermost module running: for a leaf's call_module node, the leaf itself
-            if self.module_stack:
-                path, cls = next(reversed(self.module_stack.values()))
-                node.meta[MODULE_KEY] = (_strip(path), cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1])
-            else:
-                node.meta[MODULE_KEY] = ("", self.root_type)
+            stack = self.module_stack
+            caching = type(stack) is fast_trace.ModuleStack  # the tag is the same for a module call's nodes
+            tag = stack.tag if caching else None
+            if tag is None:
+                tag = self._innermost_module()
+                if caching:
+                    stack.tag = tag
+            node.meta[MODULE_KEY] = tag
         return node
+
+    def _innermost_module(self) -> tuple[str, str]:
+        """``(path, class name)`` of the module running now: for a leaf's call_module
+        node, the leaf itself; the user's model outside every submodule."""
+        if not self.module_stack:
+            return ("", self.root_type)
+        path, cls = next(reversed(self.module_stack.values()))
+        return (_strip(path), cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1])
 
     def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
         path = _strip(qualname)
