@@ -86,10 +86,17 @@ class RunRecords:
         return tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in described])
 
 
-def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[AtenCall, ...]:
-    return tuple(
-        [AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status) for op, c in costs.items()]
-    )
+def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int, int, int]:
+    """The node's aten calls as records, and their flops, macs, bytes read and written."""
+    calls = []
+    flops = macs = read = written = 0
+    for op, c in costs.items():
+        calls.append(AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status))
+        flops += c.flops
+        macs += c.macs
+        read += c.bytes_read
+        written += c.bytes_written
+    return tuple(calls), flops, macs, read, written
 
 
 def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
@@ -107,31 +114,27 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
         else:
             inputs = tuple([m for arg in args for m in produced.get(arg, ())])
         aten: tuple[AtenCall, ...] = ()
+        flops = macs = read_bytes = written_bytes = 0
         latency = None
-        is_op = node.op in OP_KINDS
+        op = node.op
+        is_op = op in OP_KINDS
         if is_op:
             outputs = runs.metas(runs.outputs.get(op_index, ()))
-            aten = _aten_calls(runs.costs.get(op_index, {}))
+            aten, flops, macs, read_bytes, written_bytes = _aten_calls(runs.costs.get(op_index, {}))
             if runs.latencies is not None:
                 latency = runs.latencies[op_index]
             op_index += 1
-        elif node.op == "placeholder":
+        elif op == "placeholder":
             outputs = runs.metas(runs.placeholder_outputs.get(node.name, ()))
-        elif node.op == "get_attr":
+        elif op == "get_attr":
             outputs = runs.metas(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
         else:  # output
             outputs = ()
         produced[node] = outputs
-        flops = macs = read_bytes = written_bytes = 0
-        for call in aten:
-            flops += call.flops
-            macs += call.macs
-            read_bytes += call.bytes_read
-            written_bytes += call.bytes_written
         stats = [m.stats for m in outputs if m.stats is not None]
         # counts are known when values were read, or when nothing floating came out
         read = bool(stats) or (is_op and not any(_floating(m) for m in outputs))
-        key = (node.op, node.target, mtype)
+        key = (op, node.target, mtype)
         try:
             target, label = names[key]
         except (KeyError, TypeError):  # TypeError: an unhashable target
@@ -143,7 +146,7 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
         records.append(
             NodeRecord.of(
                 node.name,
-                node.op,
+                op,
                 target,
                 label,
                 path,

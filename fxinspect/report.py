@@ -426,21 +426,24 @@ def aggregate_modules(
     """
     infos = list(infos)
     known = {i.path for i in infos}
-    sums: dict[str, dict[str, Any]] = {
-        p: {**{k: 0 for k in _SUMMED}, "latency": 0.0, "nodes": []} for p in known
-    }
+    # per module: [flops, macs, bytes_read, bytes_written, latency, node names] (the order of _SUMMED)
+    sums: dict[str, list[Any]] = {p: [0, 0, 0, 0, 0.0, []] for p in known}
+    chains: dict[str, list[list[Any]]] = {}  # module path -> its known ancestors' sums
     for node in nodes:
         if not node.is_op:
             continue
-        for path in _ancestors(node.module_path):
-            if path not in known:
-                continue
-            acc = sums[path]
-            for k in _SUMMED:
-                acc[k] += getattr(node, k)
+        chain = chains.get(node.module_path)
+        if chain is None:
+            chain = chains[node.module_path] = [sums[p] for p in _ancestors(node.module_path) if p in known]
+        flops, macs, read, written, name = node.flops, node.macs, node.bytes_read, node.bytes_written, node.name
+        for acc in chain:
+            acc[0] += flops
+            acc[1] += macs
+            acc[2] += read
+            acc[3] += written
+            acc[5].append(name)
             if timed:
-                acc["latency"] += node.latency
-            acc["nodes"].append(node.name)
+                acc[4] += node.latency
     leaves = set(leaves)
     records = {}
     for info in infos:
@@ -456,9 +459,9 @@ def aggregate_modules(
             buffers=info.buffers,
             own_params=info.own_params,
             own_buffers=info.own_buffers,
-            **{k: acc[k] for k in _SUMMED},
-            latency=acc["latency"] if timed else None,
-            nodes=tuple(acc["nodes"]),
+            **dict(zip(_SUMMED, acc)),
+            latency=acc[4] if timed else None,
+            nodes=tuple(acc[5]),
             children=info.children,
             counted_in=counted_in,
         )
