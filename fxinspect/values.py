@@ -79,7 +79,7 @@ class ValueReader:
 
     def __init__(self) -> None:
         # per slot: [min, max, sum, sum of squares, nans, infs], a device tensor of the
-        # same six, or None until finish() (small tensors)
+        # same six, or (small tensors) None until finish() makes it a ValueStats
         self._rows: list[Any] = []
         self._numel: list[int] = []
         self._small: list[tuple[int, torch.Tensor]] = []  # (slot, float64 copy of a small tensor)
