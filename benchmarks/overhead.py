@@ -124,11 +124,11 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
         f"(ratio {t.node_sum_ratio:.3f}); instrumented forward {t.forward * 1e3:.2f} ms"
     )
     # the bounds issue 2 sets; a noisy machine moves every ratio, so read several runs
-    bound = 2.0 if name.startswith("2,000") else 1.5
+    tiny = name.startswith("2,000")
     checks = [
-        ("analyze(timing=False) / FlopCounterMode", med["analyze(timing=False)"] / flop_counter, bound),
+        ("analyze(timing=False) / FlopCounterMode", med["analyze(timing=False)"] / flop_counter, 2.0 if tiny else 1.5),
     ]
-    if not name.startswith("2,000"):
+    if not tiny:
         checks += [
             ("counting run / plain forward", med["counting run"] / base, 1.5),
             ("timing run / plain forward", med["timing run"] / base, 1.1),

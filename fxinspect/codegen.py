@@ -5,12 +5,10 @@ costs about 40 µs per node here, as much as tracing; on a graph of thousands of
 ops that alone doubled the cost of an analysis. This generator reads the captured graph
 as it is and writes one line per node: variables for nodes, a table for everything
 else (functions, submodules, attributes, constants), and ``name = None`` after a
-value's last use so that activations are freed as in the original program. Probes are
-entries of the same table:
-
-* ``wrap(i, fn)`` -> a callable run *instead of* op node ``i``'s function, method or
-  module (the counting probe: it names the node, runs the op, records the output);
-* ``stamp`` -> called before the first op node and after every op node (the clock).
+value's last use so that activations are freed as in the original program. The one
+probe, ``stamp``, is an entry of the same table, called before the first op node and
+after every op node (the clock of the timing runs). The counting run, which runs once,
+is interpreted instead (:mod:`fxinspect.interpret`).
 
 Example
 -------
@@ -82,7 +80,6 @@ class Program:
 
 def compile_graph(
     gm: fx.GraphModule,
-    wrap: Callable[[int, Callable], Callable] | None = None,
     stamp: Callable[[], Any] | None = None,
 ) -> Program:
     """Compile ``gm.graph`` (read, never changed) into a :class:`Program`."""
@@ -123,7 +120,7 @@ def compile_graph(
     last_use = last_uses(nodes)
     params, body = [], []
     stamp_ref = ref(stamp) + "()" if stamp is not None else None
-    op_index = 0
+    first_op = True
     for i, node in enumerate(nodes):
         name = names[node] = f"_{i}"
         if node.op == "placeholder":
@@ -135,17 +132,15 @@ def compile_graph(
         if node.op == "get_attr":
             line = f"{name} = {ref(resolve_attr(gm, str(node.target)))}"
         else:
-            if op_index == 0 and stamp_ref:
+            if first_op and stamp_ref:
                 body.append(stamp_ref)
-            if wrap is not None:
-                line = f"{name} = {ref(wrap(op_index, node_callable(gm, node)))}({call_args(node)})"
-            elif node.op == "call_method":
+            first_op = False
+            if node.op == "call_method":
                 self_arg, rest = node.args[0], node.args[1:]
                 parts = [arg(a) for a in rest] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
                 line = f"{name} = {arg(self_arg)}.{node.target}({', '.join(parts)})"
             else:
                 line = f"{name} = {ref(node_callable(gm, node))}({call_args(node)})"
-            op_index += 1
         dead = [names[u] for u in node.all_input_nodes if last_use.get(u) is node]
         if node not in last_use:  # never read: drop it at once, as fx does
             dead.append(name)

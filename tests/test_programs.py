@@ -52,9 +52,11 @@ def test_interpreted_and_compiled_programs_compute_what_the_graph_computes(metho
         return probe
 
     interpreted = Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*tensors)
-    compiled = compile_graph(cap.graph_module, wrap=wrap)(*tensors)
+    stamps = []
+    compiled = compile_graph(cap.graph_module, stamp=lambda: stamps.append(len(stamps)))(*tensors)
     n_ops = len(op_nodes(cap.graph_module.graph))
-    assert calls == list(range(n_ops)) * 2  # every op node once per run, in graph order
+    assert calls == list(range(n_ops))  # every op node once, in graph order
+    assert len(stamps) == n_ops + 1  # a clock before the first op node and after each
     for got in (interpreted, compiled):
         assert len(got) == len(expected)
         assert all(torch.equal(a, b) for a, b in zip(got, expected))
