@@ -110,16 +110,17 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         cap.notes[:0] = unwrap_notes + run.notes
         tensors = cap.inputs.tensors
         reader = ValueReader() if check_finite else None
+        # inputs and weights are read before the run: the model may write them in place
+        placeholder_outputs, attr_outputs, sources = _static_values(cap, reader)
         counting = CountingRun(reader)
         try:
             counting.run(cap.graph_module, tensors)
         except Exception as exc:
             raise _node_error(cap, counting, exc) from exc
-        placeholder_outputs, attr_outputs, sources = _static_values(cap, reader)
         stats = reader.finish() if reader else []
         # where a NaN came from matters only when one appeared: a pass over every weight
         # (5 ms on resnet50) is skipped when every value read was finite
-        bad_weights = nonfinite_tensors(model) if any(not s.finite for s in stats) else []
+        bad_weights = nonfinite_tensors(model) if any(s is not None and not s.finite for s in stats) else []
         latencies, timing_info = None, None
         if timing and not run.virtual and all(has_data(t) for t in tensors):
             latencies, timing_info = _time(cap, tensors, warmup, repeats)
@@ -136,7 +137,7 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
 
 
 def _bad(stats: list, slot: int | None) -> bool:
-    return slot is not None and not stats[slot].finite
+    return slot is not None and stats[slot] is not None and not stats[slot].finite
 
 
 def _static_values(cap: Capture, reader: ValueReader | None):

@@ -79,15 +79,22 @@ class RunRecords:
     latencies: Sequence[float] | None
     placeholder_outputs: Mapping[str, Described]
     attr_outputs: Mapping[str, Described]
-    stats: Sequence[ValueStats] = ()
+    stats: Sequence[ValueStats | None] = ()  # None: written in place after it was read
 
     def metas(self, described: Described) -> tuple[TensorMeta, ...]:
         stats = self.stats
+        if len(described) == 1:  # the common case, without a list
+            (shape, dtype, device, nbytes), slot = described[0]
+            return (TensorMeta.of(shape, dtype, device, nbytes, stats[slot] if slot is not None else None),)
         return tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in described])
 
 
 def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int, int, int]:
     """The node's aten calls as records, and their flops, macs, bytes read and written."""
+    if len(costs) == 1:  # the common case, without a loop
+        ((op, c),) = costs.items()
+        call = AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status)
+        return (call,), c.flops, c.macs, c.bytes_read, c.bytes_written
     calls = []
     flops = macs = read = written = 0
     for op, c in costs.items():
@@ -132,8 +139,13 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
             outputs = ()
         produced[node] = outputs
         stats = [m.stats for m in outputs if m.stats is not None]
-        # counts are known when values were read, or when nothing floating came out
-        read = bool(stats) or (is_op and not any(_floating(m) for m in outputs))
+        if len(stats) == 1:
+            nan_count, inf_count = stats[0].nan_count, stats[0].inf_count
+        elif stats or (is_op and not any(_floating(m) for m in outputs)):
+            # counts are known when values were read, or when nothing floating came out
+            nan_count, inf_count = sum(s.nan_count for s in stats), sum(s.inf_count for s in stats)
+        else:
+            nan_count = inf_count = None
         key = (op, node.target, mtype)
         try:
             target, label = names[key]
@@ -151,7 +163,7 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
                 label,
                 path,
                 mtype,
-                tuple([a.name for a in args]),
+                (args[0].name,) if len(args) == 1 else tuple([a.name for a in args]),
                 inputs,
                 outputs,
                 flops,
@@ -159,8 +171,8 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
                 read_bytes,
                 written_bytes,
                 latency,
-                sum(s.nan_count for s in stats) if read else None,
-                sum(s.inf_count for s in stats) if read else None,
+                nan_count,
+                inf_count,
                 aten,
             )
         )

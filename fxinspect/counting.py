@@ -2,7 +2,9 @@
 
 The instrumented program sets :attr:`CountingMode.node` before each graph node runs;
 every aten op the node issues (inside leaf modules too) is charged to that node.
-Costs are summed per ``(node, aten overload)``; no tensor is kept alive.
+Costs are summed per ``(node, aten overload)``; no tensor is kept alive. Before an
+aten op that writes one of its arguments, ``before_write`` is called (the value reader
+copies what it has read but not yet reduced).
 
 Example
 -------
@@ -17,7 +19,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -43,20 +45,24 @@ class OpCost:
 class CountingMode(TorchDispatchMode):
     """Prices every aten op with its rule and charges it to ``self.node``."""
 
-    def __init__(self) -> None:
+    def __init__(self, before_write: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.node = UNATTRIBUTED
         self.costs: dict[int, dict[str, OpCost]] = {}
-        self._rules: dict[Any, tuple[Any, str | None]] = {}
+        self.before_write = before_write
+        self._rules: dict[Any, tuple[Any, str | None, bool]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **kwargs) if kwargs else func(*args)
         entry = self._rules.get(func)
         if entry is None:
             # prim ops (prim.device, ...) are queries fake tensors make of themselves,
             # not work the model asked for: a virtual run must list the same ops as a real one
-            entry = self._rules[func] = (lookup(func), None if func.namespace == "prim" else str(func))
-        rule, key = entry
+            key = None if func.namespace == "prim" else str(func)
+            entry = self._rules[func] = (lookup(func), key, func._schema.is_mutable)
+        rule, key, mutates = entry
+        if mutates and self.before_write is not None:
+            self.before_write()
+        out = func(*args, **kwargs) if kwargs else func(*args)
         if key is None:
             return out
         per_node = self.costs.get(self.node)

@@ -54,7 +54,7 @@ class CountingRun:
     """Runs the graph once under :class:`CountingMode`; records every op node's outputs."""
 
     def __init__(self, reader: ValueReader | None):
-        self.mode = CountingMode()
+        self.mode = CountingMode(before_write=reader.flush if reader else None)
         self.read = reader.read if reader else None
         # per op index: (description, statistics slot) of every output tensor
         self.outputs: dict[int, list[tuple[Description, int | None]]] = {}

@@ -28,19 +28,21 @@ _R = TypeVar("_R")
 def _positional(cls: type[_R]) -> type[_R]:
     """Give a frozen record ``cls.of(*values)``: every field, in order, without ``__init__``.
 
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
-    a report holds several records per node, built in bulk. ``of`` (generated, as
-    dataclasses generate ``__init__``) writes the fields into the instance's ``__dict__``
-    at about half the cost. The result is the same record (``==``, hashing, repr), for
-    code that builds records from values it already checked.
+    ``cls`` is a frozen dataclass with ``__slots__`` (a report holds several records per
+    node: slots save each one a ``__dict__``). Its ``__init__`` sets each field through
+    ``object.__setattr__``; ``of`` (generated, as dataclasses generate ``__init__``)
+    calls the slots' setters directly, at about half the cost. The result is the same
+    record (``==``, hashing, repr), for code that builds records from values it
+    already checked.
     """
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     source = (
-        f"def of({', '.join(names)}):\n    record = new(cls)\n    fields = record.__dict__\n"
-        + "".join(f"    fields[{name!r}] = {name}\n" for name in names)
+        f"def of({', '.join(names)}):\n    record = new(cls)\n"
+        + "".join(f"    set_{name}(record, {name})\n" for name in names)
         + "    return record\n"
     )
     namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace.update({f"set_{name}": getattr(cls, name).__set__ for name in names})  # the slots' setters
     exec(source, namespace)
     cls.of = staticmethod(namespace["of"])  # type: ignore[attr-defined]
     return cls
@@ -54,7 +56,7 @@ def _same_float(a: float | None, b: float | None) -> bool:
 
 
 @_positional
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ValueStats:
     """Statistics of one floating tensor's values, computed in float32 or wider.
 
@@ -86,7 +88,7 @@ class ValueStats:
 
 
 @_positional
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorMeta:
     """Shape, dtype, device and size of one tensor; ``stats`` when values were read."""
 
@@ -102,7 +104,7 @@ class TensorMeta:
 
 
 @_positional
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AtenCall:
     """One aten op as issued by a graph node, its calls and costs summed."""
 
@@ -116,7 +118,7 @@ class AtenCall:
 
 
 @_positional
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeRecord:
     """One node of the captured graph: what ran, where, on what, at what cost.
 

@@ -7,9 +7,15 @@ from a sum and a sum of squares; it loses precision when ``|mean| ≫ std``):
   ``amin``, ``amax``, ``sum`` and a dot product with itself, in float32 (float64 for
   float64 tensors). ``torch.aminmax``, ``torch.std_mean`` and ``torch.isfinite(t).all()``
   are 1.5x, 20x and 30x slower on CPU here;
-* a smaller tensor is copied (as float64) and all of them are reduced together in
-  :meth:`ValueReader.finish`, four segment reductions in all: per tensor, the fixed
-  cost of launching reductions is many times the cost of reading 256 numbers.
+* smaller tensors are all reduced together in :meth:`ValueReader.finish`, four
+  segment reductions in all: per tensor, the fixed cost of launching reductions (or
+  even of one copy) is many times the cost of reading 256 numbers. Until then the
+  reader keeps a reference, and whoever is about to write a tensor in place calls
+  :meth:`ValueReader.flush` first, which copies everything pending in one go (the
+  counting mode does, before every aten op that mutates; in-place ops are rare
+  enough that most tensors are never copied). A view is copied at once, so that a
+  small slice never keeps a large tensor alive; a write that bypassed ``flush`` is
+  caught by the tensor's version counter and its statistics are ``None``, never stale.
 
 NaN and Inf propagate into ``min``/``max``, so a tensor is finite exactly when both are
 finite; only non-finite tensors pay for exact NaN/Inf counts. On CPU that test is free;
@@ -82,7 +88,10 @@ class ValueReader:
         # same six, or (small tensors) None until finish() makes it a ValueStats
         self._rows: list[Any] = []
         self._numel: list[int] = []
-        self._small: list[tuple[int, torch.Tensor]] = []  # (slot, float64 copy of a small tensor)
+        # small tensors: (slots, flat float64 copy of them all), one chunk per flush ...
+        self._chunks: list[tuple[list[int], torch.Tensor]] = []
+        # ... and those read since: (slot, the tensor itself, its version when read)
+        self._pending: list[tuple[int, torch.Tensor, int | None]] = []
 
     def read(self, t: torch.Tensor) -> int | None:
         """Queue the statistics of ``t``; returns a slot for :meth:`finish`, or ``None``
@@ -94,12 +103,19 @@ class ValueReader:
         if not n:
             return None
         slot = len(self._rows)
+        self._numel.append(n)
+        if n <= SMALL and not t.requires_grad and not t._is_view():  # the common case: no op at all
+            self._rows.append(None)
+            self._pending.append((slot, t, None if t.is_inference() else t._version))
+            return slot
         with torch._C._DisableTorchDispatch():  # the counting mode must not see these ops
             x = t.detach() if t.requires_grad else t  # nothing here is recorded by autograd
             if n <= SMALL:
-                # a copy: a later in-place op on t must not change what is reported
-                self._small.append((slot, x.double() if x.dtype is not torch.float64 else x.clone()))
                 row: Any = None
+                if x._is_view():  # (a reference would keep the viewed tensor alive)
+                    self._chunks.append(([slot], x.reshape(-1).to(torch.float64, copy=True)))
+                else:  # inference tensors have no version counter; flush() covers them
+                    self._pending.append((slot, x, None if x.is_inference() else x._version))
             else:
                 flat = x.reshape(-1)
                 if flat.dtype not in _STAT_DTYPES:
@@ -113,14 +129,50 @@ class ValueReader:
                     if not (math.isfinite(row[0]) and math.isfinite(row[1])):
                         row[4:] = _nonfinite_counts(flat)
         self._rows.append(row)
-        self._numel.append(n)
         return slot
 
-    def finish(self) -> list[ValueStats]:
-        """All queued statistics, in slot order (one synchronisation per device)."""
+    def flush(self) -> None:
+        """Copy every small tensor read since the last flush: call it before writing
+        a tensor that may have been read (one copy per device, not one per tensor)."""
+        pending, self._pending = self._pending, []
+        if pending:
+            with torch.no_grad(), torch._C._DisableTorchDispatch():
+                self._chunks += self._copy(pending)
+
+    @staticmethod
+    def _copy(pending: list[tuple[int, torch.Tensor, int | None]]) -> list[tuple[list[int], torch.Tensor]]:
+        """``pending`` as flat float64 copies: one per device (almost always just one)."""
+        if not pending:
+            return []
+        groups = [pending]
+        try:  # one concatenation (a copy when there are several; ``to`` copies a lone one)
+            flats = [torch._utils._flatten_dense_tensors([t for _, t, _ in pending])]
+        except RuntimeError:  # tensors on several devices
+            by_device: dict[torch.device, list[tuple[int, torch.Tensor, int | None]]] = {}
+            for item in pending:
+                by_device.setdefault(item[1].device, []).append(item)
+            groups = list(by_device.values())
+            flats = [torch._utils._flatten_dense_tensors([t for _, t, _ in items]) for items in groups]
+        return [
+            ([slot for slot, _, _ in items], flat.to(torch.float64, copy=len(items) == 1))
+            for items, flat in zip(groups, flats)
+        ]
+
+    def finish(self) -> list[ValueStats | None]:
+        """All queued statistics, in slot order (one synchronisation per device).
+
+        ``None`` for a small tensor written in place after it was read without a
+        :meth:`flush` (its values at the time it was read are lost)."""
         rows = self._rows
         with torch.no_grad(), torch._C._DisableTorchDispatch():
-            self._reduce_small()
+            pending, self._pending = self._pending, []
+            unchanged = [item for item in pending if item[2] is None or item[1]._version == item[2]]
+            if len(unchanged) < len(pending):
+                for slot, t, version in pending:
+                    if version is not None and t._version != version:
+                        rows[slot] = _UNREADABLE
+            chunks, self._chunks = self._chunks + self._copy(unchanged), []
+            self._reduce_small(chunks)
             on_device = [i for i, row in enumerate(rows) if isinstance(row, torch.Tensor)]
             if on_device:
                 by_device: dict[torch.device, list[int]] = {}
@@ -129,32 +181,45 @@ class ValueReader:
                 for slots in by_device.values():
                     for i, row in zip(slots, torch.stack([rows[i] for i in slots]).tolist()):
                         rows[i] = row
-        return [row if type(row) is ValueStats else _stats(row, n) for row, n in zip(rows, self._numel)]
+        return [
+            row if type(row) is ValueStats else None if row is _UNREADABLE else _stats(row, n)
+            for row, n in zip(rows, self._numel)
+        ]
 
-    def _reduce_small(self) -> None:
+    def _reduce_small(self, chunks: list[tuple[list[int], torch.Tensor]]) -> None:
         """Statistics of all small tensors: per device, one concatenation, four segment
         reductions (which propagate NaN like ``amin``/``amax``) and the moments, all in
         float64 on the device; Python only reads the table."""
-        small, self._small = self._small, []
-        groups = [small]
-        if any(copy.is_cuda for _, copy in small):
-            by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
-            for item in small:
-                by_device.setdefault(item[1].device, []).append(item)
-            groups = list(by_device.values())
-        for items in groups:
-            if not items:
-                continue
-            data = torch._utils._flatten_dense_tensors([copy for _, copy in items])  # one flat copy of them all
-            counts = torch.tensor([self._numel[slot] for slot, _ in items], device=data.device)
+        by_device: dict[torch.device, list[tuple[list[int], torch.Tensor]]] = {}
+        for chunk in chunks:
+            by_device.setdefault(chunk[1].device, []).append(chunk)
+        rows, numel = self._rows, self._numel
+        for group in by_device.values():
+            slots = [slot for chunk_slots, _ in group for slot in chunk_slots]
+            data = torch.cat([flat for _, flat in group]) if len(group) > 1 else group[0][1]
+            counts = torch.tensor([numel[slot] for slot in slots], device=data.device)
             lo, hi, total = (torch.segment_reduce(data, reduce, lengths=counts) for reduce in ("min", "max", "sum"))
             mean = total / counts
             var = torch.segment_reduce(data * data, "sum", lengths=counts) / counts - mean * mean
             table = torch.stack([lo, hi, mean, var.clamp(min=0).sqrt()]).T.tolist()  # clamp keeps NaN
-            rows = self._rows
-            for (slot, copy), (a, b, m, sd) in zip(items, table):
-                finite = math.isfinite(a) and math.isfinite(b)
-                rows[slot] = ValueStats.of(a, b, m, sd, *((0, 0) if finite else _nonfinite_counts(copy)))
+            if bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all()):  # the common case
+                for slot, (a, b, m, sd) in zip(slots, table):
+                    rows[slot] = ValueStats.of(a, b, m, sd, 0, 0)
+                continue
+            offsets = None
+            for i, (slot, (a, b, m, sd)) in enumerate(zip(slots, table)):
+                if math.isfinite(a) and math.isfinite(b):
+                    rows[slot] = ValueStats.of(a, b, m, sd, 0, 0)
+                    continue
+                if offsets is None:  # only a non-finite tensor needs its own values again
+                    offsets = [0]
+                    for s in slots:
+                        offsets.append(offsets[-1] + numel[s])
+                counts_nonfinite = _nonfinite_counts(data[offsets[i] : offsets[i + 1]])
+                rows[slot] = ValueStats.of(a, b, m, sd, *counts_nonfinite)
+
+
+_UNREADABLE = object()  # a finish() row: the tensor was written after it was read
 
 
 def _stats(row: list, n: int) -> ValueStats:

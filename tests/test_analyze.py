@@ -273,11 +273,26 @@ def test_check_finite_false_reads_no_values():
 def test_value_stats_of_outputs():
     x = torch.tensor([[1.0, -2.0, 3.0, 6.0]])
     report = fxinspect.analyze(torch.nn.ReLU(), x, timing=False)
-    stats = report.node("relu").outputs[0].stats if any(n.name == "relu" for n in report.nodes) else None
     relu = next(n for n in report.nodes if n.is_op)
     stats = relu.outputs[0].stats
     assert (stats.min, stats.max, stats.mean) == (0.0, 6.0, 2.5)  # relu -> [1, 0, 3, 6]
     assert stats.std == pytest.approx((((1 - 2.5) ** 2 + 2.5**2 + 0.5**2 + 3.5**2) / 4) ** 0.5)  # population std
+
+
+class WritesInPlace(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        x.add_(100)  # the input, written in place
+        y.mul_(-1)  # an output already read, written in place
+        return x + y
+
+
+def test_values_are_reported_as_they_were_before_later_in_place_writes():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    report = fxinspect.analyze(WritesInPlace(), x, timing=False)
+    ranges = {n.name: (n.outputs[0].stats.min, n.outputs[0].stats.max) for n in report.nodes if n.outputs}
+    # x = [1, 2, 3]; y = 2x = [2, 4, 6]; x += 100 -> [101, 103]; y *= -1 -> [-6, -2]; x + y = [101-2, 102-4, 103-6]
+    assert ranges == {"x": (1.0, 3.0), "mul": (2.0, 6.0), "add_": (101.0, 103.0), "mul_": (-6.0, -2.0), "add": (97.0, 99.0)}
 
 
 # ------------------------------------------------------------------ the model is left as it was

@@ -49,14 +49,46 @@ def test_nan_and_inf_are_counted_exactly(n):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_small_tensor_is_read_as_it_was_when_read(dtype):
+def test_small_tensor_flushed_before_a_write_is_read_as_it_was_when_read(dtype):
     # the small path reduces at the end: a later in-place op must not leak into it
     t = torch.tensor([1.0, 2.0, 3.0], dtype=dtype)
     reader = ValueReader()
     slot = reader.read(t)
+    reader.flush()
     t.mul_(100).fill_(math.nan)
     got = reader.finish()[slot]
     assert (got.min, got.max, got.mean, got.nan_count) == (1.0, 3.0, 2.0, 0)
+
+
+def test_small_tensor_written_without_a_flush_has_no_statistics_not_stale_ones():
+    t, u = torch.tensor([1.0, 2.0]), torch.tensor([5.0])
+    reader = ValueReader()
+    slots = reader.read(t), reader.read(u)
+    t.add_(1)  # bypasses flush(): the version counter gives it away
+    stats = reader.finish()
+    assert stats[slots[0]] is None and stats[slots[1]].max == 5.0
+
+
+def test_small_view_is_copied_when_read():
+    # a view is copied at once (a reference would keep its base alive): no flush needed
+    base = torch.arange(1000, dtype=torch.float32)
+    reader = ValueReader()
+    slot = reader.read(base[10:13])
+    base.zero_()
+    got = reader.finish()[slot]
+    assert (got.min, got.max, got.mean) == (10.0, 12.0, 11.0)
+
+
+def test_counting_mode_flushes_before_every_op_that_writes():
+    from fxinspect.counting import CountingMode
+
+    writes = []
+    x = torch.ones(3)
+    with CountingMode(before_write=lambda: writes.append(float(x.sum()))):
+        y = x * 2  # functional: no flush
+        x.add_(1)  # in place: flush first, while x still sums to 3
+        torch.mul(y, 2, out=y)  # out=: a write too
+    assert writes == [3.0, 6.0]
 
 
 def test_non_floating_and_empty_tensors_have_no_slot():

@@ -98,10 +98,20 @@ class UncheckedGraph(fx.Graph):
     (:data:`GRAPH_INTERNALS_KNOWN`); a test compares graphs traced with and without it.
     """
 
+    _base_names: dict[Any, str]
+    """``_target_to_str`` per target (a regex substitution per node, otherwise)."""
+
     def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
         args = args if args else ()
         kwargs = kwargs if kwargs else immutable_dict()
-        name = self._graph_namespace.create_name(name if name is not None else self._target_to_str(target), None)
+        if name is None:
+            try:
+                name = self._base_names[target]
+            except KeyError:
+                name = self._base_names[target] = self._target_to_str(target)
+            except TypeError:  # an unhashable target
+                name = self._target_to_str(target)
+        name = self._graph_namespace.create_name(name, None)
         node = fx.Node(self, name, op, target, args, kwargs, type_expr)
         hooks = getattr(self.owning_module, "_create_node_hooks", None) if self.owning_module is not None else None
         for hook in hooks or ():

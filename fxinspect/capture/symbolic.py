@@ -93,10 +93,12 @@ class ModuleTracer(fx.Tracer):
         finally:
             if type(getattr(self, "graph", None)) is UncheckedGraph:
                 self.graph.__class__ = fx.Graph  # an ordinary graph from here on
+                del self.graph._base_names
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None) -> fx.Node:
         if self.fast_graph and type(self.graph) is fx.Graph:
             self.graph.__class__ = UncheckedGraph
+            self.graph._base_names = {}
         node = make_node(self, kind, target, args, kwargs, name, type_expr)
         if kind in _OP_KINDS:
             stack = self.module_stack
