@@ -58,7 +58,8 @@ class CountingMode(TorchDispatchMode):
             # prim ops (prim.device, ...) are queries fake tensors make of themselves,
             # not work the model asked for: a virtual run must list the same ops as a real one
             key = None if func.namespace == "prim" else str(func)
-            entry = self._rules[func] = (lookup(func), key, func._schema.is_mutable)
+            schema = getattr(func, "_schema", None)  # (without one, assume it may write)
+            entry = self._rules[func] = (lookup(func), key, schema.is_mutable if schema is not None else True)
         rule, key, mutates = entry
         if mutates and self.before_write is not None:
             self.before_write()

@@ -53,8 +53,8 @@ def _value(a: Any, env: dict[fx.Node, Any]) -> Any:
         values = [_value(x, env) for x in a]
         if kind is tuple:
             return tuple(values)
-        if isinstance(a, tuple):  # a namedtuple
-            return kind(*values)
+        if isinstance(a, tuple):  # a namedtuple, or another tuple type (torch.Size)
+            return kind(*values) if hasattr(a, "_fields") else kind(values)
         return values
     if isinstance(a, dict):
         return {k: _value(v, env) for k, v in a.items()}

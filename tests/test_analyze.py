@@ -295,6 +295,21 @@ def test_values_are_reported_as_they_were_before_later_in_place_writes():
     assert ranges == {"x": (1.0, 3.0), "mul": (2.0, 6.0), "add_": (101.0, 103.0), "mul_": (-6.0, -2.0), "add": (97.0, 99.0)}
 
 
+@pytest.mark.parametrize("context", ["no_grad", "inference_mode", "grad"])
+def test_in_place_activation_keeps_the_value_before_it(context):
+    # inference tensors have no version counter and grad-mode outputs are detached first;
+    # either way the Linear output is reported as it was before ReLU(inplace=True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(inplace=True))
+    x = torch.randn(2, 4)
+    expected = model[0](x).detach()
+    with {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode, "grad": torch.enable_grad}[context]():
+        report = fxinspect.analyze(model, x, timing=False)
+    linear, relu = (n.outputs[0].stats for n in report.nodes if n.is_op)
+    assert (linear.min, linear.max) == (expected.min().item(), expected.max().item()) and linear.min < 0
+    assert relu.min == 0.0 and relu.max == expected.max().item()
+
+
 # ------------------------------------------------------------------ the model is left as it was
 
 

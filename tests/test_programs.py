@@ -96,3 +96,19 @@ def test_interpreted_program_frees_each_value_after_its_last_use():
     with torch.no_grad():  # (autograd would keep saved operands alive, rightly)
         Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*cap.inputs.tensors)
     assert len(refs) > 5 and alive_too_long == []
+
+
+def test_arguments_are_rebuilt_with_node_values_in_plain_containers():
+    import collections
+
+    import torch.fx as fx
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+
+    from fxinspect.interpret import _value
+
+    Pair = collections.namedtuple("Pair", "a b")
+    x = fx.Graph().placeholder("x")
+    env = {x: 5}
+    got = _value(immutable_list([x, immutable_dict({"k": (x, slice(x, None))}), Pair(x, 2), torch.Size([4, 3])]), env)
+    assert got == [5, {"k": (5, slice(5, None, None))}, Pair(5, 2), torch.Size([4, 3])]
+    assert type(got) is list and type(got[1]) is dict and type(got[2]) is Pair and type(got[3]) is torch.Size

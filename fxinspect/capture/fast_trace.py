@@ -136,8 +136,9 @@ def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: di
 
     fx's version also handles metadata preserved by ``torch.export`` and dynamo, the
     mutation check and stack-trace recording; when any of them is on, it runs instead.
-    Otherwise the node gets what fx gives it: the graph's node, its scope entry and
-    its ``nn_module_stack``.
+    Otherwise the node gets what fx gives it: the graph's node and its
+    ``nn_module_stack``. The tracer's ``node_name_to_scope`` table is not filled: only
+    FX quantization reads it, from its own tracer, and this tracer is discarded.
     """
     if (
         getattr(tracer, "check_mutable_operations", True)
@@ -146,7 +147,6 @@ def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: di
     ):
         return TracerBase.create_node(tracer, kind, target, args, kwargs, name, type_expr)
     node = tracer.graph.create_node(kind, target, args, kwargs, name, type_expr)
-    tracer.node_name_to_scope[node.name] = (tracer.scope.module_path, tracer.scope.module_type)
     stack = tracer.module_stack
     if stack:
         node.meta["nn_module_stack"] = stack.__copy__() if type(stack) is ModuleStack else copy.copy(stack)
