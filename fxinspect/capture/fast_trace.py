@@ -11,7 +11,8 @@ same graph, code and module tags as one without:
 * :class:`ModuleStack`: one shared ``nn_module_stack`` snapshot per module scope;
 * :func:`make_node`: the tracer's node creation without the branches symbolic tracing
   never takes (preserved metadata, mutation checks, stack traces), which fall back to fx;
-* :func:`make_proxy`: ``create_proxy`` without lowering empty keyword arguments.
+* :func:`make_proxy`: ``create_proxy`` lowering proxies and scalars in place, and
+  empty keyword arguments not at all.
 
 Example
 -------
@@ -155,6 +156,16 @@ def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: di
 
 def make_proxy(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None,
                proxy_factory_fn=None) -> fx.Proxy:
-    """``TracerBase.create_proxy``: lower the arguments, make the node, wrap it in a proxy."""
-    node = tracer.create_node(kind, target, tracer.create_arg(args), tracer.create_arg(kwargs) if kwargs else {}, name, type_expr)
+    """``TracerBase.create_proxy``: lower the arguments, make the node, wrap it in a proxy.
+
+    A positional argument that is a proxy or a scalar (nearly all of them) is lowered
+    here, without the two calls per argument of ``tracer.create_arg``."""
+    if type(args) is tuple:
+        lowered = tuple([
+            a.node if type(a) is fx.Proxy else a if type(a) in _PLAIN_ARGS or a is None else tracer.create_arg(a)
+            for a in args
+        ])
+    else:
+        lowered = tracer.create_arg(args)
+    node = tracer.create_node(kind, target, lowered, tracer.create_arg(kwargs) if kwargs else {}, name, type_expr)
     return proxy_factory_fn(node) if proxy_factory_fn else tracer.proxy(node)
