@@ -1,14 +1,19 @@
 """Tensor metadata and value statistics, read cheaply and synchronised once.
 
-Statistics are min, max, mean, std and NaN/Inf counts (``std`` = sqrt(E[x²] - E[x]²),
-from a sum and a sum of squares; it loses precision when ``|mean| ≫ std``):
+Statistics are min, max, mean, population std and NaN/Inf counts:
 
 * a tensor of more than :data:`SMALL` elements gets four fast reductions at once:
   ``amin``, ``amax``, ``sum`` and a dot product with itself, in float32 (float64 for
-  float64 tensors). ``torch.aminmax``, ``torch.std_mean`` and ``torch.isfinite(t).all()``
-  are 1.5x, 20x and 30x slower on CPU here;
-* smaller tensors are all reduced together in :meth:`ValueReader.finish`, four
-  segment reductions in all: per tensor, the fixed cost of launching reductions (or
+  float64 tensors); ``std`` = sqrt(E[x²] - E[x]²). ``torch.aminmax``,
+  ``torch.std_mean`` and ``torch.isfinite(t).all()`` are 1.5x, 20x and 30x slower on
+  CPU here. That formula cancels badly when ``|mean| ≫ std`` (a saturated sigmoid:
+  0.5 ± 1e-7 came out with a std 500 times too large) and its sums overflow float32
+  for huge values (``finfo.min`` attention masks): in those cases, rare in practice,
+  the mean and std are computed again, in float64 and around the mean
+  (:data:`WELL_CONDITIONED`). On CUDA ``torch.var_mean`` (stable there) is used;
+* smaller tensors are all reduced together in :meth:`ValueReader.finish`, a few
+  segment reductions in all (in float64, the variance around each tensor's mean):
+  per tensor, the fixed cost of launching reductions (or
   even of one copy) is many times the cost of reading 256 numbers. Until then the
   reader keeps a reference, and whoever is about to write a tensor in place calls
   :meth:`ValueReader.flush` first, which copies everything pending in one go (the
@@ -44,6 +49,10 @@ from .report import TensorMeta, ValueStats
 _STAT_DTYPES = (torch.float32, torch.float64)
 SMALL = 256
 """Tensors of at most this many elements are reduced in one batch at the end."""
+WELL_CONDITIONED = 100.0
+"""E[x²] / var up to which the one-pass variance of a large tensor is kept: float32
+sums lose about this factor times their ~1e-7 precision to cancellation, far below
+the 1e-3 a statistic is reported to. Beyond it the moments are computed again."""
 
 
 def has_data(t: torch.Tensor) -> bool:
@@ -84,7 +93,7 @@ class ValueReader:
     """Collects statistics of many tensors and turns them into ``ValueStats`` at the end."""
 
     def __init__(self) -> None:
-        # per slot: [min, max, sum, sum of squares, nans, infs], a device tensor of the
+        # per slot: [min, max, mean, variance, nans, infs], a device tensor of the
         # same six, or (small tensors) None until finish() makes it a ValueStats
         self._rows: list[Any] = []
         self._numel: list[int] = []
@@ -120,14 +129,20 @@ class ValueReader:
                 flat = x.reshape(-1)
                 if flat.dtype not in _STAT_DTYPES:
                     flat = flat.float()
-                sums = torch.stack([flat.amin(), flat.amax(), flat.sum(), torch.dot(flat, flat)])
                 if flat.is_cuda:  # stay on the device: one synchronisation in finish()
-                    counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).to(sums.dtype)
-                    row = torch.cat([sums, counts]).double()
+                    var, mean = torch.var_mean(flat, correction=0)
+                    counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).to(mean.dtype)
+                    row = torch.cat([torch.stack([flat.amin(), flat.amax(), mean, var]), counts]).double()
                 else:  # reading CPU values costs no synchronisation
-                    row = sums.tolist() + [0, 0]
-                    if not (math.isfinite(row[0]) and math.isfinite(row[1])):
-                        row[4:] = _nonfinite_counts(flat)
+                    lo, hi, total, squares = torch.stack([flat.amin(), flat.amax(), flat.sum(), torch.dot(flat, flat)]).tolist()
+                    mean = total / n
+                    var = squares / n - mean * mean
+                    if not (math.isfinite(lo) and math.isfinite(hi)):
+                        row = [lo, hi, mean, var, *_nonfinite_counts(flat)]
+                    else:
+                        if not (math.isfinite(squares) and var * WELL_CONDITIONED >= squares / n):
+                            mean, var = _centred_moments(flat)
+                        row = [lo, hi, mean, var, 0, 0]
         self._rows.append(row)
         return slot
 
@@ -200,8 +215,9 @@ class ValueReader:
             counts = torch.tensor([numel[slot] for slot in slots], device=data.device)
             lo, hi, total = (torch.segment_reduce(data, reduce, lengths=counts) for reduce in ("min", "max", "sum"))
             mean = total / counts
-            var = torch.segment_reduce(data * data, "sum", lengths=counts) / counts - mean * mean
-            table = torch.stack([lo, hi, mean, var.clamp(min=0).sqrt()]).T.tolist()  # clamp keeps NaN
+            centred = data - mean.repeat_interleave(counts)
+            var = torch.segment_reduce(centred * centred, "sum", lengths=counts) / counts
+            table = torch.stack([lo, hi, mean, var.sqrt()]).T.tolist()
             if bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all()):  # the common case
                 for slot, (a, b, m, sd) in zip(slots, table):
                     rows[slot] = ValueStats.of(a, b, m, sd, 0, 0)
@@ -223,12 +239,19 @@ _UNREADABLE = object()  # a finish() row: the tensor was written after it was re
 
 
 def _stats(row: list, n: int) -> ValueStats:
-    """``ValueStats`` from ``[min, max, sum, sum of squares, nans, infs]`` of ``n`` values."""
-    lo, hi, total, squares, nans, infs = row
-    mean = total / n
-    var = squares / n - mean * mean
+    """``ValueStats`` from ``[min, max, mean, variance, nans, infs]`` of ``n`` values."""
+    lo, hi, mean, var, nans, infs = row
     std = math.sqrt(var) if var > 0 else (0.0 if var == var else math.nan)
     return ValueStats.of(lo, hi, mean, std, int(nans), int(infs))
+
+
+def _centred_moments(flat: torch.Tensor) -> tuple[float, float]:
+    """Mean and population variance in float64, the variance summed around the mean
+    (two passes: no cancellation, no overflow of float32 sums)."""
+    x = flat.double()
+    mean = x.mean()
+    centred = x - mean
+    return mean.item(), (torch.dot(centred, centred) / x.numel()).item()
 
 
 def nonfinite_tensors(model: torch.nn.Module) -> list[str]:

@@ -310,6 +310,51 @@ def test_in_place_activation_keeps_the_value_before_it(context):
     assert relu.min == 0.0 and relu.max == expected.max().item()
 
 
+class _Cloning(torch.fx.Interpreter):
+    """fx's own interpreter, keeping a float64 copy of every op node's tensor output."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.values = {}
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if n.op.startswith("call") and isinstance(out, torch.Tensor) and out.is_floating_point():
+            self.values[n.name] = out.detach().double().reshape(-1).clone()
+        return out
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval-no_grad", "train-grad"])
+def test_every_node_statistic_matches_a_copy_taken_when_it_ran(train):
+    # mobilenet_v3_small: small squeeze-excite vectors and large feature maps (both
+    # reading paths), in-place Hardswish/ReLU, Hardsigmoid outputs saturated near 0.5 at
+    # random init (std ≪ mean), and (train) dropout and BatchNorm updates
+    from fxinspect.capture import capture
+
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(weights=None).train(train)
+    x = torch.randn(2, 3, 64, 64)
+    with torch.set_grad_enabled(train):
+        torch.manual_seed(1)
+        report = fxinspect.analyze(model, x, timing=False)
+        cap = capture(model, (x,), {})
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        torch.manual_seed(1)  # the same dropout masks
+        reference = _Cloning(cap.graph_module)
+        reference.run(*cap.inputs.tensors)
+        model.load_state_dict(state)
+    compared = 0
+    for node in report.nodes:
+        if node.name in reference.values:
+            v, s = reference.values[node.name], node.outputs[0].stats
+            assert (s.min, s.max) == pytest.approx((v.min().item(), v.max().item()), rel=1e-6, abs=1e-6), node.name
+            assert s.mean == pytest.approx(v.mean().item(), rel=1e-4, abs=1e-5), node.name
+            assert s.std == pytest.approx(v.std(correction=0).item(), rel=1e-3, abs=1e-9), node.name
+            compared += 1
+    small = sum(1 for v in reference.values.values() if v.numel() <= 256)
+    assert compared > 100 and small >= 9  # (both paths: 9 squeeze-excite blocks at batch 2)
+
+
 # ------------------------------------------------------------------ the model is left as it was
 
 

@@ -37,6 +37,39 @@ def test_statistics_match_torch_on_both_paths(dtype):
         assert (got.nan_count, got.inf_count) == (0, 0)
 
 
+@pytest.mark.parametrize("n", [100, SMALL + 1, 100_000])
+def test_nearly_constant_tensors_get_an_accurate_std(n):
+    # a saturated sigmoid: 0.5 +- 1e-7. E[x²] - E[x]² in float32 cancels to noise of
+    # about 1e-4 here; both paths must give the std around the mean (to 0.1 %)
+    torch.manual_seed(0)
+    t = (0.5 + 1e-7 * torch.randn(n)).float()
+    reader = ValueReader()
+    slot = reader.read(t)
+    got = reader.finish()[slot]
+    _, _, mean, std, _, _ = _reference(t)
+    assert got.std == pytest.approx(std, rel=1e-3) and got.mean == pytest.approx(mean, rel=1e-7)
+
+
+@pytest.mark.parametrize("n", [100, 10_000])
+def test_huge_finite_values_do_not_overflow_the_moments(n):
+    # an additive attention mask: finfo.min where masked; squares overflow float32
+    t = torch.zeros(n)
+    t[: n // 4] = torch.finfo(torch.float32).min
+    reader = ValueReader()
+    slot = reader.read(t)
+    got = reader.finish()[slot]
+    lo, hi, mean, std, _, _ = _reference(t)  # mean = finfo.min / 4, std = |finfo.min| * sqrt(3) / 4
+    assert got.finite and (got.min, got.max) == (lo, hi)
+    assert got.mean == pytest.approx(mean, rel=1e-6) and got.std == pytest.approx(std, rel=1e-6)
+
+
+def test_constant_tensor_has_zero_std():
+    reader = ValueReader()
+    slots = [reader.read(torch.full((n,), 0.1)) for n in (10, 10_000)]
+    stats = reader.finish()
+    assert [stats[s].std for s in slots] == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("n", [5, SMALL + 100])
 def test_nan_and_inf_are_counted_exactly(n):
     t = torch.randn(n)
