@@ -113,17 +113,26 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         # inputs and weights are read before the run: the model may write them in place
         placeholder_outputs, attr_outputs, sources = _static_values(cap, reader)
         counting = CountingRun(reader)
+        versions = [_version(t) for t in tensors]
         try:
             counting.run(cap.graph_module, tensors)
         except Exception as exc:
             raise _node_error(cap, counting, exc) from exc
+        written = [name for name, t, v in zip(cap.inputs.names, tensors, versions) if v is not None and _version(t) != v]
         stats = reader.finish() if reader else []
         # where a NaN came from matters only when one appeared: a pass over every weight
         # (5 ms on resnet50) is skipped when every value read was finite
         bad_weights = nonfinite_tensors(model) if any(s is not None and not s.finite for s in stats) else []
         latencies, timing_info = None, None
         if timing and not run.virtual and all(has_data(t) for t in tensors):
-            latencies, timing_info = _time(cap, tensors, warmup, repeats)
+            # the counting run wrote these inputs as calling the model would; the timing
+            # runs must neither write them again nor run on what they became
+            latencies, timing_info = _time(cap, tensors, warmup, repeats, copy_inputs=bool(written))
+        if written:
+            cap.notes.append(
+                f"the forward writes its input(s) {', '.join(written)} in place: the analysed run wrote them "
+                "once, as calling the model does" + ("; timing runs used copies" if latencies is not None else "")
+            )
     runs = RunRecords(
         costs=counting.mode.costs,
         outputs=counting.outputs,
@@ -165,9 +174,14 @@ def _static_values(cap: Capture, reader: ValueReader | None):
     return placeholders, attrs, sources
 
 
-def _time(cap: Capture, tensors: list[torch.Tensor], warmup: int, repeats: int):
+def _version(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (bumped by every in-place write); inference tensors have none."""
+    return None if t.is_inference() else t._version
+
+
+def _time(cap: Capture, tensors: list[torch.Tensor], warmup: int, repeats: int, copy_inputs: bool = False):
     device = tensors[0].device if tensors else torch.device("cpu")
-    per_node, whole, plain = TimingRun(device).measure(cap.graph_module, tensors, warmup, repeats)
+    per_node, whole, plain = TimingRun(device).measure(cap.graph_module, tensors, warmup, repeats, copy_inputs)
     batch = int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else None
     info = TimingInfo(
         device=str(device),

@@ -105,25 +105,30 @@ class TimingRun:
         return [b - a for a, b in zip(s, s[1:])]
 
     def measure(
-        self, gm: fx.GraphModule, tensors: list[torch.Tensor], warmup: int, repeats: int
+        self, gm: fx.GraphModule, tensors: list[torch.Tensor], warmup: int, repeats: int, copy_inputs: bool = False
     ) -> tuple[list[float], float, float]:
         """``(per-node medians, instrumented forward median, plain forward median)``.
 
         Plain and instrumented runs alternate so that drift (thermal, other load) hits
-        both alike.
+        both alike. ``copy_inputs`` (for a forward that writes its inputs in place)
+        gives every run fresh copies, made before its clock starts.
         """
         probed = compile_graph(gm, stamp=self.stamp)
         plain_program = compile_graph(gm)
         n_ops = len(op_nodes(gm.graph))
+
+        def inputs() -> list[torch.Tensor]:
+            return [t.clone() for t in tensors] if copy_inputs else tensors
+
         for _ in range(warmup):
-            plain_program(*tensors)
-            probed(*tensors)
+            plain_program(*inputs())
+            probed(*inputs())
         per_node: list[list[float]] = [[] for _ in range(n_ops)]
         whole, plain = [], []
         for _ in range(repeats):
-            plain.append(self._time_plain(plain_program, tensors))
+            plain.append(self._time_plain(plain_program, inputs()))
             self.stamps = []
-            probed(*tensors)
+            probed(*inputs())
             gaps = self._elapsed()
             for i, gap in enumerate(gaps):
                 per_node[i].append(gap)

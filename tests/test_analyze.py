@@ -295,6 +295,15 @@ def test_values_are_reported_as_they_were_before_later_in_place_writes():
     assert ranges == {"x": (1.0, 3.0), "mul": (2.0, 6.0), "add_": (101.0, 103.0), "mul_": (-6.0, -2.0), "add": (97.0, 99.0)}
 
 
+def test_an_input_written_in_place_is_written_once_and_timed_on_copies():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    report = fxinspect.analyze(WritesInPlace(), x, warmup=2, repeats=3)
+    assert x.tolist() == [101.0, 102.0, 103.0]  # once (the counting run), not once per timing run too
+    assert any("writes its input(s) x in place" in note and "copies" in note for note in report.capture.notes)
+    assert report.timing is not None and report.node("add_").latency > 0
+    assert not any("in place" in n for n in fxinspect.analyze(torch.nn.ReLU(), x, timing=False).capture.notes)
+
+
 @pytest.mark.parametrize("context", ["no_grad", "inference_mode", "grad"])
 def test_in_place_activation_keeps_the_value_before_it(context):
     # inference tensors have no version counter and grad-mode outputs are detached first;
