@@ -126,7 +126,7 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         latencies, timing_info = None, None
         if timing and not run.virtual and all(has_data(t) for t in tensors):
             # the counting run wrote these inputs as calling the model would; the timing
-            # runs must neither write them again nor run on what they became
+            # runs must not write them again (each gets copies of them as they are now)
             latencies, timing_info = _time(cap, tensors, warmup, repeats, copy_inputs=bool(written))
         if written:
             cap.notes.append(
