@@ -13,9 +13,9 @@ Statistics are min, max, mean, population std and NaN/Inf counts:
   (:data:`WELL_CONDITIONED`). On CUDA ``torch.var_mean`` (stable there) is used;
 * smaller tensors are all reduced together in :meth:`ValueReader.finish`, a few
   segment reductions in all (in float64, the variance around each tensor's mean):
-  per tensor, the fixed cost of launching reductions (or
-  even of one copy) is many times the cost of reading 256 numbers. Until then the
-  reader keeps a reference, and whoever is about to write a tensor in place calls
+  per tensor, the fixed cost of launching reductions (or even of one copy) is many
+  times the cost of reading 256 numbers. Until then the reader keeps a reference,
+  and whoever is about to write a tensor in place calls
   :meth:`ValueReader.flush` first, which copies everything pending in one go (the
   counting mode does, before every aten op that mutates; in-place ops are rare
   enough that most tensors are never copied). A view is copied at once, so that a
