@@ -36,7 +36,7 @@ from .report import (
     Totals,
     aggregate_modules,
 )
-from .values import ValueReader, describe, has_data, nonfinite_tensors, tensor_meta
+from .values import ValueReader, describe, has_data, nonfinite_tensors, tensor_meta, version
 
 
 def analyze(
@@ -113,12 +113,12 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
         # inputs and weights are read before the run: the model may write them in place
         placeholder_outputs, attr_outputs, sources = _static_values(cap, reader)
         counting = CountingRun(reader)
-        versions = [_version(t) for t in tensors]
+        versions = [version(t) for t in tensors]
         try:
             counting.run(cap.graph_module, tensors)
         except Exception as exc:
             raise _node_error(cap, counting, exc) from exc
-        written = [name for name, t, v in zip(cap.inputs.names, tensors, versions) if v is not None and _version(t) != v]
+        written = [name for name, t, v in zip(cap.inputs.names, tensors, versions) if v is not None and version(t) != v]
         stats = reader.finish() if reader else []
         # where a NaN came from matters only when one appeared: a pass over every weight
         # (5 ms on resnet50) is skipped when every value read was finite
@@ -172,11 +172,6 @@ def _static_values(cap: Capture, reader: ValueReader | None):
                     seen[id(value)] = read(value)
                 attrs[cap.user_path(str(node.target))] = [(describe(value), seen[id(value)])]
     return placeholders, attrs, sources
-
-
-def _version(t: torch.Tensor) -> int | None:
-    """``t``'s version counter (bumped by every in-place write); inference tensors have none."""
-    return None if t.is_inference() else t._version
 
 
 def _time(cap: Capture, tensors: list[torch.Tensor], warmup: int, repeats: int, copy_inputs: bool = False):

@@ -55,6 +55,12 @@ sums lose about this factor times their ~1e-7 precision to cancellation, far bel
 the 1e-3 a statistic is reported to. Beyond it the moments are computed again."""
 
 
+def version(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (every in-place write bumps it); ``None`` for inference
+    tensors, which have none."""
+    return None if t.is_inference() else t._version
+
+
 def has_data(t: torch.Tensor) -> bool:
     """False for meta and fake tensors, whose values cannot be read."""
     return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
@@ -115,7 +121,7 @@ class ValueReader:
         self._numel.append(n)
         if n <= SMALL and not t.requires_grad and not t._is_view():  # the common case: no op at all
             self._rows.append(None)
-            self._pending.append((slot, t, None if t.is_inference() else t._version))
+            self._pending.append((slot, t, version(t)))
             return slot
         with torch._C._DisableTorchDispatch():  # the counting mode must not see these ops
             x = t.detach() if t.requires_grad else t  # nothing here is recorded by autograd
@@ -124,7 +130,7 @@ class ValueReader:
                 if x._is_view():  # (a reference would keep the viewed tensor alive)
                     self._chunks.append(([slot], x.reshape(-1).to(torch.float64, copy=True)))
                 else:  # inference tensors have no version counter; flush() covers them
-                    self._pending.append((slot, x, None if x.is_inference() else x._version))
+                    self._pending.append((slot, x, version(x)))
             else:
                 flat = x.reshape(-1)
                 if flat.dtype not in _STAT_DTYPES:
@@ -183,8 +189,8 @@ class ValueReader:
             pending, self._pending = self._pending, []
             unchanged = [item for item in pending if item[2] is None or item[1]._version == item[2]]
             if len(unchanged) < len(pending):
-                for slot, t, version in pending:
-                    if version is not None and t._version != version:
+                for slot, t, when_read in pending:
+                    if when_read is not None and t._version != when_read:
                         rows[slot] = _UNREADABLE
             chunks, self._chunks = self._chunks + self._copy(unchanged), []
             self._reduce_small(chunks)
