@@ -28,9 +28,9 @@ import torchvision
 
 import fxinspect
 from fxinspect.capture import capture, normalize
-from fxinspect.codegen import compile_graph
-from fxinspect.instrument import CountingRun, TimingRun
-from fxinspect.values import ValueReader
+from fxinspect.run.codegen import compile_graph
+from fxinspect.run.passes import CountingRun, TimingRun
+from fxinspect.run.values import ValueReader
 
 
 class TinyChain(torch.nn.Module):

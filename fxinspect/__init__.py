@@ -10,15 +10,13 @@ Example
 
 from .analyze import analyze
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
-from .guard import ModelChangedError
-from .report import (
+from .records import (
     AtenCall,
     CaptureInfo,
     Environment,
     ModuleRecord,
     NodeRecord,
     NonFinite,
-    Report,
     SharedParameter,
     TensorMeta,
     TimingInfo,
@@ -26,6 +24,8 @@ from .report import (
     UncountedOp,
     ValueStats,
 )
+from .report import Report
+from .run.guard import ModelChangedError
 from .rules.registry import Cost, register_free, register_rule
 
 __all__ = [

@@ -20,23 +20,17 @@ from typing import Any, Iterable
 import torch
 
 from . import formatting
-from .assemble import RunRecords, find_nonfinite, node_records, uncounted_ops
 from .capture import Capture, capture, module_of, normalize, unwrap
 from .capture.base import one_line, resolve_attr
 from .errors import InputError, NodeExecutionError
-from .guard import preserved
-from .instrument import CountingRun, TimingRun, op_nodes
-from .meta import virtual
-from .params import module_infos, tensor_bytes
-from .report import (
-    CaptureInfo,
-    Environment,
-    Report,
-    TimingInfo,
-    Totals,
-    aggregate_modules,
-)
-from .values import ValueReader, describe, has_data, nonfinite_tensors, tensor_meta, version
+from .records import CaptureInfo, Environment, TimingInfo, Totals
+from .report import Report
+from .run.assemble import RunRecords, aggregate_modules, find_nonfinite, node_records, uncounted_ops
+from .run.guard import preserved
+from .run.params import module_infos, tensor_bytes
+from .run.passes import CountingRun, TimingRun, op_nodes
+from .run.virtual import virtual
+from .run.values import ValueReader, describe, has_data, nonfinite_tensors, tensor_meta, version
 
 
 def analyze(

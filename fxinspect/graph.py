@@ -26,7 +26,7 @@ from typing import Any
 
 import networkx as nx
 
-from .report import NodeRecord, Report, TensorMeta
+from .records import NodeRecord, ReportRecord, TensorMeta
 
 __all__ = ["Level", "to_networkx"]
 
@@ -58,7 +58,7 @@ def _size(producer: NodeRecord) -> int:
     return sum(t.nbytes for t in producer.outputs)
 
 
-def _node_graph(report: Report) -> nx.DiGraph:
+def _node_graph(report: ReportRecord) -> nx.DiGraph:
     g = nx.DiGraph(level=Level.NODE.value)
     by_name = {n.name: n for n in report.nodes}
     for n in report.nodes:
@@ -82,14 +82,14 @@ def _cut(path: str, depth: int | None) -> str:
     return ".".join(path.split(".")[:depth])
 
 
-def _owner(report: Report, path: str) -> str:
+def _owner(report: ReportRecord, path: str) -> str:
     """``path`` if it is a module of the report, else its nearest known ancestor."""
     while path and path not in report.modules:
         path = path.rpartition(".")[0]
     return path
 
 
-def _module_graph(report: Report, depth: int | None) -> nx.DiGraph:
+def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
     g = nx.DiGraph(level=Level.MODULE.value, depth=depth)
     # a module may itself be called "input"/"output": the endpoints then step aside
     source = INPUT if INPUT not in report.modules else f"({INPUT})"
@@ -144,7 +144,7 @@ def _module_graph(report: Report, depth: int | None) -> nx.DiGraph:
     return g
 
 
-def to_networkx(report: Report, level: Level | str = Level.NODE, depth: int | None = None) -> nx.DiGraph:
+def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: int | None = None) -> nx.DiGraph:
     """The report's dataflow graph.
 
     Parameters

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 import torchvision
 
 import fxinspect
-from fxinspect.report import ModuleRecord, Report
+from fxinspect.records import ModuleRecord
+from fxinspect.report import Report
 
 from reference import (
     assert_same_state,

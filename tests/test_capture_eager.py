@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
 from fxinspect.capture.eager import trace_eager
-from fxinspect.instrument import op_nodes
+from fxinspect.run.graphs import op_nodes
 
 from reference import assert_same_state, reference_flops, state_fingerprint, unique_param_count
 

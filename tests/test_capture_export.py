@@ -13,7 +13,7 @@ import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
 from fxinspect.capture.export import trace_export
 from fxinspect.capture.hf import prepare_inputs
-from fxinspect.instrument import op_nodes
+from fxinspect.run.graphs import op_nodes
 
 from reference import assert_same_state, reference_flops, state_fingerprint
 

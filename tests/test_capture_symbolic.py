@@ -9,7 +9,7 @@ import torch
 
 import fxinspect
 from fxinspect.capture import capture, module_of
-from fxinspect.codegen import compile_graph
+from fxinspect.run.codegen import compile_graph
 
 
 class Block(torch.nn.Module):

@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import fxinspect
 from fxinspect.errors import InputError
-from fxinspect.meta import fake_copy, is_virtual
+from fxinspect.run.virtual import fake_copy, is_virtual
 
 from reference import assert_same_state, state_fingerprint, unique_param_count
 

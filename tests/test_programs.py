@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from fxinspect.capture import capture
-from fxinspect.codegen import compile_graph, op_nodes
-from fxinspect.interpret import Interpreted
+from fxinspect.run.codegen import compile_graph
+from fxinspect.run.graphs import op_nodes
+from fxinspect.run.interpret import Interpreted
 
 
 class Mixed(torch.nn.Module):
@@ -104,7 +105,7 @@ def test_arguments_are_rebuilt_with_node_values_in_plain_containers():
     import torch.fx as fx
     from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-    from fxinspect.interpret import _value
+    from fxinspect.run.interpret import _value
 
     Pair = collections.namedtuple("Pair", "a b")
     x = fx.Graph().placeholder("x")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from fxinspect.report import AtenCall, NodeRecord, TensorMeta, ValueStats
+from fxinspect.records import AtenCall, NodeRecord, TensorMeta, ValueStats
 
 
 def test_of_builds_the_record_init_builds():

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fxinspect.values import SMALL, ValueReader, nonfinite_tensors
+from fxinspect.run.values import SMALL, ValueReader, nonfinite_tensors
 
 
 def _reference(t: torch.Tensor) -> tuple[float, float, float, float, int, int]:
@@ -113,7 +113,7 @@ def test_small_view_is_copied_when_read():
 
 
 def test_counting_mode_flushes_before_every_op_that_writes():
-    from fxinspect.counting import CountingMode
+    from fxinspect.run.dispatch import CountingMode
 
     writes = []
     x = torch.ones(3)

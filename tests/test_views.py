@@ -18,24 +18,22 @@ import pytest
 
 from fxinspect import formatting as fmt
 from fxinspect.graph import to_networkx
-from fxinspect.report import (
+from fxinspect.records import (
     SCHEMA_VERSION,
     CaptureInfo,
     Environment,
-    ModuleInfo,
     NodeRecord,
     NonFinite,
-    Report,
     SharedParameter,
     TensorMeta,
     TimingInfo,
     Totals,
     UncountedOp,
     ValueStats,
-    aggregate_modules,
-    sum_nodes,
 )
-from fxinspect.views import export
+from fxinspect.report import Report
+from fxinspect.run.assemble import ModuleInfo, aggregate_modules, sum_nodes
+from fxinspect.views import exports as export
 from fxinspect.views.table import By, Column, _module_rows, table
 
 GOLDEN = Path(__file__).parent / "golden"

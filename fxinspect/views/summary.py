@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import formatting as fmt
-from ..report import NonFinite, Report, TensorMeta, TimingInfo
+from ..records import NonFinite, ReportRecord, TensorMeta, TimingInfo
 
 __all__ = ["summary"]
 
@@ -38,7 +38,7 @@ def _tensors(metas: Iterable[TensorMeta]) -> str:
     return ", ".join(fmt.tensor(m.shape, m.dtype) for m in metas) or fmt.MISSING
 
 
-def _params(report: Report) -> list[str]:
+def _params(report: ReportRecord) -> list[str]:
     t = report.totals
     lines = [_line(
         "params",
@@ -50,7 +50,7 @@ def _params(report: Report) -> list[str]:
     return lines
 
 
-def _costs(report: Report) -> list[str]:
+def _costs(report: ReportRecord) -> list[str]:
     t = report.totals
     lines = [
         _line("FLOPs", f"{fmt.count(t.flops, t.partial)} (MACs {fmt.count(t.macs, t.partial)})"),
@@ -90,7 +90,7 @@ def _timing(timing: TimingInfo) -> list[str]:
     return lines
 
 
-def _capture(report: Report) -> list[str]:
+def _capture(report: ReportRecord) -> list[str]:
     lines = [_line(f"{tier} failed", reason) for tier, reason in report.capture.failures]
     lines += [_line("note", note) for note in report.capture.notes]
     return lines
@@ -111,7 +111,7 @@ def _nonfinite(nf: NonFinite) -> list[str]:
     return lines
 
 
-def summary(report: Report) -> str:
+def summary(report: ReportRecord) -> str:
     """A short text summary of ``report``: what ``print(report)`` shows.
 
     Totals (parameters, FLOPs, MACs, bytes, intensity), latency and throughput when

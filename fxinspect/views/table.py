@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tabulate import SEPARATING_LINE, tabulate
 
 from .. import formatting as fmt
-from ..report import ModuleRecord, NodeRecord, Report
+from ..records import ModuleRecord, NodeRecord, ReportRecord
 
 __all__ = ["By", "Column", "table", "columns_for"]
 
@@ -178,7 +178,7 @@ def _parse_column(name: Column | str, by: By, option: str) -> Column:
     return column
 
 
-def _share(flops: int, report: Report) -> float | None:
+def _share(flops: int, report: ReportRecord) -> float | None:
     return flops / report.totals.flops if report.totals.flops else None
 
 
@@ -196,7 +196,7 @@ def _latency(values: Iterable[float | None]) -> float | None:
     return total
 
 
-def _figures(report: Report, records: Sequence[NodeRecord | ModuleRecord]) -> dict[Column, Any]:
+def _figures(report: ReportRecord, records: Sequence[NodeRecord | ModuleRecord]) -> dict[Column, Any]:
     """The summed figure columns of some node or module records."""
     flops = sum(r.flops for r in records)
     moved = sum(r.bytes_read + r.bytes_written for r in records)
@@ -217,7 +217,7 @@ def _local(path: str) -> str:
     return path.rpartition(".")[2]
 
 
-def _children(report: Report) -> dict[str, list[str]]:
+def _children(report: ReportRecord) -> dict[str, list[str]]:
     """Child paths of every module, in model order, derived from the paths themselves
     (a module whose parent is unknown hangs under its nearest known ancestor)."""
     kids: dict[str, list[str]] = {"": []}
@@ -255,7 +255,7 @@ def _fold_runs(children: list[str], signature: Callable[[str], tuple] | None) ->
     return runs
 
 
-def _module_groups(report: Report, depth: int | None, fold: bool) -> Iterator[tuple[str, int, list[str]]]:
+def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Iterator[tuple[str, int, list[str]]]:
     """``(display path, repeats, member module paths)`` in model order, root excluded
     (the totals row stands for it). A folded row's members are every repeat's module."""
     kids = _children(report)
@@ -290,7 +290,7 @@ def _module_groups(report: Report, depth: int | None, fold: bool) -> Iterator[tu
     yield from walk([""], "")
 
 
-def _module_rows(report: Report, depth: int | None, fold: bool, indent: bool, uncounted: set[str]) -> list[_Row]:
+def _module_rows(report: ReportRecord, depth: int | None, fold: bool, indent: bool, uncounted: set[str]) -> list[_Row]:
     rows = []
     for name, repeats, members in _module_groups(report, depth, fold):
         records = [report.modules[p] for p in members]
@@ -310,7 +310,7 @@ def _module_rows(report: Report, depth: int | None, fold: bool, indent: bool, un
 # ------------------------------------------------------------------ op and node rows
 
 
-def _op_rows(report: Report, uncounted: set[str]) -> list[_Row]:
+def _op_rows(report: ReportRecord, uncounted: set[str]) -> list[_Row]:
     groups: dict[str, list[NodeRecord]] = {}  # by label, in order of first appearance
     for n in report.nodes:
         if n.is_op:
@@ -324,7 +324,7 @@ def _op_rows(report: Report, uncounted: set[str]) -> list[_Row]:
     ]
 
 
-def _node_rows(report: Report, uncounted: set[str]) -> list[_Row]:
+def _node_rows(report: ReportRecord, uncounted: set[str]) -> list[_Row]:
     return [
         _Row(
             {
@@ -343,7 +343,7 @@ def _node_rows(report: Report, uncounted: set[str]) -> list[_Row]:
     ]
 
 
-def _totals_row(report: Report, cols: Sequence[Column]) -> _Row:
+def _totals_row(report: ReportRecord, cols: Sequence[Column]) -> _Row:
     """The whole model's figures; "total" written once, in the first name-like column."""
     t = report.totals
     titled = next((c for c in cols if c in (Column.NAME, Column.LABEL)), None)
@@ -387,7 +387,7 @@ def _render(row: _Row, cols: Sequence[Column]) -> list[str]:
 
 
 def table(
-    report: Report,
+    report: ReportRecord,
     by: By | str = By.MODULE,
     depth: int | None = None,
     columns: Sequence[Column | str] | None = None,
@@ -469,7 +469,7 @@ def table(
 
 
 def _footnotes(
-    report: Report, by: By, cols: Sequence[Column], shown: list[_Row], rows: list[_Row], total: _Row
+    report: ReportRecord, by: By, cols: Sequence[Column], shown: list[_Row], rows: list[_Row], total: _Row
 ) -> list[str]:
     notes = []
     marked = {Column.FLOPS, Column.MACS, Column.BYTES} & set(cols)

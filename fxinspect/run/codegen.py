@@ -27,44 +27,8 @@ from typing import Any, Callable
 
 import torch.fx as fx
 
-from .capture.base import resolve_attr
-
-OP_KINDS = ("call_function", "call_method", "call_module")
-
-
-def op_nodes(graph: fx.Graph) -> list[fx.Node]:
-    """The nodes that run something, in graph order; probe index i is position i here."""
-    return [n for n in graph.nodes if n.op in OP_KINDS]
-
-
-class _MethodCall:
-    """``call_method`` as a plain callable: ``_MethodCall("view")(x, 2, 3) == x.view(2, 3)``."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(obj, self.name)(*args, **kwargs)
-
-
-def last_uses(nodes: list[fx.Node]) -> dict[fx.Node, fx.Node]:
-    """For every node that is read, the last node (in ``nodes`` order) that reads it."""
-    last: dict[fx.Node, fx.Node] = {}
-    for node in nodes:
-        for used in node.all_input_nodes:
-            last[used] = node
-    return last
-
-
-def node_callable(gm: fx.GraphModule, node: fx.Node) -> Callable:
-    """What an op node calls: the function, a method caller, or the submodule."""
-    if node.op == "call_module":
-        return gm.get_submodule(str(node.target))
-    if node.op == "call_method":
-        return _MethodCall(str(node.target))
-    return node.target
+from ..capture.base import resolve_attr
+from .graphs import OP_KINDS, last_uses, node_callable
 
 
 class Program:

@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import rules  # noqa: F401 - importing the package registers every formula family
-from .rules._util import nbytes
-from .rules.registry import FREE, lookup
+from .. import rules  # noqa: F401 - importing the package registers every formula family
+from ..rules._util import nbytes
+from ..rules.registry import FREE, lookup
 
 UNATTRIBUTED = -1
 """``CountingMode.node`` outside any graph node (ops there are kept apart)."""

@@ -31,8 +31,9 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from .codegen import OP_KINDS, compile_graph, op_nodes
-from .counting import UNATTRIBUTED, CountingMode
+from .codegen import compile_graph
+from .dispatch import UNATTRIBUTED, CountingMode
+from .graphs import OP_KINDS, op_nodes
 from .interpret import Interpreted
 from .values import Description, ValueReader, describe
 

@@ -52,7 +52,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
 

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import torch.fx as fx
 
-from .capture.base import resolve_attr
-from .codegen import last_uses, node_callable
+from ..capture.base import resolve_attr
+from .graphs import last_uses, node_callable
 
 _Node = fx.Node
 _ATOMS = frozenset({int, float, bool, str, type(None)})

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from .report import TensorMeta, ValueStats
+from ..records import TensorMeta, ValueStats
 
 _STAT_DTYPES = (torch.float32, torch.float64)
 SMALL = 256

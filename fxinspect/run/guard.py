@@ -29,7 +29,7 @@ from typing import Iterator
 
 import torch
 
-from .errors import FxInspectError
+from ..errors import FxInspectError
 
 _HOOK_DICTS = (
     "_forward_hooks",

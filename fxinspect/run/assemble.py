@@ -16,22 +16,23 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
 
-from .capture import Capture, module_of
-from .counting import OpCost
-from .instrument import OP_KINDS
-from .report import (
+from ..capture import Capture, module_of
+from ..records import (
     AtenCall,
+    ModuleRecord,
     NodeRecord,
     NonFinite,
     TensorMeta,
     UncountedOp,
     ValueStats,
 )
+from .dispatch import OpCost
+from .graphs import OP_KINDS
 from .values import Description
 
 
@@ -225,3 +226,90 @@ def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFi
         downstream=tuple(n.name for n in after_root),
         sources=tuple(sources),
     )
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What the analyser knows of one module before its nodes are summed."""
+
+    path: str
+    type: str
+    params: int
+    trainable_params: int
+    buffers: int
+    own_params: int
+    own_buffers: int
+    children: tuple[str, ...]
+
+
+_SUMMED = ("flops", "macs", "bytes_read", "bytes_written")
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    """``"a.b.c"`` -> ``"a.b.c", "a.b", "a", ""``."""
+    while path:
+        yield path
+        path = path.rpartition(".")[0]
+    yield ""
+
+
+def aggregate_modules(
+    nodes: Iterable[NodeRecord],
+    infos: Iterable[ModuleInfo],
+    calls: Mapping[str, int],
+    timed: bool,
+    leaves: Iterable[str] = (),
+) -> dict[str, ModuleRecord]:
+    """Sum node figures into every enclosing module, exactly (integers; latency only
+    when ``timed``). Modules strictly inside one of ``leaves`` (captured as one node)
+    get ``counted_in`` set to that leaf.
+
+    A node whose module path is not among ``infos`` (an attribute path the capture
+    produced) is summed into its nearest known ancestor's subtree.
+    """
+    infos = list(infos)
+    known = {i.path for i in infos}
+    # per module: [flops, macs, bytes_read, bytes_written, latency, node names] (the order of _SUMMED)
+    sums: dict[str, list[Any]] = {p: [0, 0, 0, 0, 0.0, []] for p in known}
+    chains: dict[str, list[list[Any]]] = {}  # module path -> its known ancestors' sums
+    for node in nodes:
+        if not node.is_op:
+            continue
+        chain = chains.get(node.module_path)
+        if chain is None:
+            chain = chains[node.module_path] = [sums[p] for p in _ancestors(node.module_path) if p in known]
+        flops, macs, read, written, name = node.flops, node.macs, node.bytes_read, node.bytes_written, node.name
+        for acc in chain:
+            acc[0] += flops
+            acc[1] += macs
+            acc[2] += read
+            acc[3] += written
+            acc[5].append(name)
+            if timed:
+                acc[4] += node.latency
+    leaves = set(leaves)
+    records = {}
+    for info in infos:
+        acc = sums[info.path]
+        counted_in = next((p for p in _ancestors(info.path) if p in leaves and p != info.path), "")
+        records[info.path] = ModuleRecord(
+            path=info.path,
+            type=info.type,
+            depth=0 if not info.path else info.path.count(".") + 1,
+            calls=calls.get(info.path, 0),
+            params=info.params,
+            trainable_params=info.trainable_params,
+            buffers=info.buffers,
+            own_params=info.own_params,
+            own_buffers=info.own_buffers,
+            **dict(zip(_SUMMED, acc)),
+            latency=acc[4] if timed else None,
+            nodes=tuple(acc[5]),
+            children=info.children,
+            counted_in=counted_in,
+        )
+    return records
+
+
+def sum_nodes(nodes: Iterable[NodeRecord], name: str) -> int:
+    """Sum one integer figure over the op nodes."""
+    return sum(getattr(n, name) for n in nodes if n.is_op)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .report import ModuleInfo, SharedParameter
+from ..records import SharedParameter
+from .assemble import ModuleInfo
 
 
 def _names_by_tensor(model: torch.nn.Module, kind: str) -> dict[int, list[str]]:

@@ -2,7 +2,7 @@
 
 JSON is written by one generic converter between dataclasses and plain dicts, driven
 by ``dataclasses.fields`` and the records' type hints, so a new field in
-:mod:`fxinspect.report` needs no change here. Non-finite floats are written as the
+:mod:`fxinspect.records` needs no change here. Non-finite floats are written as the
 strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (strict JSON, readable by any
 parser) and read back as floats because the type hint says ``float``.
 
@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Union
 
-from ..report import SCHEMA_VERSION, NodeRecord, Report
+from ..records import SCHEMA_VERSION, NodeRecord, ReportRecord
 from .table import By
 
 __all__ = ["from_json", "report_to_dict", "to_csv", "to_dataframe", "to_json", "to_plain"]
@@ -42,7 +42,7 @@ _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 def to_plain(obj: Any) -> Any:
     """``obj`` as JSON-ready values: dataclasses and mappings as dicts, tuples as lists.
 
-    >>> from fxinspect.report import TensorMeta
+    >>> from fxinspect.records import TensorMeta
     >>> to_plain(TensorMeta((2, 3), "torch.float32", "cpu", 24))
     {'shape': [2, 3], 'dtype': 'torch.float32', 'device': 'cpu', 'nbytes': 24, 'stats': None}
     >>> to_plain(float("nan"))
@@ -142,12 +142,12 @@ class _Restorer:
         return cls(**{f.name: self(hints[f.name], data[f.name], f"{where}.{f.name}") for f in init if f.name in data})
 
 
-def report_to_dict(report: Report) -> dict[str, Any]:
+def report_to_dict(report: ReportRecord) -> dict[str, Any]:
     """The report as nested plain dicts and lists (what ``to_json`` writes)."""
     return to_plain(report)
 
 
-def to_json(report: Report, path: str | os.PathLike | None = None, indent: int | None = 1) -> str:
+def to_json(report: ReportRecord, path: str | os.PathLike | None = None, indent: int | None = 1) -> str:
     """The report as strict JSON text, also written to ``path`` (UTF-8) when given."""
     text = json.dumps(report_to_dict(report), indent=indent, allow_nan=False, ensure_ascii=False)
     if path is not None:
@@ -165,8 +165,8 @@ def _read(source: Any) -> str:
     return Path(source).read_text(encoding="utf-8")
 
 
-def from_json(source: str | os.PathLike | typing.IO[str]) -> Report:
-    """Read a report from a path, a JSON string or an open file.
+def from_json(source: str | os.PathLike | typing.IO[str], cls: type[ReportRecord] = ReportRecord) -> ReportRecord:
+    """Read a report from a path, a JSON string or an open file, as a ``cls``.
 
     Raises ``ValueError`` when the report was written with another schema version.
     """
@@ -177,7 +177,7 @@ def from_json(source: str | os.PathLike | typing.IO[str]) -> Report:
             f"cannot read this report: its schema_version is {version!r}, this fxinspect reads "
             f"schema_version {SCHEMA_VERSION}; re-run fxinspect.analyze with this version"
         )
-    return _Restorer()(Report, data, "report")
+    return _Restorer()(cls, data, "report")
 
 
 # ------------------------------------------------------------------ tables of records
@@ -197,7 +197,7 @@ def _node_row(n: NodeRecord) -> dict[str, Any]:
     return row
 
 
-def _rows(report: Report, by: By | str) -> list[dict[str, Any]]:
+def _rows(report: ReportRecord, by: By | str) -> list[dict[str, Any]]:
     by = By(by)
     if by is By.NODE:
         return [_node_row(n) for n in report.nodes]
@@ -207,7 +207,7 @@ def _rows(report: Report, by: By | str) -> list[dict[str, Any]]:
     raise ValueError(f"by={by.value!r}: exports are by 'node' or 'module'")
 
 
-def to_dataframe(report: Report, by: By | str = By.NODE):
+def to_dataframe(report: ReportRecord, by: By | str = By.NODE):
     """Nodes (graph order) or modules (model order) as a ``pandas.DataFrame``.
 
     Tuples (shapes, argument names) stay tuples; unmeasured figures are ``None``/NaN.
@@ -219,7 +219,7 @@ def to_dataframe(report: Report, by: By | str = By.NODE):
     return pd.DataFrame(_rows(report, by))
 
 
-def to_csv(report: Report, path: str | os.PathLike | None = None, by: By | str = By.NODE) -> str:
+def to_csv(report: ReportRecord, path: str | os.PathLike | None = None, by: By | str = By.NODE) -> str:
     """Nodes or modules as CSV text (no pandas needed), also written to ``path``.
 
     Tuple cells are JSON lists (``[1, 3, 224, 224]``), so they parse back; ``None`` is

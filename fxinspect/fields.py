@@ -1,0 +1,109 @@
+"""The one declaration of per-node figures: name, unit, and how each sums into modules.
+
+A figure is a number every op node may carry (FLOPs, bytes, latency, ...). Declaring it
+here gives :class:`~fxinspect.records.NodeRecord` the field (and, when it sums,
+:class:`~fxinspect.records.ModuleRecord` and :class:`~fxinspect.records.Totals` too);
+assembly sums it into modules and totals as its ``aggregate`` says, and the views find
+its header and unit here. A new figure is one entry below and the pass that measures it.
+
+Example
+-------
+>>> [f.name for f in FIELDS if f.aggregate is Aggregate.EXACT]
+['flops', 'macs', 'bytes_read', 'bytes_written']
+>>> FIELD["latency"].unit
+<Unit.SECOND: 'second'>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+__all__ = ["Aggregate", "FIELD", "FIELDS", "Field", "Unit", "with_figures"]
+
+
+class Unit(str, Enum):
+    """What one unit of a figure is (values are stored in base units, never scaled)."""
+
+    FLOP = "flop"
+    MAC = "mac"
+    BYTE = "byte"
+    SECOND = "second"
+    COUNT = "count"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Aggregate(str, Enum):
+    """How a node figure sums into its modules and the totals."""
+
+    EXACT = "exact"  # integers, summed exactly; every node has one (0 when it did nothing)
+    KNOWN = "known"  # summed when every part is known; None when any part is None
+    NONE = "none"  # a node's own observation; modules and totals do not carry it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Field:
+    """One per-node figure."""
+
+    name: str
+    type: str  # the annotation the records get, as text (records resolve it)
+    unit: Unit
+    aggregate: Aggregate
+    header: str  # column title in tables
+    doc: str
+    default: Any = None  # a node's value when no pass produced one
+
+    @property
+    def sums(self) -> bool:
+        return self.aggregate is not Aggregate.NONE
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("flops", "int", Unit.FLOP, Aggregate.EXACT, "FLOPs", "floating-point operations (2 per MAC)", 0),
+    Field("macs", "int", Unit.MAC, Aggregate.EXACT, "MACs", "multiply-accumulates of matmul-like ops", 0),
+    Field("bytes_read", "int", Unit.BYTE, Aggregate.EXACT, "read", "tensor bytes the node's aten ops read", 0),
+    Field("bytes_written", "int", Unit.BYTE, Aggregate.EXACT, "written", "tensor bytes they wrote", 0),
+    Field("latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "latency", "median seconds; None when not timed"),
+    Field("nan_count", "int | None", Unit.COUNT, Aggregate.NONE, "NaN", "NaN values in the outputs; None when unread"),
+    Field("inf_count", "int | None", Unit.COUNT, Aggregate.NONE, "Inf", "Inf values in the outputs; None when unread"),
+)
+
+FIELD: dict[str, Field] = {f.name: f for f in FIELDS}
+assert len(FIELD) == len(FIELDS), "a figure is declared twice"
+
+
+def with_figures(after: str, summed_only: bool, defaults: bool) -> Callable[[type], type]:
+    """Insert the declared figures into a record class's annotations, after ``after``.
+
+    Applied below ``@dataclass``: the dataclass then has the figures as ordinary fields.
+    ``summed_only`` keeps only figures that sum into modules; ``defaults`` gives each
+    its declared default (records built field by field), otherwise every one is required.
+    """
+
+    def insert(cls: type) -> type:
+        own = cls.__dict__.get("__annotations__", {})
+        if after not in own:
+            raise TypeError(f"{cls.__name__} has no field {after!r} to put the figures after")
+        merged: dict[str, Any] = {}
+        for name, annotation in own.items():
+            merged[name] = annotation
+            if name != after:
+                continue
+            for f in FIELDS:
+                if summed_only and not f.sums:
+                    continue
+                if f.name in own:
+                    raise TypeError(f"{cls.__name__}.{f.name} is a declared figure: declare it in fields.py only")
+                merged[f.name] = f.type
+                if defaults:
+                    setattr(cls, f.name, f.default)
+        cls.__annotations__ = merged
+        return cls
+
+    return insert
