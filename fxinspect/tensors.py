@@ -1,0 +1,38 @@
+"""Small facts about tensors that every layer asks: which tensors a value holds, and
+whether their data can be read.
+
+Example
+-------
+>>> import torch
+>>> tensors_in((torch.ones(1), [torch.zeros(2), 3], {"a": torch.ones(3)}))[2].shape
+torch.Size([3])
+>>> has_data(torch.ones(1)), has_data(torch.ones(1, device="meta"))
+(True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+__all__ = ["has_data", "tensors_in"]
+
+_ATOMS = (int, float, bool, str, type(None))
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``: a tensor, nested tuples/lists, or any pytree, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors_in(v)]
+    if isinstance(value, _ATOMS):
+        return []
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def has_data(t: torch.Tensor) -> bool:
+    """False for meta and fake tensors, whose values cannot be read."""
+    return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
