@@ -7,9 +7,9 @@ repeat so that machine noise hits all of them alike; each figure is a median.
 Measured, for torchvision resnet50 and vit_b_16 at batch 1 (224x224), and for a
 chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
 
-* ``counting run``: preparing the probed program and running it once under the
+* ``counting run``: the counting pass over the instrumented program: one run under the
   counting dispatch mode, with value statistics (what ``analyze`` pays to count);
-* ``timing run``: one run of the clock-probed program;
+* ``timing run``: one run of the program compiled with clock probes;
 * ``analyze(timing=False)`` and ``analyze()``: the whole call;
 * ``FlopCounterMode``, ``torchinfo.summary`` and fvcore's ``FlopCountAnalysis`` on
   the same model and input, where installed.
@@ -27,10 +27,9 @@ from torch.utils.flop_counter import FlopCounterMode
 import torchvision
 
 import fxinspect
-from fxinspect.capture import capture, normalize
-from fxinspect.run.codegen import compile_graph
-from fxinspect.run.passes import CountingRun, TimingRun
-from fxinspect.run.values import ValueReader
+from fxinspect.run.passes import Probe
+from fxinspect.run.passes.count import CountPass
+from fxinspect.run.passes.timing import Clock
 
 
 class TinyChain(torch.nn.Module):
@@ -78,19 +77,17 @@ def _peers(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Callable[[], ob
 
 def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) -> None:
     model.eval()
-    args, kwargs = normalize(x, None)
-    cap = capture(model, args, kwargs)
-    tensors = cap.inputs.tensors
-    timing = TimingRun(x.device)
-    timed = compile_graph(cap.graph_module, stamp=timing.stamp)
+    program = fxinspect.instrument(model, x)
+    tensors = program.inputs
+    clock = Clock(x.device)
+    timed = program.compile(Probe(after=clock.mark))
 
     def counting_run():
-        reader = ValueReader()
-        CountingRun(reader).run(cap.graph_module, tensors)
-        reader.finish()
+        CountPass(check_finite=True, model=model).run(program)
 
     def timing_run():
-        timing.stamps = []
+        clock.marks = []
+        clock.mark(None)
         timed(*tensors)
 
     variants: dict[str, Callable[[], object]] = {
@@ -112,7 +109,7 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
         report = fxinspect.analyze(model, x, warmup=2, repeats=repeats)
     med = {k: statistics.median(v) for k, v in samples.items()}
     base = med["plain forward"]
-    ops = sum(1 for n in cap.graph_module.graph.nodes if n.op.startswith("call"))
+    ops = len(program.probe_points)
     print(f"\n{name}: {ops} op nodes, plain forward {base * 1e3:.2f} ms (median of {repeats})")
     for key, value in med.items():
         print(f"  {key:28s} {value * 1e3:9.2f} ms  {value / base:6.2f}x forward")

@@ -8,7 +8,7 @@ Example
 128
 """
 
-from .analyze import analyze
+from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .records import (
     AtenCall,
@@ -25,8 +25,9 @@ from .records import (
     ValueStats,
 )
 from .report import Report
-from .run.guard import ModelChangedError
 from .rules.registry import Cost, register_free, register_rule
+from .run.guard import ModelChangedError
+from .run.program import InstrumentedProgram
 
 __all__ = [
     "AtenCall",
@@ -36,6 +37,7 @@ __all__ = [
     "Environment",
     "FxInspectError",
     "InputError",
+    "InstrumentedProgram",
     "ModelChangedError",
     "ModuleRecord",
     "NodeExecutionError",
@@ -49,6 +51,7 @@ __all__ = [
     "UncountedOp",
     "ValueStats",
     "analyze",
+    "instrument",
     "register_free",
     "register_rule",
 ]

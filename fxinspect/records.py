@@ -26,6 +26,9 @@ from .fields import with_figures
 
 SCHEMA_VERSION = 2
 
+OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
+"""torch.fx node kinds that run something (the others: placeholder, get_attr, output)."""
+
 _R = TypeVar("_R")
 
 def _positional(cls: type[_R]) -> type[_R]:
@@ -173,7 +176,7 @@ class NodeRecord:
 
     @property
     def is_op(self) -> bool:
-        return self.op in ("call_function", "call_method", "call_module")
+        return self.op in OP_KINDS
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The two ways a captured graph runs: interpreted once (counting) and compiled (timing)."""
+"""The instrumented program: interpreted once (counting) and compiled (timing), the same
+probes at the same points, and passes that plug in by node name."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import weakref
 import pytest
 import torch
 
+import fxinspect
 from fxinspect.capture import capture
-from fxinspect.run.codegen import compile_graph
+from fxinspect.run.assemble import report_fields
 from fxinspect.run.graphs import op_nodes
-from fxinspect.run.interpret import Interpreted
+from fxinspect.run.passes import PassResult, Probe
+from fxinspect.run.passes.count import CountPass
+from fxinspect.run.program import InstrumentedProgram
 
 
 class Mixed(torch.nn.Module):
@@ -43,22 +47,19 @@ def _captures():
 def test_interpreted_and_compiled_programs_compute_what_the_graph_computes(method, model, cap):
     tensors = cap.inputs.tensors
     expected = cap.graph_module(*tensors)
-    calls = []
-
-    def wrap(i, fn):
-        def probe(*args, **kwargs):
-            calls.append(i)
-            return fn(*args, **kwargs)
-
-        return probe
-
-    interpreted = Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*tensors)
-    stamps = []
-    compiled = compile_graph(cap.graph_module, stamp=lambda: stamps.append(len(stamps)))(*tensors)
-    n_ops = len(op_nodes(cap.graph_module.graph))
-    assert calls == list(range(n_ops))  # every op node once, in graph order
-    assert len(stamps) == n_ops + 1  # a clock before the first op node and after each
-    for got in (interpreted, compiled):
+    program = InstrumentedProgram(cap)
+    runs: dict[bool, list] = {False: [], True: []}
+    outputs = {}
+    for compiled in (False, True):
+        seen = runs[compiled]
+        probe = Probe(before=lambda name: seen.append(("before", name)),
+                      after=lambda name, out: seen.append(("after", name, type(out))))
+        outputs[compiled] = program.run(tensors, probe, compiled=compiled)
+    names = [n.name for n in op_nodes(cap.graph_module.graph)]
+    assert [e[1] for e in runs[False] if e[0] == "before"] == names  # every op node once, in graph order
+    assert runs[False][::2] == [("before", n) for n in names]  # before, then after, around each op node
+    assert runs[True] == runs[False]  # the compiled program probes the same points with the same outputs
+    for got in outputs.values():
         assert len(got) == len(expected)
         assert all(torch.equal(a, b) for a, b in zip(got, expected))
 
@@ -73,21 +74,20 @@ def test_interpreted_program_frees_each_value_after_its_last_use():
                 last_use[graph_ops.index(used)] = i
     refs: dict[int, weakref.ref] = {}
     alive_too_long = []
+    index = {n.name: i for i, n in enumerate(graph_ops)}
 
-    def wrap(i, fn):
-        def probe(*args, **kwargs):
-            live = [t for t in (r() for r in refs.values()) if t is not None]
-            bases = {id(t._base) for t in live if t._base is not None}  # a view keeps its base
-            for j, ref in refs.items():  # values whose last reader ran before node i
-                t = ref()
-                if t is not None and last_use.get(j, j) < i and not _is_output(j) and id(t) not in bases:
-                    alive_too_long.append((graph_ops[j].name, graph_ops[i].name))
-            out = fn(*args, **kwargs)
-            if isinstance(out, torch.Tensor):
-                refs[i] = weakref.ref(out)
-            return out
+    def before(name):
+        i = index[name]
+        live = [t for t in (r() for r in refs.values()) if t is not None]
+        bases = {id(t._base) for t in live if t._base is not None}  # a view keeps its base
+        for j, ref in refs.items():  # values whose last reader ran before node i
+            t = ref()
+            if t is not None and last_use.get(j, j) < i and not _is_output(j) and id(t) not in bases:
+                alive_too_long.append((graph_ops[j].name, graph_ops[i].name))
 
-        return probe
+    def after(name, out):
+        if isinstance(out, torch.Tensor):
+            refs[index[name]] = weakref.ref(out)
 
     output_names = {n.name for n in cap.graph_module.graph.find_nodes(op="output")[0].all_input_nodes}
 
@@ -95,7 +95,7 @@ def test_interpreted_program_frees_each_value_after_its_last_use():
         return graph_ops[j].name in output_names
 
     with torch.no_grad():  # (autograd would keep saved operands alive, rightly)
-        Interpreted(cap.graph_module, lambda i, fn, args, kwargs: wrap(i, fn)(*args, **kwargs))(*cap.inputs.tensors)
+        InstrumentedProgram(cap).run(cap.inputs.tensors, Probe(before, after))
     assert len(refs) > 5 and alive_too_long == []
 
 
@@ -113,3 +113,67 @@ def test_arguments_are_rebuilt_with_node_values_in_plain_containers():
     got = _value(immutable_list([x, immutable_dict({"k": (x, slice(x, None))}), Pair(x, 2), torch.Size([4, 3])]), env)
     assert got == [5, {"k": (5, slice(5, None, None))}, Pair(5, 2), torch.Size([4, 3])]
     assert type(got) is list and type(got[1]) is dict and type(got[2]) is Pair and type(got[3]) is torch.Size
+
+
+class TwoBlocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU())
+        self.b = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.b(self.a(x)).sum(dim=0)
+
+
+class OutputElements:
+    """A toy pass, written here only: output elements of every op node, keyed by name."""
+
+    def run(self, program):
+        found = {}
+        program.run(program.inputs, Probe(after=lambda name, out: found.__setitem__(name, out.numel())))
+        return PassResult(extras={"elements": found})
+
+
+def test_a_pass_written_outside_the_package_plugs_in_by_node_name():
+    model, x = TwoBlocks(), torch.randn(5, 6)
+    program = fxinspect.instrument(model, x)
+    elements = OutputElements().run(program).extras["elements"]
+    hooked = {}  # the same figures from forward hooks, by module path
+    handles = [m.register_forward_hook(lambda m, i, o, p=p: hooked.__setitem__(p, o.numel()))
+               for p, m in model.named_modules() if p]
+    model(x)
+    for h in handles:
+        h.remove()
+    assert set(elements) == set(program.probe_points)
+    by_module = {n.name: n.meta["fxinspect_module"][0] for n in op_nodes(program.graph) if n.op == "call_module"}
+    assert {by_module[k]: v for k, v in elements.items() if k in by_module} == {
+        "a.0": 5 * 4, "a.1": 5 * 4, "b": 5 * 3}  # batch 5 times the features
+    assert elements["sum_1"] == 3  # sum over the batch leaves the 3 outputs
+
+
+class FixedLatency:
+    """A toy pass filling a declared figure: 1 ms for every op node."""
+
+    def run(self, program):
+        return PassResult(nodes={name: {"latency": 1e-3} for name in program.probe_points}, fields=("latency",))
+
+
+def test_a_pass_filling_a_declared_figure_is_merged_by_name_and_summed():
+    model, x = TwoBlocks(), torch.randn(5, 6)
+    program = fxinspect.instrument(model, x)
+    results = [CountPass().run(program), FixedLatency().run(program)]
+    report = fxinspect.Report(**report_fields(model, program, results, virtual=False))
+    ops = [n for n in report.nodes if n.is_op]
+    assert len(ops) == 4 and all(n.latency == 1e-3 for n in ops)  # Linear, ReLU, Linear, sum
+    assert report.modules["a"].latency == pytest.approx(2e-3)  # its Linear and ReLU
+    assert report.totals.latency == pytest.approx(4e-3) and report.modules[""].latency == pytest.approx(4e-3)
+    assert report.totals.macs == 5 * 6 * 4 + 5 * 4 * 3  # the counting pass's figures merged beside it
+
+
+def test_the_printed_program_shows_probes_around_every_op():
+    program = fxinspect.instrument(TwoBlocks(), torch.randn(5, 6))
+    lines = [line.strip() for line in program.code.splitlines()]
+    for name in program.probe_points:
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = "))
+        assert lines[at - 1] == f"before({name!r})" and lines[at + 1] == f"after({name!r}, {name})"
+    assert str(program) == program.code

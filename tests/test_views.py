@@ -32,7 +32,8 @@ from fxinspect.records import (
     ValueStats,
 )
 from fxinspect.report import Report
-from fxinspect.run.assemble import ModuleInfo, aggregate_modules, sum_nodes
+from fxinspect.run.assemble import aggregate_modules, sum_nodes
+from fxinspect.run.params import ModuleInfo
 from fxinspect.views import exports as export
 from fxinspect.views.table import By, Column, _module_rows, table
 
@@ -119,10 +120,10 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
                    tuple(p for p, *_ in MODULES if p and p.rpartition(".")[0] == path and p != path))
         for path, mtype, params, trainable in MODULES
     ]
-    modules = aggregate_modules(nodes, infos, calls={p: 1 for p, *_ in MODULES}, timed=timed)
+    modules = aggregate_modules(nodes, infos, calls={p: 1 for p, *_ in MODULES}, measured=("latency",) if timed else ())
     totals = Totals(
         params=MODULES[0][2], trainable_params=MODULES[0][3], buffers=0, param_bytes=4 * MODULES[0][2],
-        buffer_bytes=0, **{k: sum_nodes(nodes, k) for k in ("flops", "macs", "bytes_read", "bytes_written")},
+        buffer_bytes=0, **{k: sum_nodes(nodes)[k] for k in ("flops", "macs", "bytes_read", "bytes_written")},
         latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None, partial=uncounted,
     )
     head = next(n for n in nodes if n.name == "head")  # its input's stats are those of act1's output

@@ -1,39 +1,52 @@
-"""Turn what the runs recorded into the report's records.
+"""Assembly: the passes' results merged by node name into the report's records.
 
-Pure bookkeeping: per-node costs and output metadata become :class:`NodeRecord`\\ s in
-graph order, module figures are summed from them, and the non-finite root cause is
-found by walking the nodes in order.
+Each node's record is its place in the graph (name, op, target, module) plus what
+every pass measured for it, merged by the node's name; module and total figures are
+summed from the node records as :mod:`fxinspect.fields` declares (exact integer sums;
+``None`` for a figure no pass measured, or that some part of the sum lacks).
 
 Example
 -------
 >>> import torch, fxinspect
->>> r = fxinspect.analyze(torch.nn.Linear(2, 2), torch.tensor([[1.0, float("nan")]]), timing=False)
->>> r.nonfinite.root_cause, r.nonfinite.sources
-('linear', ('input input_1',))
+>>> r = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.randn(2, 4), timing=False)
+>>> r.modules["0"].macs, r.modules[""].macs, r.totals.macs, r.modules[""].latency      # 2*4*3
+(24, 24, 24, None)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
-from dataclasses import dataclass
+import platform
+import sys
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
 
+from .. import paths
 from ..capture import Capture, module_of
+from ..fields import FIELDS, Aggregate
 from ..records import (
-    AtenCall,
+    CaptureInfo,
+    Environment,
     ModuleRecord,
     NodeRecord,
-    NonFinite,
     TensorMeta,
-    UncountedOp,
-    ValueStats,
+    Totals,
 )
-from .dispatch import OpCost
-from .graphs import OP_KINDS
-from .values import Description
+from .findings import find_nonfinite, uncounted_ops
+from .params import ModuleInfo, module_infos, tensor_bytes
+from .passes import PassResult
+from .program import InstrumentedProgram
+
+__all__ = ["aggregate_modules", "node_records", "report_fields", "sum_nodes", "totals_of"]
+
+SUMMED = tuple(f for f in FIELDS if f.sums)
+_RECORD_FIELDS = [f.name for f in dataclasses.fields(NodeRecord)]
+_SLOT = {name: i for i, name in enumerate(_RECORD_FIELDS)}
+_STRUCTURE = _RECORD_FIELDS.index("outputs")  # fields before it come from the graph
+_DEFAULTS = [f.default if f.default is not dataclasses.MISSING else None for f in dataclasses.fields(NodeRecord)]
 
 
 def node_label(node: fx.Node, module_type: str) -> str:
@@ -66,87 +79,18 @@ def node_target(node: fx.Node, cap: Capture) -> str:
     return str(node.target)
 
 
-Described = Sequence[tuple[Description, "int | None"]]
-"""Tensors as recorded: each one's :func:`~fxinspect.values.describe` tuple and its slot in ``stats``."""
-
-
-@dataclass
-class RunRecords:
-    """What the counting run recorded: op nodes by op index (position among op nodes),
-    placeholders by name, attributes by path; statistics by the slots recorded with them."""
-
-    costs: Mapping[int, Mapping[str, OpCost]]
-    outputs: Mapping[int, Described]
-    latencies: Sequence[float] | None
-    placeholder_outputs: Mapping[str, Described]
-    attr_outputs: Mapping[str, Described]
-    stats: Sequence[ValueStats | None] = ()  # None: written in place after it was read
-
-    def metas(self, described: Described) -> tuple[TensorMeta, ...]:
-        stats = self.stats
-        if len(described) == 1:  # the common case, without a list
-            (shape, dtype, device, nbytes), slot = described[0]
-            return (TensorMeta.of(shape, dtype, device, nbytes, stats[slot] if slot is not None else None),)
-        return tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in described])
-
-
-def _aten_calls(costs: Mapping[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int, int, int]:
-    """The node's aten calls as records, and their flops, macs, bytes read and written."""
-    if len(costs) == 1:  # the common case, without a loop
-        ((op, c),) = costs.items()
-        call = AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status)
-        return (call,), c.flops, c.macs, c.bytes_read, c.bytes_written
-    calls = []
-    flops = macs = read = written = 0
-    for op, c in costs.items():
-        calls.append(AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status))
-        flops += c.flops
-        macs += c.macs
-        read += c.bytes_read
-        written += c.bytes_written
-    return tuple(calls), flops, macs, read, written
-
-
-def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
-    """One record per graph node, in graph order."""
+def node_records(cap: Capture, results: Sequence[PassResult]) -> list[NodeRecord]:
+    """One record per graph node, in graph order, with every pass's values merged by name."""
     # (a loop over every node of graphs with thousands of them: lookups are hoisted)
-    produced: dict[fx.Node, Sequence[TensorMeta]] = {}
+    per_pass = [r.nodes for r in results]
+    produced: dict[str, tuple[TensorMeta, ...]] = {}
     names: dict[tuple, tuple[str, str]] = {}  # (op, target, module type) -> (target, label)
+    outputs_slot, slot = _SLOT["outputs"], _SLOT
     records = []
-    op_index = 0
     for node in cap.graph_module.graph.nodes:
+        name, op = node.name, node.op
         path, mtype = module_of(node)
         args = node.all_input_nodes
-        if len(args) == 1:
-            inputs = produced.get(args[0], ())
-        else:
-            inputs = tuple([m for arg in args for m in produced.get(arg, ())])
-        aten: tuple[AtenCall, ...] = ()
-        flops = macs = read_bytes = written_bytes = 0
-        latency = None
-        op = node.op
-        is_op = op in OP_KINDS
-        if is_op:
-            outputs = runs.metas(runs.outputs.get(op_index, ()))
-            aten, flops, macs, read_bytes, written_bytes = _aten_calls(runs.costs.get(op_index, {}))
-            if runs.latencies is not None:
-                latency = runs.latencies[op_index]
-            op_index += 1
-        elif op == "placeholder":
-            outputs = runs.metas(runs.placeholder_outputs.get(node.name, ()))
-        elif op == "get_attr":
-            outputs = runs.metas(runs.attr_outputs.get(cap.user_path(str(node.target)), ()))
-        else:  # output
-            outputs = ()
-        produced[node] = outputs
-        stats = [m.stats for m in outputs if m.stats is not None]
-        if len(stats) == 1:
-            nan_count, inf_count = stats[0].nan_count, stats[0].inf_count
-        elif stats or (is_op and not any(_floating(m) for m in outputs)):
-            # counts are known when values were read, or when nothing floating came out
-            nan_count, inf_count = sum(s.nan_count for s in stats), sum(s.inf_count for s in stats)
-        else:
-            nan_count = inf_count = None
         key = (op, node.target, mtype)
         try:
             target, label = names[key]
@@ -156,160 +100,154 @@ def node_records(cap: Capture, runs: RunRecords) -> list[NodeRecord]:
                 names[key] = (target, label)
             except TypeError:
                 pass
-        records.append(
-            NodeRecord.of(
-                node.name,
-                op,
-                target,
-                label,
-                path,
-                mtype,
-                (args[0].name,) if len(args) == 1 else tuple([a.name for a in args]),
-                inputs,
-                outputs,
-                flops,
-                macs,
-                read_bytes,
-                written_bytes,
-                latency,
-                nan_count,
-                inf_count,
-                aten,
-            )
+        row = _DEFAULTS.copy()
+        row[:_STRUCTURE] = (
+            name,
+            op,
+            target,
+            label,
+            path,
+            mtype,
+            tuple([a.name for a in args]),
+            tuple([m for a in args for m in produced.get(a.name, ())]),
         )
+        row[outputs_slot] = ()
+        for measured in per_pass:
+            values = measured.get(name)
+            if values:
+                for field, value in values.items():
+                    row[slot[field]] = value
+        produced[name] = row[outputs_slot]
+        records.append(NodeRecord.of(*row))
     return records
 
 
-def _floating(meta: TensorMeta) -> bool:
-    return meta.dtype.startswith(("float", "bfloat", "complex"))
+def _sum(field_aggregate: Aggregate, acc: Any, value: Any) -> Any:
+    if field_aggregate is Aggregate.EXACT:
+        return acc + value
+    return None if acc is None or value is None else acc + value  # Aggregate.KNOWN
 
 
-def uncounted_ops(nodes: Sequence[NodeRecord]) -> list[UncountedOp]:
-    """Aten ops without a rule: op, calls, and the nodes and modules that issued them."""
-    found: dict[str, tuple[int, dict[str, None], dict[str, None]]] = {}
+def _start(measured: Iterable[str]) -> list[Any]:
+    """Each summed figure's empty sum: 0 (0.0 for floats), None when nothing measured it."""
+    measured = set(measured)
+    return [
+        0 if f.aggregate is Aggregate.EXACT else (0.0 if f.name in measured else None) for f in SUMMED
+    ]
+
+
+def sum_nodes(nodes: Iterable[NodeRecord], measured: Iterable[str] = ()) -> dict[str, Any]:
+    """Every summed figure over the op nodes: ``{field name: sum}``."""
+    acc = _start(measured)
     for node in nodes:
-        for call in node.aten:
-            if call.status != "uncounted":
-                continue
-            calls, names, modules = found.get(call.op, (0, {}, {}))
-            names[node.name] = None
-            modules[node.module_path] = None
-            found[call.op] = (calls + call.calls, names, modules)
-    return [UncountedOp(op, calls, tuple(n), tuple(m)) for op, (calls, n, m) in found.items()]
+        if node.is_op:
+            for i, f in enumerate(SUMMED):
+                acc[i] = _sum(f.aggregate, acc[i], getattr(node, f.name))
+    return {f.name: value for f, value in zip(SUMMED, acc)}
 
 
-def _kind(nan: int, inf: int) -> str:
-    return "nan+inf" if nan and inf else "nan" if nan else "inf"
-
-
-def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFinite | None:
-    """The first op node that turned finite inputs into NaN/Inf, and all it reached.
-
-    When no node did (the NaN came in with an input, parameter or buffer), the first
-    non-finite op node is named, and ``sources`` says where the NaN came from.
-    """
-    bad = [n for n in nodes if n.is_op and n.nonfinite]
-    if not bad:
-        return None
-
-    def inputs_finite(n: NodeRecord) -> bool:
-        return all(m.stats is None or m.stats.finite for m in n.inputs)
-
-    root = next((n for n in bad if inputs_finite(n)), bad[0])
-    after_root = bad[bad.index(root) + 1 :]  # `bad` is in graph order
-    return NonFinite(
-        root_cause=root.name,
-        module_path=root.module_path,
-        module_type=root.module_type,
-        kind=_kind(root.nan_count or 0, root.inf_count or 0),
-        inputs=root.inputs,
-        downstream=tuple(n.name for n in after_root),
-        sources=tuple(sources),
-    )
-
-@dataclass(frozen=True)
-class ModuleInfo:
-    """What the analyser knows of one module before its nodes are summed."""
-
-    path: str
-    type: str
-    params: int
-    trainable_params: int
-    buffers: int
-    own_params: int
-    own_buffers: int
-    children: tuple[str, ...]
-
-
-_SUMMED = ("flops", "macs", "bytes_read", "bytes_written")
-
-
-def _ancestors(path: str) -> Iterable[str]:
-    """``"a.b.c"`` -> ``"a.b.c", "a.b", "a", ""``."""
-    while path:
-        yield path
-        path = path.rpartition(".")[0]
-    yield ""
+def totals_of(nodes: Sequence[NodeRecord], measured: Iterable[str]) -> dict[str, Any]:
+    """The summed figures of :class:`~fxinspect.records.Totals`: over every op node."""
+    return sum_nodes(nodes, measured)
 
 
 def aggregate_modules(
     nodes: Iterable[NodeRecord],
     infos: Iterable[ModuleInfo],
     calls: Mapping[str, int],
-    timed: bool,
+    measured: Iterable[str] = (),
     leaves: Iterable[str] = (),
 ) -> dict[str, ModuleRecord]:
-    """Sum node figures into every enclosing module, exactly (integers; latency only
-    when ``timed``). Modules strictly inside one of ``leaves`` (captured as one node)
-    get ``counted_in`` set to that leaf.
+    """Sum node figures into every enclosing module, exactly. Figures not in ``measured``
+    (no pass measured them) stay ``None`` for figures that may be unknown. Modules
+    strictly inside one of ``leaves`` (captured as one node) get ``counted_in`` set.
 
     A node whose module path is not among ``infos`` (an attribute path the capture
     produced) is summed into its nearest known ancestor's subtree.
     """
     infos = list(infos)
+    measured = tuple(measured)
     known = {i.path for i in infos}
-    # per module: [flops, macs, bytes_read, bytes_written, latency, node names] (the order of _SUMMED)
-    sums: dict[str, list[Any]] = {p: [0, 0, 0, 0, 0.0, []] for p in known}
-    chains: dict[str, list[list[Any]]] = {}  # module path -> its known ancestors' sums
+    by_path: dict[str, list[NodeRecord]] = {}  # nodes grouped by their own module path first
+    order: dict[str, int] = {}  # graph order, which each module's node list keeps
     for node in nodes:
-        if not node.is_op:
-            continue
-        chain = chains.get(node.module_path)
-        if chain is None:
-            chain = chains[node.module_path] = [sums[p] for p in _ancestors(node.module_path) if p in known]
-        flops, macs, read, written, name = node.flops, node.macs, node.bytes_read, node.bytes_written, node.name
-        for acc in chain:
-            acc[0] += flops
-            acc[1] += macs
-            acc[2] += read
-            acc[3] += written
-            acc[5].append(name)
-            if timed:
-                acc[4] += node.latency
+        if node.is_op:
+            by_path.setdefault(node.module_path, []).append(node)
+            order[node.name] = len(order)
+    sums = {p: _start(measured) for p in known}
+    members: dict[str, list[str]] = {p: [] for p in known}
+    for path, group in by_path.items():
+        own = sum_nodes(group, measured)
+        for ancestor in paths.ancestors(path):
+            if ancestor not in known:
+                continue
+            acc = sums[ancestor]
+            for i, f in enumerate(SUMMED):
+                acc[i] = _sum(f.aggregate, acc[i], own[f.name])
+            members[ancestor].extend(n.name for n in group)
     leaves = set(leaves)
     records = {}
     for info in infos:
-        acc = sums[info.path]
-        counted_in = next((p for p in _ancestors(info.path) if p in leaves and p != info.path), "")
+        counted_in = next((p for p in paths.ancestors(info.path) if p in leaves and p != info.path), "")
         records[info.path] = ModuleRecord(
             path=info.path,
             type=info.type,
-            depth=0 if not info.path else info.path.count(".") + 1,
+            depth=paths.depth(info.path),
             calls=calls.get(info.path, 0),
             params=info.params,
             trainable_params=info.trainable_params,
             buffers=info.buffers,
             own_params=info.own_params,
             own_buffers=info.own_buffers,
-            **dict(zip(_SUMMED, acc)),
-            latency=acc[4] if timed else None,
-            nodes=tuple(acc[5]),
+            **{f.name: value for f, value in zip(SUMMED, sums[info.path])},
+            nodes=tuple(sorted(members[info.path], key=order.__getitem__)),
             children=info.children,
             counted_in=counted_in,
         )
     return records
 
 
-def sum_nodes(nodes: Iterable[NodeRecord], name: str) -> int:
-    """Sum one integer figure over the op nodes."""
-    return sum(getattr(n, name) for n in nodes if n.is_op)
+def report_fields(model: torch.nn.Module, program: InstrumentedProgram, results: Sequence[PassResult], virtual: bool) -> dict[str, Any]:
+    """Every field of :class:`~fxinspect.records.ReportRecord`, from the passes' results."""
+    cap = program.capture
+    measured = {f for r in results for f in r.fields}
+    nodes = node_records(cap, results)
+    infos, shared = module_infos(model)
+    uncounted = uncounted_ops(nodes)
+    param_bytes, buffer_bytes = tensor_bytes(model)
+    root = next(i for i in infos if i.path == "")
+    inputs = tuple(m for n in nodes if n.op == "placeholder" for m in n.outputs)
+    output_node = next(n for n in nodes if n.op == "output")
+    device = inputs[0].device if inputs else str(next(model.parameters(), torch.empty(0)).device)
+    extras = {k: v for r in results for k, v in r.extras.items()}
+    fields: dict[str, Any] = dict(
+        nodes=tuple(nodes),
+        modules=aggregate_modules(nodes, infos, cap.calls, measured, leaves=cap.leaves),
+        totals=Totals(
+            params=root.params,
+            trainable_params=root.trainable_params,
+            buffers=root.buffers,
+            param_bytes=param_bytes,
+            buffer_bytes=buffer_bytes,
+            **totals_of(nodes, measured),
+            partial=bool(uncounted),
+        ),
+        capture=CaptureInfo(cap.method, tuple(cap.notes + [n for r in results for n in r.notes]), tuple(cap.failures)),
+        uncounted=tuple(uncounted),
+        nonfinite=find_nonfinite(nodes, extras.get("nonfinite_sources", ())),
+        shared=tuple(shared),
+        inputs=inputs,
+        outputs=output_node.inputs,
+        timing=None,
+        environment=Environment(
+            torch_version=torch.__version__,
+            python_version=sys.version.split()[0],
+            platform=platform.platform(),
+            device=device,
+            num_threads=torch.get_num_threads(),
+            virtual=virtual,
+        ),
+    )
+    for r in results:
+        fields.update(r.report)
+    return fields

@@ -1,34 +1,48 @@
-"""Compile an fx graph into a plain Python function, with probes, without copying it.
+"""Compile an fx graph into a plain Python function, with probe calls between its ops.
 
 ``torch.fx``'s own code generation (copy the graph, insert probe nodes, ``recompile``)
 costs about 40 µs per node here, as much as tracing; on a graph of thousands of tiny
 ops that alone doubled the cost of an analysis. This generator reads the captured graph
-as it is and writes one line per node: variables for nodes, a table for everything
-else (functions, submodules, attributes, constants), and ``name = None`` after a
-value's last use so that activations are freed as in the original program. The one
-probe, ``stamp``, is an entry of the same table, called before the first op node and
-after every op node (the clock of the timing runs). The counting run, which runs once,
-is interpreted instead (:mod:`fxinspect.interpret`).
+as it is and writes one line per node, named as the graph names it: node names for
+values, readable global names for what the nodes call (``self_conv1`` for the module
+at ``conv1``, ``aten_addmm_default``), and ``name = None`` after a value's last use so
+that activations are freed as in the original program. A probe's ``before(name)`` and
+``after(name, output)`` are called around each op node when the probe has them; the
+source is what runs, so printing it shows exactly where the probes sit.
 
 Example
 -------
 >>> import torch, torch.fx as fx
 >>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()))
->>> program = compile_graph(gm)
+>>> program = compile_graph(gm, after=lambda name, out: None)
 >>> torch.equal(program(torch.ones(2)), gm(torch.ones(2)))
 True
->>> print(program.source.splitlines()[2].strip())
-_2 = T[1](_1);  _1 = None
+>>> print(program.source, end="")
+def forward(input_1):
+    _0 = self_0(input_1);  input_1 = None
+    after('_0', _0)
+    _1 = self_1(_0);  _0 = None
+    after('_1', _1)
+    return _1
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 from typing import Any, Callable
 
+import torch
 import torch.fx as fx
 
 from ..capture.base import resolve_attr
 from .graphs import OP_KINDS, last_uses, node_callable
+
+__all__ = ["Program", "compile_graph"]
+
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {"before", "after"}
+_NOT_IDENTIFIER = re.compile(r"\W|^(?=\d)")
 
 
 class Program:
@@ -42,26 +56,59 @@ class Program:
         return self._fn(*args)
 
 
+class _Names:
+    """Unique identifiers for the generated source: node names first, then globals."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set(_RESERVED)
+
+    def fresh(self, hint: str) -> str:
+        base = _NOT_IDENTIFIER.sub("_", hint) or "_"
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+
+def _hint(obj: Any, node: fx.Node, user_path: Callable[[str], str]) -> str:
+    """A readable global name for what ``node`` calls or reads: ``self_layer1_0_conv1``,
+    ``torch_relu``, ``operator_add``, ``aten_addmm_default``."""
+    if node.op in ("call_module", "get_attr"):
+        return "self_" + (user_path(str(node.target)) or "model")
+    if isinstance(obj, torch._ops.OpOverload):
+        return str(obj)
+    name = getattr(obj, "__name__", None) or type(obj).__name__.lower()
+    module = (getattr(obj, "__module__", None) or "").strip("_").rpartition(".")[2]
+    return f"{module}_{name}" if module and module != "builtins" else name
+
+
 def compile_graph(
     gm: fx.GraphModule,
-    stamp: Callable[[], Any] | None = None,
+    before: Callable[[str], Any] | None = None,
+    after: Callable[[str, Any], Any] | None = None,
+    user_path: Callable[[str], str] = str,
 ) -> Program:
-    """Compile ``gm.graph`` (read, never changed) into a :class:`Program`."""
-    table: list[Any] = []
-    slots: dict[int, int] = {}
+    """Compile ``gm.graph`` (read, never changed) into a :class:`Program` with probes.
 
-    def ref(obj: Any) -> str:
+    ``user_path`` turns a graph target into the model's own module path, for names.
+    """
+    names = _Names()
+    nodes = list(gm.graph.nodes)
+    var = {node: names.fresh(node.name) for node in nodes}  # values keep their node's name
+    namespace: dict[str, Any] = {"before": before, "after": after}
+    by_id: dict[int, str] = {}
+
+    def ref(obj: Any, hint: str) -> str:
         key = id(obj)
-        if key not in slots:
-            slots[key] = len(table)
-            table.append(obj)
-        return f"T[{slots[key]}]"
-
-    names: dict[fx.Node, str] = {}
+        if key not in by_id:
+            by_id[key] = names.fresh(hint)
+            namespace[by_id[key]] = obj
+        return by_id[key]
 
     def arg(a: Any) -> str:
         if isinstance(a, fx.Node):
-            return names[a]
+            return var[a]
         if type(a) is tuple:
             return "(" + "".join(arg(x) + ", " for x in a) + ")"
         if isinstance(a, list):  # fx stores lists as immutable_list
@@ -69,51 +116,45 @@ def compile_graph(
         if isinstance(a, dict):
             return "{" + ", ".join(f"{arg(k)}: {arg(v)}" for k, v in a.items()) + "}"
         if isinstance(a, tuple) and any(isinstance(x, fx.Node) for x in a):  # a namedtuple of values
-            return f"{ref(type(a))}(" + ", ".join(arg(x) for x in a) + ")"
+            return f"{ref(type(a), type(a).__name__)}(" + ", ".join(arg(x) for x in a) + ")"
         if isinstance(a, slice):
             return f"slice({arg(a.start)}, {arg(a.stop)}, {arg(a.step)})"
         if a is None or type(a) in (bool, int) or (type(a) is float and a == a and a not in (float("inf"), float("-inf"))):
             return repr(a)
-        return ref(a)  # dtypes, devices, slices, strings, tuples of other types...: by reference
+        if type(a) is str:
+            return repr(a)
+        return ref(a, "const")  # dtypes, devices, tuples of other types...: by reference
 
-    def call_args(node: fx.Node) -> str:
-        parts = [arg(a) for a in node.args] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
-        return ", ".join(parts)
-
-    nodes = list(gm.graph.nodes)
     last_use = last_uses(nodes)
     params, body = [], []
-    stamp_ref = ref(stamp) + "()" if stamp is not None else None
-    first_op = True
-    for i, node in enumerate(nodes):
-        name = names[node] = f"_{i}"
+    for node in nodes:
+        name = var[node]
         if node.op == "placeholder":
             params.append(name)
             continue
         if node.op == "output":
             body.append(f"return {arg(node.args[0])}")
             break
+        dead = [var[u] for u in node.all_input_nodes if last_use.get(u) is node]
         if node.op == "get_attr":
-            line = f"{name} = {ref(resolve_attr(gm, str(node.target)))}"
+            value = resolve_attr(gm, str(node.target))
+            body.append(f"{name} = {ref(value, _hint(value, node, user_path))}" + (f";  {' = '.join(dead)} = None" if dead else ""))
+            continue
+        is_op = node.op in OP_KINDS
+        if is_op and before is not None:
+            body.append(f"before({node.name!r})")
+        if node.op == "call_method":
+            parts = [arg(a) for a in node.args[1:]] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
+            line = f"{name} = {arg(node.args[0])}.{node.target}({', '.join(parts)})"
         else:
-            if first_op and stamp_ref:
-                body.append(stamp_ref)
-            first_op = False
-            if node.op == "call_method":
-                self_arg, rest = node.args[0], node.args[1:]
-                parts = [arg(a) for a in rest] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
-                line = f"{name} = {arg(self_arg)}.{node.target}({', '.join(parts)})"
-            else:
-                line = f"{name} = {ref(node_callable(gm, node))}({call_args(node)})"
-        dead = [names[u] for u in node.all_input_nodes if last_use.get(u) is node]
+            fn = node_callable(gm, node)
+            parts = [arg(a) for a in node.args] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
+            line = f"{name} = {ref(fn, _hint(fn, node, user_path))}({', '.join(parts)})"
+        body.append(line + (f";  {' = '.join(dead)} = None" if dead else ""))
+        if is_op and after is not None:
+            body.append(f"after({node.name!r}, {name})")
         if node not in last_use:  # never read: drop it at once, as fx does
-            dead.append(name)
-        if dead:
-            line += ";  " + " = ".join(dead) + " = None"
-        body.append(line)
-        if stamp_ref and node.op in OP_KINDS:
-            body.append(stamp_ref)
+            body.append(f"{name} = None")
     source = f"def forward({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
-    namespace: dict[str, Any] = {"T": table}
     exec(compile(source, "<fxinspect program>", "exec"), namespace)
     return Program(namespace["forward"], source)

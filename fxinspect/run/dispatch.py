@@ -1,8 +1,9 @@
 """The counting dispatch mode: every aten op, priced by its rule, charged to one node.
 
-The instrumented program sets :attr:`CountingMode.node` before each graph node runs;
-every aten op the node issues (inside leaf modules too) is charged to that node.
-Costs are summed per ``(node, aten overload)``; no tensor is kept alive. Before an
+The counting pass sets :attr:`CountingMode.node` to a node's name before it runs;
+every aten op the node issues (inside leaf modules too) is charged to that node, and
+ops that run while no node does are charged to :data:`UNATTRIBUTED` (the report lists
+them). Costs are summed per ``(node, aten overload)``; no tensor is kept alive. Before an
 aten op that writes one of its arguments, ``before_write`` is called (the value reader
 copies what it has read but not yet reduced).
 
@@ -11,9 +12,9 @@ Example
 >>> import torch
 >>> mode = CountingMode()
 >>> with mode:
-...     mode.node = 0
+...     mode.node = "matmul"
 ...     _ = torch.randn(2, 3) @ torch.randn(3, 4)
->>> [(op, c.calls, c.macs) for op, c in mode.costs[0].items() if c.macs]   # 2*3*4
+>>> [(op, c.calls, c.macs) for op, c in mode.costs["matmul"].items() if c.macs]   # 2*3*4
 [('aten.mm.default', 1, 24)]
 """
 
@@ -24,11 +25,14 @@ from typing import Any, Callable
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import rules  # noqa: F401 - importing the package registers every formula family
+from ..records import OpStatus
 from ..rules._util import nbytes
 from ..rules.registry import FREE, lookup
 
-UNATTRIBUTED = -1
-"""``CountingMode.node`` outside any graph node (ops there are kept apart)."""
+UNATTRIBUTED = None
+"""``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
+IGNORED = "<probes>"
+"""``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 
 class OpCost:
@@ -36,7 +40,7 @@ class OpCost:
 
     __slots__ = ("calls", "flops", "macs", "bytes_read", "bytes_written", "status", "error")
 
-    def __init__(self, status: str = "counted") -> None:
+    def __init__(self, status: OpStatus = OpStatus.COUNTED) -> None:
         self.calls = self.flops = self.macs = self.bytes_read = self.bytes_written = 0
         self.status = status
         self.error = ""
@@ -47,12 +51,14 @@ class CountingMode(TorchDispatchMode):
 
     def __init__(self, before_write: Callable[[], None] | None = None) -> None:
         super().__init__()
-        self.node = UNATTRIBUTED
-        self.costs: dict[int, dict[str, OpCost]] = {}
+        self.node: str | None = UNATTRIBUTED
+        self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
         self._rules: dict[Any, tuple[Any, str | None, bool]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.node is IGNORED:
+            return func(*args, **kwargs) if kwargs else func(*args)
         entry = self._rules.get(func)
         if entry is None:
             # prim ops (prim.device, ...) are queries fake tensors make of themselves,
@@ -71,7 +77,7 @@ class CountingMode(TorchDispatchMode):
             per_node = self.costs[self.node] = {}
         acc = per_node.get(key)
         if acc is None:
-            acc = per_node[key] = OpCost("free" if rule is FREE else "counted" if rule else "uncounted")
+            acc = per_node[key] = OpCost(OpStatus.FREE if rule is FREE else OpStatus.COUNTED if rule else OpStatus.UNCOUNTED)
         acc.calls += 1
         if rule is FREE:
             return out
@@ -80,7 +86,7 @@ class CountingMode(TorchDispatchMode):
             try:
                 cost = rule(args, kwargs or {}, out)
             except Exception as exc:  # a rule that cannot price this call: say so, never 0
-                acc.status, acc.error = "uncounted", f"{type(exc).__name__}: {exc}"
+                acc.status, acc.error = OpStatus.UNCOUNTED, f"{type(exc).__name__}: {exc}"
             else:
                 acc.flops += cost.flops
                 acc.macs += cost.macs

@@ -17,16 +17,9 @@ from typing import Any, Callable
 
 import torch.fx as fx
 
-__all__ = ["OP_KINDS", "MethodCall", "is_op", "last_uses", "node_callable", "op_nodes"]
+from ..records import OP_KINDS
 
-OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
-"""fx node kinds that run something (the others are placeholder, get_attr, output)."""
-
-
-def is_op(kind: str) -> bool:
-    """True for the fx node kinds that run something."""
-    return kind in OP_KINDS
-
+__all__ = ["OP_KINDS", "MethodCall", "last_uses", "node_callable", "op_nodes"]
 
 def op_nodes(graph: fx.Graph) -> list[fx.Node]:
     """The nodes that run something, in graph order."""

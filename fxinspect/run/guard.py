@@ -30,6 +30,7 @@ from typing import Iterator
 import torch
 
 from ..errors import FxInspectError
+from ..tensors import has_data
 
 _HOOK_DICTS = (
     "_forward_hooks",
@@ -51,10 +52,6 @@ _MISSING = object()
 
 class ModelChangedError(FxInspectError):
     """The model wrote its own parameters during the analysed pass."""
-
-
-def _readable(t: torch.Tensor) -> bool:
-    return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
 
 
 @contextlib.contextmanager
@@ -79,9 +76,9 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
     slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
     params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
     param_state = [(p, p.requires_grad, p.grad, p._version) for p in params]
-    grads = [(g, g.clone()) for _, _, g, _ in param_state if g is not None and _readable(g)]
+    grads = [(g, g.clone()) for _, _, g, _ in param_state if g is not None and has_data(g)]
     buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
-    buffer_values = [(b, b.detach().clone()) for b in buffers if _readable(b)]
+    buffer_values = [(b, b.detach().clone()) for b in buffers if has_data(b)]
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices, enabled=True):
         try:

@@ -1,28 +1,22 @@
 """Run an fx graph once, node by node, with probes: no code is generated or compiled.
 
-The counting run executes its program exactly once. Compiling Python source costs
-about 15 µs per node here (as much as tracing it), and even lowering the graph into a
-list of prepared calls costs more than it saves when that list runs once; so the
-graph's own nodes are walked, each argument looked up as the node runs. Timed
-programs, which run many times and must add nothing between clock stamps, are
-compiled by :mod:`fxinspect.codegen` instead; both call the same callables and free
-each value after its last use, as the original program does.
-
-The probe is one function, ``run_node(i, fn, args, kwargs)``, that runs op node ``i``
-(its position among the op nodes): cheaper per node than wrapping every callable in a
-closure that repacks its arguments.
+A pass that runs the program once (counting) gains nothing from compiling it:
+compiling Python source costs about 15 µs per node here, as much as tracing it, and
+even lowering the graph into a list of prepared calls costs more than it saves when
+that list runs once. So the graph's own nodes are walked, each argument looked up as
+the node runs. Compiled programs (:mod:`~fxinspect.run.codegen`) and this walk run the
+same callables, call the same probes at the same points (``before(name)`` and
+``after(name, output)`` around each op node) and free each value after its last use.
 
 Example
 -------
 >>> import torch, torch.fx as fx
 >>> gm = fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh()))
->>> order = []
->>> def run_node(index, fn, args, kwargs):
-...     order.append(index)
-...     return fn(*args, **kwargs)
->>> program = Interpreted(gm, run_node)
->>> torch.equal(program(torch.ones(2)), gm(torch.ones(2))), order
-(True, [0, 1])
+>>> seen = []
+>>> program = Interpreted(gm)
+>>> out = program([torch.ones(2)], before=seen.append, after=lambda name, out: seen.append(out.shape))
+>>> torch.equal(out, gm(torch.ones(2))), seen
+(True, ['_0', torch.Size([2]), '_1', torch.Size([2])])
 """
 
 from __future__ import annotations
@@ -34,9 +28,23 @@ import torch.fx as fx
 from ..capture.base import resolve_attr
 from .graphs import last_uses, node_callable
 
+__all__ = ["Interpreted", "NodeFailed"]
+
 _Node = fx.Node
 _ATOMS = frozenset({int, float, bool, str, type(None)})
 _NO_KWARGS: dict = {}  # shared: ``fn(**kwargs)`` copies, nothing writes it
+
+
+class NodeFailed(Exception):
+    """An op node raised: the node, and the values of the nodes it read.
+
+    The op's own exception is the ``__cause__``; the caller turns this into an error
+    for the user.
+    """
+
+    def __init__(self, node: fx.Node, inputs: dict[str, Any]):
+        super().__init__(node.name)
+        self.node, self.inputs = node, inputs
 
 
 def _value(a: Any, env: dict[fx.Node, Any]) -> Any:
@@ -63,20 +71,15 @@ def _value(a: Any, env: dict[fx.Node, Any]) -> Any:
     return a
 
 
-RunNode = Callable[[int, Callable, list, dict], Any]
-"""``run_node(op index, fn, args, kwargs) -> output``: runs one op node."""
-
-
-def _call(index: int, fn: Callable, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    return fn(*args, **kwargs)
+def _nothing(*_: Any) -> None:
+    return None
 
 
 class Interpreted:
-    """``gm``'s graph, run node by node; call it once with the placeholder values."""
+    """``gm``'s graph, run node by node; call it with the placeholder values."""
 
-    def __init__(self, gm: fx.GraphModule, run_node: RunNode | None = None):
+    def __init__(self, gm: fx.GraphModule):
         self.gm = gm
-        self.run_node: RunNode = run_node or _call
         self._nodes = list(gm.graph.nodes)
         self._last = last_uses(self._nodes)
         # nodes whose value can be dropped once the key node has run
@@ -84,12 +87,18 @@ class Interpreted:
         for node, user in self._last.items():
             self._dead.setdefault(user, []).append(node)
 
-    def __call__(self, *inputs: Any) -> Any:
-        gm, run_node, dead, last = self.gm, self.run_node, self._dead, self._last
+    def __call__(
+        self,
+        inputs: list[Any],
+        before: Callable[[str], Any] | None = None,
+        after: Callable[[str, Any], Any] | None = None,
+    ) -> Any:
+        gm, dead, last = self.gm, self._dead, self._last
+        before = before or _nothing
+        after = after or _nothing
         env: dict[fx.Node, Any] = {}
         inputs_left = iter(inputs)
         callables: dict[tuple[str, Any], Callable] = {}  # (op, target) -> what it calls
-        index = 0
         for node in self._nodes:
             op = node.op
             if op == "call_function":
@@ -111,11 +120,16 @@ class Interpreted:
                 raise ValueError(f"node {node.name}: unknown fx op kind {op!r}")
             args = [env[a] if type(a) is _Node else _value(a, env) for a in node.args]
             kwargs = {k: _value(v, env) for k, v in node.kwargs.items()} if node.kwargs else _NO_KWARGS
+            name = node.name
+            before(name)
+            try:
+                out = fn(*args, **kwargs)
+            except Exception as exc:
+                raise NodeFailed(node, {a.name: env[a] for a in node.all_input_nodes}) from exc
+            after(name, out)
             if node in last:
-                env[node] = run_node(index, fn, args, kwargs)
-            else:  # a value nobody reads is dropped at once
-                run_node(index, fn, args, kwargs)
-            index += 1
+                env[node] = out
+            del out  # a value nobody reads is dropped at once
             for used in dead.get(node, ()):
                 del env[used]
         return None

@@ -16,10 +16,25 @@ Example
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..records import SharedParameter
-from .assemble import ModuleInfo
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What the analyser knows of one module before its nodes are summed."""
+
+    path: str
+    type: str
+    params: int
+    trainable_params: int
+    buffers: int
+    own_params: int
+    own_buffers: int
+    children: tuple[str, ...]
 
 
 def _names_by_tensor(model: torch.nn.Module, kind: str) -> dict[int, list[str]]:

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from ..records import TensorMeta, ValueStats
+from ..tensors import has_data
 
 _STAT_DTYPES = (torch.float32, torch.float64)
 SMALL = 256
@@ -59,11 +60,6 @@ def version(t: torch.Tensor) -> int | None:
     """``t``'s version counter (every in-place write bumps it); ``None`` for inference
     tensors, which have none."""
     return None if t.is_inference() else t._version
-
-
-def has_data(t: torch.Tensor) -> bool:
-    """False for meta and fake tensors, whose values cannot be read."""
-    return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
 
 
 Description = tuple  # (shape, dtype name, device name, bytes): TensorMeta's fields without stats

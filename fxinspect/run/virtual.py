@@ -53,6 +53,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from ..errors import InputError
+from ..tensors import has_data
 
 __all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
 
@@ -74,10 +75,6 @@ def _device(device: str | torch.device | None) -> torch.device | None:
     return dev
 
 
-def _is_virtual_tensor(t: torch.Tensor) -> bool:
-    return t.device.type == "meta" or isinstance(t, FakeTensor)
-
-
 def _model_tensors(model: torch.nn.Module) -> Iterator[torch.Tensor]:
     for m in model.modules():
         yield from (p for p in m._parameters.values() if p is not None)
@@ -89,10 +86,10 @@ def is_virtual(model: torch.nn.Module, args: tuple = (), kwargs: dict | None = N
     ``device="meta"``, a parameter or buffer on ``meta`` (or fake), or a meta/fake input."""
     if _device(device) is not None:
         return True
-    if any(_is_virtual_tensor(t) for t in _model_tensors(model)):
+    if any(not has_data(t) for t in _model_tensors(model)):
         return True
     leaves = pytree.tree_leaves((args, kwargs or {}))
-    return any(isinstance(t, torch.Tensor) and _is_virtual_tensor(t) for t in leaves)
+    return any(isinstance(t, torch.Tensor) and not has_data(t) for t in leaves)
 
 
 def virtual_device(t: torch.Tensor) -> torch.device:
@@ -171,7 +168,7 @@ class VirtualRun:
 def _note(model: torch.nn.Module, device: torch.device | None, fake_model: torch.nn.Module) -> str:
     if device is not None:
         why = 'device="meta"'
-    elif any(_is_virtual_tensor(t) for t in _model_tensors(model)):
+    elif any(not has_data(t) for t in _model_tensors(model)):
         why = "the model's tensors are on the meta device"
     else:
         why = "the example inputs are meta/fake tensors"

@@ -1,0 +1,61 @@
+"""What the report concludes from its node records: uncounted ops, the NaN root cause.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> r = fxinspect.analyze(torch.nn.Linear(2, 2), torch.tensor([[1.0, float("nan")]]), timing=False)
+>>> r.nonfinite.root_cause, r.nonfinite.sources, str(r.nonfinite.kind)
+('linear', ('input input_1',), 'nan')
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..records import NodeRecord, NonFinite, NonFiniteKind, OpStatus, UncountedOp
+
+__all__ = ["find_nonfinite", "uncounted_ops"]
+
+
+def uncounted_ops(nodes: Sequence[NodeRecord]) -> list[UncountedOp]:
+    """Aten ops without a rule: op, calls, and the nodes and modules that issued them."""
+    found: dict[str, tuple[int, dict[str, None], dict[str, None]]] = {}
+    for node in nodes:
+        for call in node.aten:
+            if call.status is not OpStatus.UNCOUNTED:
+                continue
+            calls, names, modules = found.get(call.op, (0, {}, {}))
+            names[node.name] = None
+            modules[node.module_path] = None
+            found[call.op] = (calls + call.calls, names, modules)
+    return [UncountedOp(op, calls, tuple(n), tuple(m)) for op, (calls, n, m) in found.items()]
+
+
+def _kind(nan: int, inf: int) -> NonFiniteKind:
+    return NonFiniteKind.BOTH if nan and inf else NonFiniteKind.NAN if nan else NonFiniteKind.INF
+
+
+def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFinite | None:
+    """The first op node that turned finite inputs into NaN/Inf, and all it reached.
+
+    When no node did (the NaN came in with an input, parameter or buffer), the first
+    non-finite op node is named, and ``sources`` says where the NaN came from.
+    """
+    bad = [n for n in nodes if n.is_op and n.nonfinite]
+    if not bad:
+        return None
+
+    def inputs_finite(n: NodeRecord) -> bool:
+        return all(m.stats is None or m.stats.finite for m in n.inputs)
+
+    root = next((n for n in bad if inputs_finite(n)), bad[0])
+    after_root = bad[bad.index(root) + 1 :]  # `bad` is in graph order
+    return NonFinite(
+        root_cause=root.name,
+        module_path=root.module_path,
+        module_type=root.module_type,
+        kind=_kind(root.nan_count or 0, root.inf_count or 0),
+        inputs=root.inputs,
+        downstream=tuple(n.name for n in after_root),
+        sources=tuple(sources),
+    )

@@ -1,0 +1,151 @@
+"""The counting pass: costs, output metadata and value statistics of every node.
+
+One interpreted run under :class:`~fxinspect.run.dispatch.CountingMode`. The probe
+before a node names it for the mode, so every aten op it issues (inside leaf modules
+too) is priced and charged to it; the probe after it records each output tensor's
+metadata and queues its statistics. Inputs and weights are read before the run
+(the model may write them in place), and an input the forward writes is noted.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> program = fxinspect.instrument(torch.nn.Linear(3, 2), torch.randn(4, 3))
+>>> result = CountPass(check_finite=True).run(program)
+>>> node = result.nodes["linear"]
+>>> node["macs"], node["outputs"][0].shape, node["nan_count"]        # 4*3*2
+(24, (4, 2), 0)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from ...records import AtenCall, TensorMeta
+from ...tensors import tensors_in
+from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
+from ..program import InstrumentedProgram, Probe
+from ..values import Description, ValueReader, describe, nonfinite_tensors, version
+from . import PassResult
+
+__all__ = ["CountPass"]
+
+Described = list[tuple[Description, "int | None"]]
+"""Tensors as recorded: each one's ``describe`` tuple and its statistics slot."""
+
+
+def aten_calls(costs: dict[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int, int, int]:
+    """The node's aten calls as records, and their flops, macs, bytes read and written."""
+    calls = []
+    flops = macs = read = written = 0
+    for op, c in costs.items():
+        calls.append(AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status))
+        flops += c.flops
+        macs += c.macs
+        read += c.bytes_read
+        written += c.bytes_written
+    return tuple(calls), flops, macs, read, written
+
+
+def _floating(meta: TensorMeta) -> bool:
+    return meta.dtype.startswith(("float", "bfloat", "complex"))
+
+
+class CountPass:
+    """Prices every aten op, records every output; reads values when ``check_finite``."""
+
+    fields = ("flops", "macs", "bytes_read", "bytes_written", "nan_count", "inf_count")
+
+    def __init__(self, check_finite: bool = True, model: torch.nn.Module | None = None):
+        self.check_finite = check_finite
+        self.model = model  # searched for non-finite weights when a NaN shows up
+
+    def run(self, program: InstrumentedProgram) -> PassResult:
+        reader = ValueReader() if self.check_finite else None
+        read = reader.read if reader else None
+        mode = CountingMode(before_write=reader.flush if reader else None)
+        described: dict[str, Described] = {}
+        # inputs and weights are read before the run: the model may write them in place
+        sources = self._static_values(program, read, described)
+        tensors = program.inputs
+        versions = [version(t) for t in tensors]
+
+        def before(name: str) -> None:
+            mode.node = name
+
+        def after(name: str, out: Any) -> None:
+            mode.node = IGNORED  # the reader's reductions are ours, not the model's
+            if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+                described[name] = [(describe(out), read(out) if read else None)]
+            else:
+                described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
+            mode.node = UNATTRIBUTED
+
+        with mode:
+            program.run(tensors, Probe(before, after))
+        stats = reader.finish() if reader else []
+        result = PassResult(fields=self.fields)
+        self._records(program, described, mode.costs, stats, result.nodes)
+        unattributed = mode.costs.get(UNATTRIBUTED)
+        if unattributed:
+            result.report["unattributed"] = aten_calls(unattributed)[0]
+        written = [n for n, t, v in zip(program.capture.inputs.names, tensors, versions) if v is not None and version(t) != v]
+        if written:
+            result.extras["written_inputs"] = written
+            result.notes.append(
+                f"the forward writes its input(s) {', '.join(written)} in place: the analysed run wrote them "
+                "once, as calling the model does"
+            )
+        bad = [name for name, slot in sources if slot is not None and stats[slot] is not None and not stats[slot].finite]
+        # where a NaN came from matters only when one appeared: a pass over every weight
+        # (5 ms on resnet50) is skipped when every value read was finite
+        if self.model is not None and any(s is not None and not s.finite for s in stats):
+            bad += nonfinite_tensors(self.model)
+        result.extras["nonfinite_sources"] = bad
+        return result
+
+    @staticmethod
+    def _static_values(program: InstrumentedProgram, read: Any, described: dict[str, Described]) -> list:
+        """Describe (and queue statistics of) the inputs and the tensors get_attr nodes
+        read; returns ``(source name, statistics slot)`` of each input."""
+        tensors = iter(program.inputs)
+        sources = []
+        seen: dict[int, int | None] = {}  # a weight read at many places is read once
+        for node in program.graph.nodes:
+            if node.op == "placeholder":
+                t = next(tensors)
+                slot = read(t) if read else None
+                described[node.name] = [(describe(t), slot)]
+                sources.append((f"input {node.name}", slot))
+            elif node.op == "get_attr":
+                value = program.attribute(node)
+                if isinstance(value, torch.Tensor):
+                    if id(value) not in seen:
+                        seen[id(value)] = read(value) if read else None
+                    described[node.name] = [(describe(value), seen[id(value)])]
+        return sources
+
+    @staticmethod
+    def _records(
+        program: InstrumentedProgram,
+        described: dict[str, Described],
+        costs: dict[Any, dict[str, OpCost]],
+        stats: Sequence[Any],
+        out: dict[str, dict[str, Any]],
+    ) -> None:
+        """Per node: outputs as ``TensorMeta``, aten calls and their sums, NaN/Inf counts."""
+        ops = set(program.probe_points)
+        for name, tensors in described.items():
+            outputs = tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in tensors])
+            found = [m.stats for m in outputs if m.stats is not None]
+            is_op = name in ops
+            if found or (is_op and not any(_floating(m) for m in outputs)):
+                # counts are known when values were read, or when nothing floating came out
+                nan, inf = sum(s.nan_count for s in found), sum(s.inf_count for s in found)
+            else:
+                nan = inf = None
+            entry = out[name] = {"outputs": outputs, "nan_count": nan, "inf_count": inf}
+            if is_op:
+                calls, flops, macs, read, written = aten_calls(costs.get(name, {}))
+                entry.update(aten=calls, flops=flops, macs=macs, bytes_read=read, bytes_written=written)
