@@ -12,6 +12,7 @@ from fxinspect.rules import (
     FREE,
     Cost,
     elementwise,
+    free,
     lookup,
     losses,
     movement,
@@ -20,7 +21,6 @@ from fxinspect.rules import (
     register_free,
     register_rule,
     registered_ops,
-    views,
 )
 from fxinspect.rules._util import missing_names
 
@@ -494,9 +494,9 @@ def _names(table: dict) -> list[str]:
         _names(pooling.WINDOWED) + _names(pooling.WINDOWED_BACKWARD) + _names(pooling.ADAPTIVE)
         + _names(pooling.ADAPTIVE_BACKWARD) + list(pooling.SCATTER_BACKWARD) + list(pooling.NEIGHBOURS),
         list(movement.MOVES) + list(movement.GATHERS) + list(movement.FACTORIES),
-        list(views.FREE_OPS),
+        list(free.FREE_OPS),
     ],
-    ids=["elementwise", "reduction", "losses", "pooling", "movement", "views"],
+    ids=["elementwise", "reduction", "losses", "pooling", "movement", "free"],
 )
 def test_every_listed_name_is_an_aten_op(names):
     assert missing_names(names) == []

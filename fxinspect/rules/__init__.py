@@ -55,7 +55,7 @@ Every op is exactly one of
 Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
-:mod:`.movement`, :mod:`.views`,
+:mod:`.movement`, :mod:`.free` (views, metadata, ...),
 and :mod:`.vision` for torchvision's custom ops, which exist only once torchvision is
 imported: they are registered when first met.
 Add your own with :func:`register_rule` (``replace=True`` to override ours).
@@ -75,7 +75,7 @@ from . import (  # noqa: E402, F401  isort: skip
     pooling,
     spectral,
     movement,
-    views,
+    free,
     vision,
 )
 
