@@ -26,7 +26,7 @@ from .records import (
 )
 from .report import Report
 from .run.guard import ModelChangedError
-from .rules.registry import Cost, register_free, register_rule
+from .rules.registry import Cost, FreeReason, register_free, register_rule
 
 __all__ = [
     "AtenCall",
@@ -34,6 +34,7 @@ __all__ = [
     "CaptureInfo",
     "Cost",
     "Environment",
+    "FreeReason",
     "FxInspectError",
     "InputError",
     "ModelChangedError",
