@@ -25,7 +25,7 @@ from .records import (
     ValueStats,
 )
 from .report import Report
-from .rules.registry import Cost, register_free, register_rule
+from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
 
@@ -35,6 +35,7 @@ __all__ = [
     "CaptureInfo",
     "Cost",
     "Environment",
+    "FreeReason",
     "FxInspectError",
     "InputError",
     "InstrumentedProgram",

@@ -11,7 +11,10 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backwa
 from fxinspect.rules import (
     FREE,
     Cost,
+    FreeReason,
     elementwise,
+    free,
+    free_reason,
     lookup,
     losses,
     movement,
@@ -20,7 +23,6 @@ from fxinspect.rules import (
     register_free,
     register_rule,
     registered_ops,
-    views,
 )
 from fxinspect.rules._util import missing_names
 
@@ -494,9 +496,9 @@ def _names(table: dict) -> list[str]:
         _names(pooling.WINDOWED) + _names(pooling.WINDOWED_BACKWARD) + _names(pooling.ADAPTIVE)
         + _names(pooling.ADAPTIVE_BACKWARD) + list(pooling.SCATTER_BACKWARD) + list(pooling.NEIGHBOURS),
         list(movement.MOVES) + list(movement.GATHERS) + list(movement.FACTORIES),
-        list(views.FREE_OPS),
+        _names(free.FREE_OPS),
     ],
-    ids=["elementwise", "reduction", "losses", "pooling", "movement", "views"],
+    ids=["elementwise", "reduction", "losses", "pooling", "movement", "free"],
 )
 def test_every_listed_name_is_an_aten_op(names):
     assert missing_names(names) == []
@@ -627,13 +629,70 @@ def test_register_rejects_non_ops():
         register_rule("aten::mm")(lambda args, kwargs, out: Cost())
 
 
+def _unregister(op):
+    from fxinspect.rules import registry
+
+    del registry._RULES[op]
+    registry._FREE_REASONS.pop(op, None)
+
+
 def test_register_free_marks_ops_free():
     op = torch.ops.aten.is_coalesced
     assert op not in registered_ops()
     try:
         register_free(op)
         assert lookup(op.default) is FREE
+        assert free_reason(op.default) is FreeReason.USER  # the user-facing default
     finally:
-        from fxinspect.rules import registry
+        _unregister(op)
 
-        del registry._RULES[op]
+
+def test_register_free_records_its_reason():
+    op = torch.ops.aten.is_coalesced
+    try:
+        register_free(op, reason=FreeReason.METADATA)
+        assert free_reason(op.default) is FreeReason.METADATA
+        register_rule(op, replace=True)(lambda args, kwargs, out: Cost())
+        assert free_reason(op.default) is None  # counted now: no stale reason
+    finally:
+        _unregister(op)
+
+
+_FREE_OPS = sorted((op for op, rule in registered_ops().items() if rule is FREE), key=str)
+
+
+@pytest.mark.parametrize("op", _FREE_OPS, ids=str)
+def test_every_free_op_has_its_own_reason(op):
+    overload = op if isinstance(op, torch._ops.OpOverload) else getattr(op, op.overloads()[0])
+    assert isinstance(free_reason(overload), FreeReason)
+    assert free_reason(overload) is not FreeReason.USER  # ours always say why
+
+
+def test_free_reasons_follow_the_tables():
+    assert free_reason(aten.view.default) is FreeReason.VIEW
+    assert free_reason(aten.sym_size.int) is FreeReason.METADATA
+    assert free_reason(aten._assert_async.default) is FreeReason.CHECK
+    assert free_reason(aten.empty_like.default) is FreeReason.ALLOCATION
+    assert free_reason(aten.zeros.default) is None  # a fill writes memory: counted
+    assert free_reason(aten.mm.default) is None
+
+
+def test_register_free_rejects_a_second_registration():
+    with pytest.raises(ValueError, match=r"aten\.view already has the rule FREE \(view\)"):
+        register_free(aten.view, reason=FreeReason.VIEW)
+    with pytest.raises(ValueError, match=r"aten\.mm already has the rule '"):
+        register_free(aten.mm, reason=FreeReason.VIEW)
+    assert free_reason(aten.view.default) is FreeReason.VIEW and lookup(aten.mm.default) is not FREE
+
+
+@pytest.mark.parametrize("reason", ["view", None, 1])
+def test_register_free_rejects_a_reason_that_is_not_a_free_reason(reason):
+    op = torch.ops.aten.is_coalesced
+    with pytest.raises(TypeError, match="reason= one of FreeReason.VIEW"):
+        register_free(op, reason=reason)
+    assert op not in registered_ops()
+
+
+def test_register_rule_refuses_free():
+    with pytest.raises(ValueError, match="use register_free"):
+        register_rule(torch.ops.aten.is_coalesced)(FREE)

@@ -51,17 +51,32 @@ Every op is exactly one of
     *counted* (a rule, possibly 0 flops: a copy), *free* (views, metadata,
     assertions, ``empty*`` allocations: :data:`FREE`, compare with ``is``), or
     *uncounted* (``lookup`` returns ``None``: reported, never a silent zero).
+Free reasons (:class:`FreeReason`, from :func:`free_reason`)
+    ``view`` aliases its input, ``metadata`` reads only shapes/strides/device,
+    ``check`` asserts for the tracer, ``allocation`` allocates or manages storage
+    without writing (fills like ``zeros`` are counted), ``user`` was declared free by
+    user code without a reason.
 
 Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
-:mod:`.movement`, :mod:`.views`,
+:mod:`.movement`, :mod:`.free`,
 and :mod:`.vision` for torchvision's custom ops, which exist only once torchvision is
 imported: they are registered when first met.
-Add your own with :func:`register_rule` (``replace=True`` to override ours).
+Add your own with :func:`register_rule` or :func:`register_free` (``replace=True`` to
+override ours).
 """
 
-from .registry import FREE, Cost, lookup, register_free, register_rule, registered_ops
+from .registry import (
+    FREE,
+    Cost,
+    FreeReason,
+    free_reason,
+    lookup,
+    register_free,
+    register_rule,
+    registered_ops,
+)
 
 # Imported for their registrations; the order only matters for helpers they share.
 from . import (  # noqa: E402, F401  isort: skip
@@ -75,8 +90,17 @@ from . import (  # noqa: E402, F401  isort: skip
     pooling,
     spectral,
     movement,
-    views,
+    free,
     vision,
 )
 
-__all__ = ["Cost", "FREE", "lookup", "register_free", "register_rule", "registered_ops"]
+__all__ = [
+    "Cost",
+    "FREE",
+    "FreeReason",
+    "free_reason",
+    "lookup",
+    "register_free",
+    "register_rule",
+    "registered_ops",
+]

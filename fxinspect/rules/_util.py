@@ -26,6 +26,8 @@ def arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -
 
 def tensors(value: Any) -> Iterator[torch.Tensor]:
     """The tensors in an argument or result: a tensor, or a (nested) tuple/list of them."""
+    # Not fxinspect.tensors.tensors_in: aten arguments are never dicts or other pytrees, and
+    # this runs per aten call, lazily (first_tensor stops at the first).
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):

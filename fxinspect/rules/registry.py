@@ -9,7 +9,8 @@ overload's own rule wins over its packet's. Registering a key twice is an error 
 Every aten op the counting run sees is exactly one of:
 
 * counted  -- a rule gives its FLOPs and MACs (possibly 0, e.g. a copy);
-* free     -- views and metadata ops: no arithmetic, no bytes moved;
+* free     -- no arithmetic, no bytes moved; registered with a :class:`FreeReason`
+  (a view, a metadata query, ...) that :func:`free_reason` tells;
 * uncounted -- no rule: listed in ``report.uncounted``, totals marked partial.
 
 Example
@@ -21,10 +22,13 @@ Example
 ...     return Cost(flops=out.numel())
 >>> lookup(torch.ops.aten.cosh.default) is cosh
 True
+>>> free_reason(torch.ops.aten.view.default)
+<FreeReason.VIEW: 'view'>
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Callable, NamedTuple, Union
 
 import torch
@@ -56,9 +60,30 @@ class Cost(NamedTuple):
 Rule = Callable[[tuple, dict, Any], Cost]
 
 FREE: Rule = lambda args, kwargs, out: Cost(bytes_read=0, bytes_written=0)  # noqa: E731 - identity matters
-"""The rule of views and metadata ops; compare with ``is``."""
+"""The rule of every free op; compare with ``is`` (why it is free: :func:`free_reason`)."""
+
+
+class FreeReason(str, Enum):
+    """Why an op is free: what it does instead of arithmetic or moving data."""
+
+    VIEW = "view"
+    """Aliases its input (views, ``detach``, ``lift_fresh``): the result shares its storage."""
+    METADATA = "metadata"
+    """Reads only sizes, strides, device or dtype, never an element (``sym_size``)."""
+    CHECK = "check"
+    """Asserts or constrains a value for the tracer (``_assert_async``,
+    ``sym_constrain_range``), or orders such checks (``_make_dep_token``)."""
+    ALLOCATION = "allocation"
+    """Allocates or manages storage without writing an element (``empty*``, ``resize_``,
+    ``set_``, ``record_stream``). Fills such as ``zeros`` write their result: they are
+    counted (:mod:`.movement`), not free."""
+    USER = "user"
+    """Declared free by user code that gave no reason: the default of
+    :func:`register_free` (fxinspect's own free ops always give theirs)."""
+
 
 _RULES: dict[OpKey, Rule] = {}
+_FREE_REASONS: dict[OpKey, FreeReason] = {}  # exactly the keys of _RULES whose rule is FREE
 
 
 def _check_key(op: Any) -> None:
@@ -68,29 +93,51 @@ def _check_key(op: Any) -> None:
         )
 
 
+def _store(ops: tuple[OpKey, ...], fn: Rule, replace: bool) -> None:
+    """Make ``fn`` the rule of ``ops``; all are checked first, so a refusal changes nothing."""
+    for op in ops:
+        _check_key(op)
+        if op in _RULES and not replace:
+            current = _FREE_REASONS.get(op)
+            described = f"FREE ({current.value})" if current is not None else repr(_RULES[op].__name__)
+            raise ValueError(f"{op} already has the rule {described}; pass replace=True to override it")
+    for op in ops:
+        _RULES[op] = fn
+        _FREE_REASONS.pop(op, None)  # a free op given a rule keeps no stale reason
+
+
 def register_rule(*ops: OpKey, replace: bool = False) -> Callable[[Rule], Rule]:
     """Decorator: make ``fn(args, kwargs, out) -> Cost`` the rule of ``ops``.
 
-    Raises ``ValueError`` when an op already has a rule, unless ``replace=True``.
+    Raises ``ValueError`` when an op already has a rule, unless ``replace=True``, and for
+    :data:`FREE`: free ops go through :func:`register_free`, which records their reason.
     """
 
     def decorate(fn: Rule) -> Rule:
-        for op in ops:
-            _check_key(op)
-            if op in _RULES and not replace:
-                raise ValueError(
-                    f"{op} already has the rule {_RULES[op].__name__!r}; pass replace=True to override it"
-                )
-        for op in ops:
-            _RULES[op] = fn
+        if fn is FREE:
+            raise ValueError("FREE is not registered as a rule: use register_free(*ops, reason=FreeReason.<NAME>)")
+        _store(ops, fn, replace)
         return fn
 
     return decorate
 
 
-def register_free(*ops: OpKey, replace: bool = False) -> None:
-    """Declare ``ops`` free: views and metadata, no arithmetic and no bytes moved."""
-    register_rule(*ops, replace=replace)(FREE)
+def register_free(*ops: OpKey, reason: FreeReason = FreeReason.USER, replace: bool = False) -> None:
+    """Declare ``ops`` free for ``reason``: no arithmetic and no bytes moved.
+
+    ``reason`` defaults to ``FreeReason.USER`` ("declared free by the user", claiming
+    nothing more), so that ``fxinspect.register_free(op)`` keeps working; fxinspect's own
+    registrations always pass theirs. Raises ``TypeError`` for a reason that is not a
+    :class:`FreeReason` (a plain ``"view"`` too: ``FreeReason("view")`` converts it) and,
+    as :func:`register_rule` does, ``ValueError`` for an op that already has a rule,
+    unless ``replace=True``.
+    """
+    if not isinstance(reason, FreeReason):
+        names = ", ".join(f"FreeReason.{r.name}" for r in FreeReason)
+        raise TypeError(f"register_free expects reason= one of {names}; got {reason!r}")
+    _store(ops, FREE, replace)
+    for op in ops:
+        _FREE_REASONS[op] = reason
 
 
 _LOADERS: dict[str, Callable[[], Any]] = {}
@@ -109,6 +156,17 @@ def lookup(func: torch._ops.OpOverload) -> Rule | None:
         _LOADERS[func.namespace]()
         rule = _RULES.get(func) or _RULES.get(func.overloadpacket)
     return rule
+
+
+def free_reason(func: torch._ops.OpOverload) -> FreeReason | None:
+    """The reason ``func`` was registered free with, or ``None`` if it is not free.
+
+    "Free" as :func:`lookup` answers it: an overload's own counted rule wins over a free
+    packet, as in the counting run."""
+    if lookup(func) is not FREE:
+        return None
+    # From the key lookup answered with: the overload's own registration, else its packet's.
+    return _FREE_REASONS[func] if func in _RULES else _FREE_REASONS[func.overloadpacket]
 
 
 def registered_ops() -> dict[OpKey, Rule]:
