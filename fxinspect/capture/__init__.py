@@ -21,7 +21,7 @@ from ..errors import CaptureError, InputError
 from .base import MODULE_KEY, Capture, module_of, one_line, type_name
 from .inputs import FlatInputs, normalize
 from .eager import trace_eager
-from .export import trace_export
+from .exported import trace_export
 from .hf import prepare_inputs
 from .symbolic import trace_symbolic
 

@@ -57,7 +57,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .base import MODULE_KEY, Capture, type_name
-from .export import restore_grad_enabled, set_grad_enabled
+from .regions import restore_grad_enabled, set_grad_enabled
 from .inputs import FlatInputs, flatten_outputs
 
 CONST_PREFIX = "_fxinspect_const"
