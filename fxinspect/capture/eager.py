@@ -36,7 +36,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .base import Capture, type_name
+from .base import Capture, Method, type_name
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
 from .inputs import FlatInputs, flatten_outputs
@@ -110,7 +110,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))
     return Capture(
         graph_module=gm,
-        method="eager",
+        method=Method.EAGER,
         inputs=inputs,
         calls=modules.calls,
         notes=_notes(builder),

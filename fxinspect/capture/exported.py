@@ -43,7 +43,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import MODULE_KEY, Capture, resolve_attr, type_name
+from .base import MODULE_KEY, Capture, Method, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .inputs import FlatInputs
 from .regions import inline_regions
@@ -152,7 +152,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes.append(f"export: {unknown} node(s) ran in modules the model does not register; attributed to the nearest registered parent")
     return Capture(
         graph_module=gm,
-        method="export",
+        method=Method.EXPORT,
         inputs=inputs,
         calls=calls,
         notes=notes,
