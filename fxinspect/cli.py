@@ -21,7 +21,7 @@ from typing import Sequence
 import torch
 
 from .analyze import analyze
-from .capture import TIERS
+from .capture import TIERS, Method
 from .errors import FxInspectError
 from .views.table import By
 
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, default=None, help="module depth shown (by=module)")
     parser.add_argument("--top", type=int, default=None, help="keep the first N rows")
     parser.add_argument("--sort", default=None, help="sort rows by a column, e.g. flops")
-    parser.add_argument("--method", choices=["auto", *TIERS], default="auto", help="capture tier")
+    parser.add_argument("--method", choices=[str(m) for m in (Method.AUTO, *TIERS)], default="auto", help="capture tier")
     parser.add_argument("--train", action="store_true", help="analyse in train mode with gradients on (default: eval, no_grad)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing runs")
     parser.add_argument("--device", default=None, help="'meta' analyses without allocating weights")

@@ -11,7 +11,7 @@ import torch.nn as nn
 
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
-from fxinspect.capture.export import trace_export
+from fxinspect.capture.exported import trace_export
 from fxinspect.capture.hf import prepare_inputs
 from fxinspect.run.graphs import op_nodes
 

@@ -2,12 +2,13 @@
 
 ``method="auto"`` tries each tier of ``TIERS`` in order and keeps the first that
 works; every failure is kept as ``(tier, one-line reason)`` in ``Capture.failures``.
+Methods are :class:`Method` values, plain strings too (``"eager"`` is ``Method.EAGER``).
 
 Example
 -------
 >>> import torch
 >>> cap = capture(torch.nn.Linear(3, 1), (torch.randn(2, 3),), {})
->>> cap.method, cap.failures
+>>> str(cap.method), cap.failures
 ('symbolic', [])
 """
 
@@ -18,18 +19,18 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..errors import CaptureError, InputError
-from .base import MODULE_KEY, Capture, module_of, one_line, type_name
+from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
 from .inputs import FlatInputs, normalize
 from .eager import trace_eager
-from .export import trace_export
+from .exported import trace_export
 from .hf import prepare_inputs
 from .symbolic import trace_symbolic
 
-__all__ = ["Capture", "MODULE_KEY", "TIERS", "capture", "module_of", "normalize", "unwrap", "FlatInputs"]
+__all__ = ["Capture", "MODULE_KEY", "Method", "TIERS", "capture", "module_of", "normalize", "unwrap", "FlatInputs"]
 
 Tier = Callable[[torch.nn.Module, FlatInputs, Iterable[Any]], Capture]
 
-TIERS: dict[str, Tier] = {"symbolic": trace_symbolic, "export": trace_export, "eager": trace_eager}
+TIERS: dict[Method, Tier] = {Method.SYMBOLIC: trace_symbolic, Method.EXPORT: trace_export, Method.EAGER: trace_eager}
 """Capture tiers in the order ``method="auto"`` tries them."""
 
 
@@ -50,6 +51,14 @@ def unwrap(model: Any) -> tuple[torch.nn.Module, list[str]]:
     return model, notes
 
 
+def _method(method: Method | str) -> Method:
+    """``method`` as a :class:`Method`, or an ``InputError`` naming the valid choices."""
+    try:
+        return Method(method)
+    except ValueError:
+        raise InputError(f"method must be 'auto' or one of {sorted(map(str, TIERS))}, got {method!r}") from None
+
+
 def _finish(cap: Capture, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
     cap.failures = [f for f in failures if f[0] != cap.method] + cap.failures
     cap.notes[:0] = notes
@@ -60,15 +69,14 @@ def capture(
     model: torch.nn.Module,
     args: tuple,
     kwargs: dict,
-    method: str = "auto",
+    method: Method | str = Method.AUTO,
     leaf_modules: Iterable[Any] = (),
 ) -> Capture:
     """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
-    if method != "auto" and method not in TIERS:
-        raise InputError(f"method must be 'auto' or one of {sorted(TIERS)}, got {method!r}")
+    method = _method(method)
     args, kwargs, input_notes = prepare_inputs(model, args, kwargs)
     inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
-    tiers = list(TIERS) if method == "auto" else [method]
+    tiers = list(TIERS) if method == Method.AUTO else [method]
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
@@ -89,7 +97,7 @@ def capture(
         return _finish(partial, failures, input_notes)
     reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
     raise CaptureError(
-        f"could not capture {type_name(model)} with {'any tier' if method == 'auto' else method}:\n{reasons}\n"
+        f"could not capture {type_name(model)} with {'any tier' if method == Method.AUTO else method}:\n{reasons}\n"
         "Try leaf_modules=[...] for an untraceable submodule, kwargs= for keyword inputs, "
         "or method='eager' (always works, one executed path).",
         failures,

@@ -5,13 +5,16 @@ Example
 >>> import torch
 >>> from fxinspect.capture import capture
 >>> cap = capture(torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU()), (torch.randn(1, 4),), {})
->>> cap.method, [module_of(n) for n in cap.graph_module.graph.nodes if n.op == "call_module"]
+>>> str(cap.method), [module_of(n) for n in cap.graph_module.graph.nodes if n.op == "call_module"]
 ('symbolic', [('0', 'Linear'), ('1', 'ReLU')])
+>>> cap.method == "symbolic", Method("symbolic") is cap.method
+(True, True)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import torch
@@ -21,6 +24,21 @@ from .inputs import FlatInputs
 
 MODULE_KEY = "fxinspect_module"
 """``node.meta[MODULE_KEY] = (dotted module path, class name)`` on every op node."""
+
+
+class Method(str, Enum):
+    """A capture method: a tier's name, or ``AUTO`` for the first tier that works.
+
+    A ``str``, so it equals the name the CLI and the API take (``Method.EAGER == "eager"``).
+    """
+
+    AUTO = "auto"
+    SYMBOLIC = "symbolic"
+    EXPORT = "export"
+    EAGER = "eager"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -34,7 +52,7 @@ class Capture:
     """
 
     graph_module: fx.GraphModule
-    method: str
+    method: Method
     inputs: FlatInputs
     calls: dict[str, int] = field(default_factory=dict)
     leaves: set[str] = field(default_factory=set)

@@ -30,7 +30,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import MODULE_KEY, Capture, one_line, strip_prefix, type_name
+from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from . import fast_trace
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
@@ -181,7 +181,7 @@ def trace_symbolic(
     gm = _LazyGraphModule(root, graph, class_name=type_name(model))
     return Capture(
         graph_module=gm,
-        method="symbolic",
+        method=Method.SYMBOLIC,
         inputs=inputs,
         calls=tracer.calls,
         leaves=tracer.leaves_used,

@@ -1,0 +1,160 @@
+"""Tier ``export``: ``torch.export.export(..., strict=False)`` with module attribution.
+
+Export traces the model's Python with fake tensors, so it handles what symbolic
+tracing cannot: loops over tensor dimensions, item assignment, ``isinstance`` checks
+on inputs, dataclass outputs (every Hugging Face transformer). Its graph is at aten
+level (the default, non-decomposed training IR: ``aten.linear``, ``aten.conv2d``,
+``aten.scaled_dot_product_attention``), specialised to the example inputs' shapes.
+
+The model is exported through a thin root whose ``forward`` takes the flat tensor
+inputs, rebuilds the user's ``(args, kwargs)`` (non-tensor leaves are constants) and
+returns the output's leaves, so the calling convention matches every other tier. The
+unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
+``GraphModule``:
+
+* export's input guard call and ``aten._assert_tensor_metadata`` checks are dropped;
+* grad-mode and autocast regions (``torch.no_grad()`` inside a forward becomes a
+  ``wrap_with_set_grad_enabled`` call of a sub-graph) are inlined between two nodes
+  that set and restore the mode, so their ops are nodes of their own
+  (:mod:`fxinspect.capture.regions`);
+* placeholders get the readable input names, the pytree code generation is replaced
+  by a plain one, unused attribute reads are removed;
+* attribute reads use the model's own names (``fc.weight``, not ``model.fc.weight``)
+  and its own tensors, so ``Capture.attr_prefix`` is empty.
+
+Each node is then tagged with its module (:mod:`fxinspect.capture.exported_modules`).
+
+Example
+-------
+>>> import torch
+>>> from fxinspect.capture.inputs import FlatInputs
+>>> m = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU())
+>>> cap = trace_export(m, FlatInputs.build((torch.randn(1, 4),), {}))
+>>> [(n.name, n.meta[MODULE_KEY][0]) for n in cap.graph_module.graph.nodes if n.op == "call_function"]
+[('linear', '0'), ('relu', '1')]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.utils import _pytree as pytree
+
+from .base import MODULE_KEY, Capture, Method, resolve_attr, type_name
+from .exported_modules import ROOT_ATTR, model_path, tag_modules
+from .inputs import FlatInputs
+from .regions import inline_regions
+
+__all__ = ["trace_export"]
+
+_DROPPED = tuple(
+    getattr(torch.ops.aten, name).default for name in ("_assert_tensor_metadata",) if hasattr(torch.ops.aten, name)
+)
+"""Checks export inserts around ``.to()`` calls: not part of the model's computation."""
+
+
+class _Root(torch.nn.Module):
+    """Calls the user's model on rebuilt inputs and returns the output's leaves."""
+
+    def __init__(self, model: torch.nn.Module, inputs: FlatInputs):
+        super().__init__()
+        self.model = model  # the attribute named ROOT_ATTR
+        self._inputs = inputs
+        # export restores the module's own attributes (lists too) after tracing: the
+        # output's tree spec is kept on a plain object the root refers to
+        self._seen = _Seen()
+
+    def forward(self, *tensors: torch.Tensor) -> tuple:
+        args, kwargs = self._inputs.rebuild(list(tensors))
+        leaves, spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        self._seen.spec = spec
+        return tuple(leaves)
+
+    @property
+    def out_spec(self) -> pytree.TreeSpec | None:
+        return self._seen.spec
+
+
+class _Seen:
+    spec: pytree.TreeSpec | None = None
+
+
+# -- cleaning the unlifted program ---------------------------------------------------
+
+
+def _drop_checks(graph: fx.Graph) -> None:
+    """Remove export's guard call and metadata assertions (nodes nothing uses)."""
+    for node in list(graph.nodes):
+        guard = node.op == "call_module" and str(node.target).startswith("_guards_fn")
+        if (guard or (node.op == "call_function" and node.target in _DROPPED)) and not node.users:
+            graph.erase_node(node)
+
+
+def _rename(graph: fx.Graph, inputs: FlatInputs) -> None:
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(inputs.names):
+        raise RuntimeError(
+            f"export produced {len(placeholders)} inputs for {len(inputs.names)} tensor inputs"
+        )
+    for node, name in zip(placeholders, inputs.names):
+        node._rename(name)
+        node.target = node.name
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            if not node.users:
+                graph.erase_node(node)
+            elif node.name.startswith(ROOT_ATTR + "_"):  # "model_layer1_0_conv1_weight"
+                node._rename(node.name[len(ROOT_ATTR) + 1 :])
+
+
+def _user_targets(unlifted: fx.GraphModule, graph: fx.Graph) -> dict[str, Any]:
+    """Retarget attribute reads to the user's names (``"model.fc.weight"`` ->
+    ``"fc.weight"``); returns ``{target: value}``, the new module's attributes (the
+    model's own tensors, not copies; lifted constants and sub-graphs keep their names)."""
+    attributes: dict[str, Any] = {}
+    for node in graph.nodes:
+        if node.op not in ("get_attr", "call_module"):
+            continue
+        target = str(node.target)
+        value = resolve_attr(unlifted, target)
+        new = model_path(target) or target
+        if attributes.get(new, value) is not value:  # a name taken by another attribute
+            new = target
+        attributes[new] = value
+        node.target = new
+    return attributes
+
+
+def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()) -> Capture:
+    """Export ``model`` (non-strict) and turn the program into a tagged flat GraphModule."""
+    notes: list[str] = []
+    if tuple(leaf_modules):
+        notes.append("export: leaf_modules not applied (the export graph is aten-level; every module is traced through)")
+    root = _Root(model, inputs)
+    program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+    unlifted = program.module()
+    graph = unlifted.graph
+    _drop_checks(graph)
+    inlined = inline_regions(unlifted)
+    if inlined:
+        notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
+    graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
+    _rename(graph, inputs)
+    attributes = _user_targets(unlifted, graph)
+    # compiled on first call only: the analysis runs probed copies of it
+    gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
+    gm.graph.lint()
+    calls, unknown = tag_modules(gm, model)
+    if unknown:
+        notes.append(f"export: {unknown} node(s) ran in modules the model does not register; attributed to the nearest registered parent")
+    return Capture(
+        graph_module=gm,
+        method=Method.EXPORT,
+        inputs=inputs,
+        calls=calls,
+        notes=notes,
+        out_spec=root.out_spec,
+    )
