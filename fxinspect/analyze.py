@@ -127,7 +127,7 @@ def instrument(
 
     >>> import torch, fxinspect
     >>> program = fxinspect.instrument(torch.nn.Linear(4, 2), torch.randn(3, 4))
-    >>> program.probe_points, program.method
+    >>> program.probe_points, str(program.method)
     (('linear',), 'symbolic')
     """
     model, unwrap_notes = unwrap(model)

@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 
 from ..paths import parent
+from ..records import OP_KINDS
 from .base import MODULE_KEY, type_name
 
 __all__ = ["ROOT_ATTR", "model_path", "tag_modules"]
@@ -59,7 +60,7 @@ def tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> tuple[dict[str, i
     keys: dict[str, set[str]] = {}
     unknown = 0
     for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method", "call_module"):
+        if node.op not in OP_KINDS:
             continue
         stack = node.meta.get("nn_module_stack") or {}
         owner = None

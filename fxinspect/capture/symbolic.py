@@ -30,6 +30,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
+from ..records import OP_KINDS
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from . import fast_trace
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
@@ -37,7 +38,6 @@ from .inputs import FlatInputs
 
 ROOT_ATTR = "model"
 MAX_AUTO_LEAVES = 8
-_OP_KINDS = ("call_function", "call_method", "call_module")
 
 
 def _strip(path: str) -> str:
@@ -100,7 +100,7 @@ class ModuleTracer(fx.Tracer):
             self.graph.__class__ = UncheckedGraph
             self.graph._base_names = {}
         node = make_node(self, kind, target, args, kwargs, name, type_expr)
-        if kind in _OP_KINDS:
+        if kind in OP_KINDS:
             stack = self.module_stack
             caching = type(stack) is fast_trace.ModuleStack  # the tag is the same for a module call's nodes
             tag = stack.tag if caching else None

@@ -110,8 +110,10 @@ class InstrumentedProgram:
     def run(self, inputs: list[Any], probe: Probe = Probe(), compiled: bool = False) -> Any:
         """Run the program once on flat ``inputs`` with ``probe``; the graph's raw output.
 
-        ``compiled=False`` walks the nodes (cheapest for one run); ``True`` generates code
-        for this probe first (cheapest per run: use :meth:`compile` to keep it).
+        ``compiled=False`` walks the nodes (cheapest for one run) and raises
+        :class:`~fxinspect.NodeExecutionError` naming the node when an op fails;
+        ``True`` generates code for this probe first (cheapest per run: use
+        :meth:`compile` to keep it).
         """
         if compiled:
             return self.compile(probe)(*inputs)
@@ -145,7 +147,8 @@ class InstrumentedProgram:
         return compile_graph(self.graph_module, probe.before, probe.after, self.capture.user_path)
 
     def flat_inputs(self, args: Any, kwargs: dict | None = None) -> list[torch.Tensor]:
-        """The tensors of ``(args, kwargs)``, checked against the example inputs' structure."""
+        """The tensors of ``(args, kwargs)``, as many as the example inputs had (their other
+        arguments were constants of the capture)."""
         args, kwargs = normalize(args, kwargs)
         given = FlatInputs.build(args, kwargs).tensors
         expected = self.capture.inputs.names

@@ -1,0 +1,42 @@
+"""The report's records: frozen dataclasses of every op and module, in base units.
+
+Everything here is in base units (FLOPs, bytes, seconds) and carries no formatting;
+views turn these records into text, pictures and files. This package imports nothing
+from capture, the run layer, the views or torch: it is the bottom of the package.
+:mod:`.nodes` holds the graph's parts (tensors, aten calls, nodes, modules),
+:mod:`.analysis` the whole (totals, findings, timing, the report record).
+"""
+
+from .analysis import (
+    SCHEMA_VERSION,
+    CaptureInfo,
+    Environment,
+    NonFinite,
+    NonFiniteKind,
+    ReportRecord,
+    SharedParameter,
+    TimingInfo,
+    Totals,
+    UncountedOp,
+)
+from .nodes import OP_KINDS, AtenCall, ModuleRecord, NodeRecord, OpStatus, TensorMeta, ValueStats
+
+__all__ = [
+    "OP_KINDS",
+    "SCHEMA_VERSION",
+    "AtenCall",
+    "CaptureInfo",
+    "Environment",
+    "ModuleRecord",
+    "NodeRecord",
+    "NonFinite",
+    "NonFiniteKind",
+    "OpStatus",
+    "ReportRecord",
+    "SharedParameter",
+    "TensorMeta",
+    "TimingInfo",
+    "Totals",
+    "UncountedOp",
+    "ValueStats",
+]

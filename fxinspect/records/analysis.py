@@ -1,0 +1,168 @@
+"""Records of the analysis as a whole: totals, findings, how it ran, the report.
+
+Example
+-------
+>>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
+('nan+inf', 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Mapping
+
+from ..fields import with_figures
+from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
+
+SCHEMA_VERSION = 2
+
+
+class NonFiniteKind(str, Enum):
+    """What a non-finite tensor holds."""
+
+    NAN = "nan"
+    INF = "inf"
+    BOTH = "nan+inf"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class SharedParameter:
+    """A parameter or buffer reachable under several names; counted once, as ``name``."""
+
+    name: str
+    aliases: tuple[str, ...]
+    numel: int
+
+
+@dataclass(frozen=True)
+class UncountedOp:
+    """An aten op without a FLOP rule: totals that include its nodes are partial."""
+
+    op: str
+    calls: int
+    nodes: tuple[str, ...]
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """Where NaN/Inf first appeared in the forward pass, and what it reached.
+
+    ``root_cause`` is the first node whose output holds a NaN or Inf while all of its
+    inputs were finite (``kind`` says which); when a model input, parameter or buffer is
+    already non-finite, that tensor is named in ``sources`` and ``root_cause`` is the
+    first node that read it. ``inputs`` are the root cause's input tensors with
+    their statistics; ``downstream`` every later node whose output is non-finite.
+    """
+
+    root_cause: str
+    module_path: str
+    module_type: str
+    kind: NonFiniteKind
+    inputs: tuple[TensorMeta, ...]
+    downstream: tuple[str, ...]
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaptureInfo:
+    """Which capture tier produced the graph, and why earlier tiers did not."""
+
+    method: str
+    notes: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()  # (tier, one-line reason)
+
+
+@dataclass(frozen=True)
+class TimingInfo:
+    """How latency was measured; all times are medians in seconds."""
+
+    device: str
+    warmup: int
+    repeats: int
+    forward: float  # whole instrumented forward, first probe to last
+    plain_forward: float  # the captured program without probes
+    node_sum: float  # sum of per-node medians
+    batch_size: int | None
+    throughput: float | None  # samples per second at ``plain_forward``, when a batch size is known
+
+    @property
+    def node_sum_ratio(self) -> float:
+        """Per-node sum over the plain forward: 1.0 means the parts add up to the whole."""
+        return self.node_sum / self.plain_forward if self.plain_forward else float("nan")
+
+
+@dataclass(frozen=True)
+@with_figures(after="buffer_bytes", summed_only=True, defaults=False)
+class Totals:
+    """Whole-model figures; ``partial`` when some aten op had no FLOP rule.
+
+    The summed figures of :mod:`fxinspect.fields` follow ``buffer_bytes``: sums over
+    every op node of the report.
+    """
+
+    params: int
+    trainable_params: int
+    buffers: int
+    param_bytes: int
+    buffer_bytes: int
+    # (the summed figures of fxinspect.fields go here)
+    partial: bool
+
+    @property
+    def frozen_params(self) -> int:
+        return self.params - self.trainable_params
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte moved."""
+        moved = self.bytes_read + self.bytes_written
+        return self.flops / moved if moved else float("nan")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the report was made."""
+
+    torch_version: str
+    python_version: str
+    platform: str
+    device: str
+    num_threads: int
+    virtual: bool = False  # run on fake tensors (meta device): no values, no timing
+
+
+@dataclass(frozen=True)
+class ReportRecord:
+    """Everything ``fxinspect.analyze`` measured, immutable, in base units.
+
+    ``nodes`` are in graph order; ``modules`` maps a dotted path to its record (``""``
+    is the root) in the model's ``named_modules`` order. ``unattributed`` are aten ops
+    that ran while no graph node was running (between probes); they are listed, never
+    dropped. :class:`fxinspect.Report` adds the views to this record.
+    """
+
+    nodes: tuple[NodeRecord, ...]
+    modules: Mapping[str, ModuleRecord]
+    totals: Totals
+    capture: CaptureInfo
+    uncounted: tuple[UncountedOp, ...]
+    nonfinite: NonFinite | None
+    shared: tuple[SharedParameter, ...]
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+    timing: TimingInfo | None
+    environment: Environment
+    unattributed: tuple[AtenCall, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def node(self, name: str) -> NodeRecord:
+        """The record of the node called ``name``."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node named {name!r}; nodes are {[n.name for n in self.nodes][:20]}...")
