@@ -37,6 +37,10 @@ Described = list[tuple[Description, "int | None"]]
 
 def aten_calls(costs: dict[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int, int, int]:
     """The node's aten calls as records, and their flops, macs, bytes read and written."""
+    if len(costs) == 1:  # the common case, without a loop
+        ((op, c),) = costs.items()
+        call = AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status)
+        return (call,), c.flops, c.macs, c.bytes_read, c.bytes_written
     calls = []
     flops = macs = read = written = 0
     for op, c in costs.items():
@@ -136,8 +140,15 @@ class CountPass:
     ) -> None:
         """Per node: outputs as ``TensorMeta``, aten calls and their sums, NaN/Inf counts."""
         ops = set(program.probe_points)
+        no_costs: dict[str, OpCost] = {}
         for name, tensors in described.items():
-            outputs = tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in tensors])
+            if len(tensors) == 1:  # the common case, spelled out: it runs per node
+                (shape, dtype, device, size), slot = tensors[0]
+                outputs: tuple[TensorMeta, ...] = (
+                    TensorMeta.of(shape, dtype, device, size, stats[slot] if slot is not None else None),
+                )
+            else:
+                outputs = tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in tensors])
             found = [m.stats for m in outputs if m.stats is not None]
             is_op = name in ops
             if found or (is_op and not any(_floating(m) for m in outputs)):
@@ -145,7 +156,11 @@ class CountPass:
                 nan, inf = sum(s.nan_count for s in found), sum(s.inf_count for s in found)
             else:
                 nan = inf = None
-            entry = out[name] = {"outputs": outputs, "nan_count": nan, "inf_count": inf}
-            if is_op:
-                calls, flops, macs, read, written = aten_calls(costs.get(name, {}))
-                entry.update(aten=calls, flops=flops, macs=macs, bytes_read=read, bytes_written=written)
+            if not is_op:
+                out[name] = {"outputs": outputs, "nan_count": nan, "inf_count": inf}
+                continue
+            calls, flops, macs, read, written = aten_calls(costs.get(name, no_costs))
+            out[name] = {
+                "outputs": outputs, "nan_count": nan, "inf_count": inf, "aten": calls,
+                "flops": flops, "macs": macs, "bytes_read": read, "bytes_written": written,
+            }
