@@ -1,12 +1,13 @@
 """The dataflow of a report as a ``networkx.DiGraph``, per node or per module.
 
-Node level: one graph node per :class:`~fxinspect.report.NodeRecord`, keyed by its
+Node level: one graph node per :class:`~fxinspect.records.NodeRecord`, keyed by its
 name, carrying the record's fields as plain attributes; an edge from each producer
 to each consumer carries the producer's output ``tensor`` (a ``TensorMeta``, or a
 tuple of them for a multi-output producer) and its ``bytes``.
 
 Module level: op nodes collapse into their module, cut to ``depth`` path components;
-model inputs and outputs become the graph nodes ``"input"`` and ``"output"``.
+model inputs and outputs become the graph nodes ``"input"`` and ``"output"``. Only the
+``member_*`` attributes add up over graph nodes (see :func:`to_networkx`).
 
 Example
 -------
@@ -26,12 +27,13 @@ from typing import Any
 
 import networkx as nx
 
+from . import paths
 from .records import NodeRecord, ReportRecord, TensorMeta
+from .views.figures import sums
 
 __all__ = ["Level", "to_networkx"]
 
 INPUT, OUTPUT = "input", "output"
-_MEMBER_SUMS = ("flops", "macs", "bytes_read", "bytes_written")  # summed per collapsed module
 
 
 class Level(str, Enum):
@@ -50,15 +52,18 @@ def _attributes(record: Any) -> dict[str, Any]:
 
 
 def _tensor(producer: NodeRecord) -> TensorMeta | tuple[TensorMeta, ...] | None:
+    """What an edge from ``producer`` carries: its output, or a tuple of several."""
     outs = producer.outputs
     return outs[0] if len(outs) == 1 else (tuple(outs) or None)
 
 
 def _size(producer: NodeRecord) -> int:
+    """Bytes of everything ``producer`` outputs."""
     return sum(t.nbytes for t in producer.outputs)
 
 
 def _node_graph(report: ReportRecord) -> nx.DiGraph:
+    """One graph node per record, one edge per (producer, consumer) pair."""
     g = nx.DiGraph(level=Level.NODE.value)
     by_name = {n.name: n for n in report.nodes}
     for n in report.nodes:
@@ -75,21 +80,8 @@ def _node_graph(report: ReportRecord) -> nx.DiGraph:
     return g
 
 
-def _cut(path: str, depth: int | None) -> str:
-    """``"layer1.0.conv1"`` cut to ``depth`` components (``None``: unchanged)."""
-    if depth is None or not path:
-        return path
-    return ".".join(path.split(".")[:depth])
-
-
-def _owner(report: ReportRecord, path: str) -> str:
-    """``path`` if it is a module of the report, else its nearest known ancestor."""
-    while path and path not in report.modules:
-        path = path.rpartition(".")[0]
-    return path
-
-
 def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
+    """Op nodes collapsed into their modules cut to ``depth``; see :func:`to_networkx`."""
     g = nx.DiGraph(level=Level.MODULE.value, depth=depth)
     # a module may itself be called "input"/"output": the endpoints then step aside
     source = INPUT if INPUT not in report.modules else f"({INPUT})"
@@ -100,7 +92,8 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
             return source
         if n.op == "output":
             return sink
-        return _owner(report, _cut(n.module_path, depth))
+        # a path the capture made up (not a module of the report) joins its nearest module
+        return paths.nearest(paths.cut(n.module_path, depth), report.modules)
 
     groups = {n.name: group(n) for n in report.nodes}
     g.add_node(source, kind="input", tensors=tuple(report.inputs), bytes=sum(t.nbytes for t in report.inputs))
@@ -110,21 +103,16 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
             continue
         record = report.modules.get(key)
         attrs = _attributes(record) if record else {"path": key}
-        g.add_node(key, kind="module", **attrs, members=[], **{f"member_{k}": 0 for k in _MEMBER_SUMS},
-                   member_latency=0.0)
+        g.add_node(key, kind="module", **attrs)
     g.add_node(sink, kind="output", tensors=tuple(report.outputs), bytes=sum(t.nbytes for t in report.outputs))
 
+    members: dict[str, list[NodeRecord]] = {k: [] for k, kind in g.nodes(data="kind") if kind == "module"}
     for n in report.nodes:
-        attrs = g.nodes[groups[n.name]]
-        if n.is_op and attrs["kind"] == "module":
-            attrs["members"].append(n.name)
-            for k in _MEMBER_SUMS:
-                attrs[f"member_{k}"] += getattr(n, k)
-            latency = attrs["member_latency"]
-            attrs["member_latency"] = None if latency is None or n.latency is None else latency + n.latency
-    for attrs in g.nodes.values():
-        if "members" in attrs:
-            attrs["members"] = tuple(attrs["members"])
+        if n.is_op and groups[n.name] in members:
+            members[groups[n.name]].append(n)
+    for key, nodes in members.items():
+        g.nodes[key]["members"] = tuple(n.name for n in nodes)
+        g.nodes[key].update({f"member_{name}": total for name, total in sums(nodes).items()})
 
     by_name = {n.name: n for n in report.nodes}
     seen: set[tuple[str, str]] = set()  # (producer, target group)
@@ -154,13 +142,23 @@ def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: in
         ``producer -> consumer`` carry ``tensor`` (the producer's ``TensorMeta``, a tuple
         for several outputs), ``bytes`` and ``reads`` (how many arguments use it).
         ``"module"``: op nodes collapse to their module path cut to ``depth``
-        components; graph nodes carry the ``ModuleRecord`` fields (subtree figures),
-        ``members`` (the op nodes collapsed into it) and ``member_flops``,
-        ``member_macs``, ``member_bytes_read``, ``member_bytes_written``,
-        ``member_latency`` (their sums, which add up to the totals over all graph
-        nodes even where a module and its child are both graph nodes). An edge
-        ``A -> B`` has ``count`` (tensors flowing from A into B) and ``bytes`` (their size).
+        components (a path that is no module of the report to its nearest module);
+        model inputs and outputs are the nodes ``"input"`` and ``"output"``. A module
+        node carries ``kind="module"``, the fields of its ``ModuleRecord``, ``members``
+        (the op nodes collapsed into it) and ``member_<figure>`` for every summed
+        figure of :data:`fxinspect.fields.FIELDS` (``member_flops``, ``member_macs``,
+        ``member_bytes_read``, ``member_bytes_written``, ``member_latency``, ...): the
+        sums over ``members``, by the figure's aggregate. An edge ``A -> B`` has
+        ``count`` (tensors flowing from A into B) and ``bytes`` (their size).
     depth : module level only; ``None`` keeps full module paths.
+
+    What adds up over module nodes: ``members`` partition the op nodes, so every
+    ``member_<figure>`` sums to ``report.totals`` at any ``depth``. The record fields
+    (``flops``, ``params``, ``latency``, ...) are the module's whole subtree and do
+    *not* add up wherever a module and one of its descendants are both graph nodes:
+    the root ``""`` is a node at ``depth >= 1`` when it runs ops of its own (its
+    ``flops`` are the whole model's while its ``member_flops`` are its own ops'), and
+    so is any module with ops of its own above a deeper node (``depth`` 2 or ``None``).
     """
     try:
         level = Level(level)

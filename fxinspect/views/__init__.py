@@ -9,9 +9,10 @@ Example
 >>> print(table(report, by="op", sort="flops", top=5))            # doctest: +SKIP
 """
 
+from .columns import By, Column, columns_for
 from .exports import from_json, report_to_dict, to_csv, to_dataframe, to_json
 from .summary import summary
-from .table import By, Column, columns_for, table
+from .table import table
 
 __all__ = [
     "By",

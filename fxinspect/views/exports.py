@@ -26,14 +26,16 @@ import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from ..records import SCHEMA_VERSION, NodeRecord, ReportRecord
-from .table import By
+from .columns import By
 
 __all__ = ["from_json", "report_to_dict", "to_csv", "to_dataframe", "to_json", "to_plain"]
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+_Report = TypeVar("_Report", bound=ReportRecord)
 
 
 # ------------------------------------------------------------------ dataclass -> plain
@@ -165,8 +167,11 @@ def _read(source: Any) -> str:
     return Path(source).read_text(encoding="utf-8")
 
 
-def from_json(source: str | os.PathLike | typing.IO[str], cls: type[ReportRecord] = ReportRecord) -> ReportRecord:
+def from_json(source: str | os.PathLike | typing.IO[str], cls: type[_Report] = ReportRecord) -> _Report:
     """Read a report from a path, a JSON string or an open file, as a ``cls``.
+
+    ``cls`` is the record class to build (``fxinspect.Report`` passes itself, so
+    reading gives a report with its views; the views never import it).
 
     Raises ``ValueError`` when the report was written with another schema version.
     """

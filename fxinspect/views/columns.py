@@ -1,0 +1,198 @@
+"""Table columns: their names, and how each is titled, rendered from its raw figure and sorted.
+
+Every summed figure of :data:`fxinspect.fields.FIELDS` is a column named after its
+field, titled by its ``header`` and rendered by its ``unit``; the other columns
+(names, shapes, counts, and the derived ``bytes``, ``intensity`` and ``share``) are
+declared here by hand.
+
+Example
+-------
+>>> str(Column.FLOPS), SPECS[Column.FLOPS].header, SPECS[Column.LATENCY].render(0.0123, False)
+('flops', 'FLOPs', '12.30 ms')
+>>> [str(c) for c in columns_for("op")]
+['op', 'count', 'flops', 'macs', 'bytes_read', 'bytes_written', 'bytes', 'intensity', 'latency', 'share']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+from .. import formatting as fmt
+from ..fields import Aggregate, Field, Unit
+from .figures import SUMMED
+
+__all__ = ["By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
+
+
+class _Choice(str, Enum):
+    """An option given by name: prints as its value, which is what users type."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class By(_Choice):
+    """What one row of a table stands for."""
+
+    MODULE = "module"
+    OP = "op"
+    NODE = "node"
+
+
+# the columns that are not a declared figure: (member, name), in the order tables offer them
+_LEADING = (
+    ("NAME", "name"), ("TYPE", "type"), ("LABEL", "op"), ("MODULE", "module"), ("INPUTS", "inputs"),
+    ("OUTPUTS", "outputs"), ("COUNT", "count"), ("CALLS", "calls"), ("PARAMS", "params"),
+)
+_DERIVED = (("BYTES", "bytes"), ("INTENSITY", "intensity"), ("SHARE", "share"), ("NONFINITE", "nonfinite"))
+
+
+def _members() -> list[tuple[str, str]]:
+    """``Column``'s (member, value) pairs: the hand-declared columns and one per summed figure."""
+    members = [*_LEADING, *((f.name.upper(), f.name) for f in SUMMED), *_DERIVED]
+    names = [name for _, name in members]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:  # a figure named like a built-in column would silently shadow it
+        raise TypeError(f"figures {clash} are named like table columns: rename them in fields.py")
+    return members
+
+
+Column = _Choice("Column", _members(), module=__name__, qualname="Column")
+Column.__doc__ = """Column names accepted by ``columns=`` and ``sort=`` (the CLI uses the same strings).
+
+One member per summed figure of :data:`fxinspect.fields.FIELDS` (``Column.FLOPS`` is
+``"flops"``), and the hand-declared ones (``Column.NAME``, ``Column.SHARE``, ...)."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How a column is titled, rendered from its raw figure, aligned and sorted."""
+
+    header: str
+    render: Callable[[Any, bool], str]  # (raw figure, mark as a lower bound) -> cell text
+    numeric: bool = True  # right-aligned, sorted descending by the raw figure
+    marks_partial: bool = False  # a lower bound when the row misses uncounted ops
+
+    def cell(self, raw: Any, partial: bool) -> str:
+        """The text of one cell; ``partial``: its row misses uncounted ops."""
+        return self.render(raw, partial and self.marks_partial)
+
+
+def _text(raw: Any, partial: bool) -> str:
+    """A name or type as it is; nothing for a row without one."""
+    return "" if raw is None else str(raw)
+
+
+def _shapes(raw: Any, partial: bool) -> str:
+    """Tensor shapes; nothing for a row without tensors."""
+    return "" if raw is None else fmt.shapes(raw)
+
+
+def _nonfinite(raw: tuple[int | None, int | None] | None, partial: bool) -> str:
+    """``(nan_count, inf_count)`` as "2 NaN, 1 Inf"; empty when finite."""
+    if raw is None:
+        return ""
+    if raw[0] is None:
+        return fmt.MISSING  # values were not read: unknown, not "finite"
+    nan, inf = raw[0], raw[1] or 0
+    parts = [f"{fmt.count(nan)} NaN"] if nan else []
+    parts += [f"{fmt.count(inf)} Inf"] if inf else []
+    return ", ".join(parts)
+
+
+# how a figure of each unit reads; a time is a median, never marked as a lower bound
+_UNIT_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
+    Unit.COUNT: fmt.count,
+    Unit.FLOP: fmt.count,
+    Unit.MAC: fmt.count,
+    Unit.BYTE: fmt.nbytes,
+    Unit.SECOND: lambda v, p: fmt.seconds(v),
+}
+
+
+def _figure_spec(field: Field) -> Spec:
+    """A declared figure's column: its header, its unit's format.
+
+    An ``EXACT`` figure counts an op without a rule as 0, so uncounted ops make it a
+    lower bound: mark it, never hide it. A ``KNOWN`` one is ``None`` instead.
+    """
+    return Spec(field.header, _UNIT_TEXT[field.unit], marks_partial=field.aggregate is Aggregate.EXACT)
+
+
+SPECS: dict[Column, Spec] = {
+    Column.NAME: Spec("name", _text, numeric=False),
+    Column.TYPE: Spec("type", _text, numeric=False),
+    Column.LABEL: Spec("op", _text, numeric=False),
+    Column.MODULE: Spec("module", _text, numeric=False),
+    Column.INPUTS: Spec("inputs", _shapes, numeric=False),
+    Column.OUTPUTS: Spec("outputs", _shapes, numeric=False),
+    Column.COUNT: Spec("nodes", lambda v, p: fmt.count(v)),
+    Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
+    Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
+    **{Column(f.name): _figure_spec(f) for f in SUMMED},
+    Column.BYTES: Spec("bytes", fmt.nbytes, marks_partial=True),  # bytes_read + bytes_written
+    Column.INTENSITY: Spec("FLOP/B", lambda v, p: fmt.number(v)),
+    Column.SHARE: Spec("FLOPs %", lambda v, p: fmt.percent(v)),
+    Column.NONFINITE: Spec("NaN/Inf", _nonfinite),
+}
+
+
+def _figures() -> tuple[Column, ...]:
+    """The figure columns every table offers: the declared ones in declaration order,
+    ``bytes`` and ``intensity`` right after the bytes they are computed from, ``share`` last."""
+    columns: list[Column] = []
+    for f in SUMMED:
+        columns.append(Column(f.name))
+        if f.name == "bytes_written":
+            columns += [Column.BYTES, Column.INTENSITY]
+    return (*columns, Column.SHARE)
+
+
+_AVAILABLE: dict[By, tuple[Column, ...]] = {
+    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures()),
+    By.OP: (Column.LABEL, Column.COUNT, *_figures()),
+    By.NODE: (Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, *_figures(), Column.NONFINITE),
+}
+
+DEFAULT: dict[By, tuple[Column, ...]] = {
+    By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY),
+    By.OP: (Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.SHARE),
+    By.NODE: (
+        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.FLOPS,
+        Column.MACS, Column.BYTES, Column.LATENCY, Column.NONFINITE,
+    ),
+}
+"""The columns shown when ``columns=`` is not given (latency and NaN/Inf only when measured)."""
+
+
+def columns_for(by: By | str) -> tuple[Column, ...]:
+    """The columns a table ``by`` modules, ops or nodes can show.
+
+    >>> [str(c) for c in columns_for("module")][:5]
+    ['name', 'type', 'calls', 'params', 'flops']
+    """
+    return _AVAILABLE[parse_by(by)]
+
+
+def parse_by(by: By | str) -> By:
+    """``by`` as a :class:`By`, or a ``ValueError`` naming the valid ones."""
+    try:
+        return By(by)
+    except ValueError:
+        valid = ", ".join(repr(b.value) for b in By)
+        raise ValueError(f"table(by=...) must be one of {valid}, got {by!r}") from None
+
+
+def parse_column(name: Column | str, by: By, option: str) -> Column:
+    """``name`` as a column a table ``by`` can show, or a ``ValueError`` naming them."""
+    valid = _AVAILABLE[by]
+    try:
+        column = Column(name)
+    except ValueError:
+        column = None
+    if column not in valid:
+        names = ", ".join(c.value for c in valid)
+        raise ValueError(f"{option}: unknown column {name!r} for by={by.value!r}; valid columns: {names}")
+    return column

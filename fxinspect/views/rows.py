@@ -1,0 +1,197 @@
+"""Table rows of raw figures: modules (repeated blocks folded), op labels, op nodes, the totals.
+
+A row holds each column's raw figure (ints, seconds, shapes), not text, so that
+tables sort 1.50 G above 999.00 M; :mod:`fxinspect.views.table` renders them.
+
+Example
+-------
+>>> row = Row({Column.NAME: "conv1", Column.FLOPS: 1_500_000_000}, partial=True)
+>>> row.values[Column.FLOPS]      # raw, rendered only after sorting: "1.50 G+"
+1500000000
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from .. import formatting as fmt
+from .. import paths
+from ..records import ModuleRecord, NodeRecord, ReportRecord, Totals
+from .columns import Column
+from .figures import sums
+
+__all__ = ["Row", "module_rows", "node_rows", "op_rows", "totals_row"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """Raw figures of one table row, keyed by column; ``partial`` when it misses ops."""
+
+    values: dict[Column, Any]
+    partial: bool = False
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    """``part / whole``; unknown rather than infinite when ``whole`` is 0."""
+    return part / whole if whole else None
+
+
+def _figures(report: ReportRecord, records: Sequence[NodeRecord | ModuleRecord | Totals]) -> dict[Column, Any]:
+    """The figure columns of some records: every declared figure summed, and the derived ones."""
+    values = {Column(name): total for name, total in sums(records).items()}
+    moved = values[Column.BYTES_READ] + values[Column.BYTES_WRITTEN]
+    values[Column.BYTES] = moved
+    values[Column.INTENSITY] = _ratio(values[Column.FLOPS], moved)
+    values[Column.SHARE] = _ratio(values[Column.FLOPS], report.totals.flops)
+    return values
+
+
+# ------------------------------------------------------------------ module rows
+
+
+def _children(report: ReportRecord) -> dict[str, list[str]]:
+    """Child paths of every module, in model order, derived from the paths themselves
+    (a module whose parent is unknown hangs under its nearest known ancestor)."""
+    kids: dict[str, list[str]] = {"": []}
+    for path in report.modules:
+        kids.setdefault(path, [])
+    for path in report.modules:
+        if path:
+            kids[paths.nearest(paths.parent(path), kids)].append(path)
+    return kids
+
+
+def _fold_runs(children: list[str], signature: Callable[[str], tuple] | None) -> list[list[int]]:
+    """Positions of ``children`` grouped into runs of repeated blocks.
+
+    A run is consecutive siblings named by consecutive integers (a ``ModuleList`` or
+    ``Sequential``) whose subtrees have the same names, types and parameter counts, so
+    their descendants line up one to one and can be summed row by row.
+    """
+    if signature is None:
+        return [[i] for i in range(len(children))]
+    runs: list[list[int]] = []
+    for i, path in enumerate(children):
+        if runs:
+            name, prev_name = paths.name(path), paths.name(children[runs[-1][-1]])
+            if (name.isdigit() and prev_name.isdigit() and int(name) == int(prev_name) + 1
+                    and signature(path) == signature(children[runs[-1][0]])):
+                runs[-1].append(i)
+                continue
+        runs.append([i])
+    return runs
+
+
+def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Iterator[tuple[str, int, list[str]]]:
+    """``(display path, repeats, member module paths)`` in model order, root excluded
+    (the totals row stands for it). A folded row's members are every repeat's module."""
+    kids = _children(report)
+    memo: dict[str, tuple] = {}
+
+    def signature(path: str) -> tuple:
+        """What two blocks must share to be folded: names, types, parameter counts."""
+        if path not in memo:
+            m = report.modules[path]
+            memo[path] = (m.type, m.params, m.trainable_params, m.buffers,
+                          tuple((paths.name(c), signature(c)) for c in kids[path]))
+        return memo[path]
+
+    def walk(group: list[str], prefix: str) -> Iterator[tuple[str, int, list[str]]]:
+        first = kids[group[0]]
+        for run in _fold_runs(first, signature if fold else None):
+            members = [kids[g][i] for g in group for i in run]
+            if depth is not None and report.modules[members[0]].depth > depth:
+                continue
+            if report.modules[members[0]].counted_in:  # ran inside a leaf: no figures of its own
+                continue
+            if len(members) == 1:  # nothing folded here or above: the module's own path
+                name = members[0]
+            else:
+                local = paths.name(first[run[0]])
+                if len(run) > 1:
+                    local += "-" + paths.name(first[run[-1]])
+                name = f"{prefix}.{local}" if prefix else local
+            yield name, len(run), members
+            yield from walk(members, name)
+
+    yield from walk([""], "")
+
+
+def module_rows(report: ReportRecord, depth: int | None, fold: bool, indent: bool, uncounted: set[str]) -> list[Row]:
+    """One row per module (root excluded) in model order, down to ``depth``.
+
+    ``fold`` merges runs of identical repeated blocks into one row of summed figures;
+    ``indent`` indents names by depth; ``uncounted`` names the nodes without a FLOP rule.
+    """
+    rows = []
+    for name, repeats, members in _module_groups(report, depth, fold):
+        records = [report.modules[p] for p in members]
+        first = records[0]
+        values = {
+            Column.NAME: ("  " * (first.depth - 1) if indent else "") + name,
+            Column.TYPE: first.type if repeats == 1 else f"{fmt.count(repeats)} × {first.type}",
+            Column.CALLS: sum(r.calls for r in records),
+            Column.PARAMS: sum(r.params for r in records),
+            **_figures(report, records),
+        }
+        partial = any(n in uncounted for r in records for n in r.nodes)
+        rows.append(Row(values, partial))
+    return rows
+
+
+# ------------------------------------------------------------------ op and node rows
+
+
+def op_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
+    """One row per op label, in order of first appearance, its nodes' figures summed."""
+    groups: dict[str, list[NodeRecord]] = {}
+    for n in report.nodes:
+        if n.is_op:
+            groups.setdefault(n.label, []).append(n)
+    return [
+        Row(
+            {Column.LABEL: label, Column.COUNT: len(nodes), **_figures(report, nodes)},
+            partial=any(n.name in uncounted for n in nodes),
+        )
+        for label, nodes in groups.items()
+    ]
+
+
+def node_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
+    """One row per op node, in graph order."""
+    return [
+        Row(
+            {
+                Column.NAME: n.name,
+                Column.LABEL: n.label,
+                Column.MODULE: n.module_path,
+                Column.INPUTS: tuple(t.shape for t in n.inputs),
+                Column.OUTPUTS: tuple(t.shape for t in n.outputs),
+                Column.NONFINITE: (n.nan_count, n.inf_count),
+                **_figures(report, [n]),
+            },
+            partial=n.name in uncounted,
+        )
+        for n in report.nodes
+        if n.is_op
+    ]
+
+
+def totals_row(report: ReportRecord, cols: Sequence[Column]) -> Row:
+    """The whole model's figures; "total" written once, in the first name-like column."""
+    titled = next((c for c in cols if c in (Column.NAME, Column.LABEL)), None)
+    root = report.modules.get("")
+    return Row(
+        {
+            Column.NAME: "total" if titled is Column.NAME else None,
+            Column.LABEL: "total" if titled is Column.LABEL else None,
+            Column.TYPE: root.type if root else None,
+            Column.INPUTS: tuple(m.shape for m in report.inputs),
+            Column.OUTPUTS: tuple(m.shape for m in report.outputs),
+            Column.COUNT: sum(1 for n in report.nodes if n.is_op),
+            Column.PARAMS: report.totals.params,
+            **_figures(report, [report.totals]),  # the totals' own figures: a sum of one
+        },
+        partial=report.totals.partial,
+    )
