@@ -28,8 +28,8 @@ from typing import Any
 import networkx as nx
 
 from . import paths
+from .fields import sums
 from .records import NodeRecord, ReportRecord, TensorMeta
-from .views.figures import sums
 
 __all__ = ["Level", "to_networkx"]
 

@@ -43,7 +43,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import MODULE_KEY, Capture, Method, resolve_attr, type_name
+from .base import Capture, Method, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .inputs import FlatInputs
 from .regions import inline_regions

@@ -26,7 +26,7 @@ import torch.fx as fx
 
 from .. import paths
 from ..capture import Capture, module_of
-from ..fields import FIELDS, Aggregate
+from ..fields import sums
 from ..records import (
     CaptureInfo,
     Environment,
@@ -42,7 +42,6 @@ from .program import InstrumentedProgram
 
 __all__ = ["aggregate_modules", "node_records", "report_fields", "sum_nodes", "totals_of"]
 
-SUMMED = tuple(f for f in FIELDS if f.sums)
 # every NodeRecord field with its default, in field order (a dict keeps that order
 # through updates, so a merged row's values are the record's positional arguments)
 _DEFAULTS = {
@@ -118,38 +117,10 @@ def node_records(cap: Capture, results: Sequence[PassResult]) -> list[NodeRecord
     return records
 
 
-def _sum(field_aggregate: Aggregate, acc: Any, value: Any) -> Any:
-    if field_aggregate is Aggregate.EXACT:
-        return acc + value
-    return None if acc is None or value is None else acc + value  # Aggregate.KNOWN
-
-
-def _start(measured: Iterable[str]) -> list[Any]:
-    """Each summed figure's empty sum: 0 (0.0 for floats), None when nothing measured it."""
-    measured = set(measured)
-    return [
-        0 if f.aggregate is Aggregate.EXACT else (0.0 if f.name in measured else None) for f in SUMMED
-    ]
-
-
-_GETTERS = [(f, operator.attrgetter(f.name)) for f in SUMMED]
-
-
 def sum_nodes(nodes: Iterable[NodeRecord], measured: Iterable[str] = ()) -> dict[str, Any]:
-    """Every summed figure over the op nodes: ``{field name: sum}``.
-
-    Per field, one pass in C (``sum(map(...))``): this runs over every node of graphs
-    with thousands of them.
-    """
-    ops = [n for n in nodes if n.is_op]
-    out = {}
-    for (f, get), start in zip(_GETTERS, _start(measured)):
-        if f.aggregate is Aggregate.EXACT:
-            out[f.name] = sum(map(get, ops))
-        else:  # Aggregate.KNOWN: unknown as soon as one part is
-            values = list(map(get, ops))
-            out[f.name] = None if start is None or None in values else start + sum(values)
-    return out
+    """Every summed figure over the op nodes: ``{field name: sum}``; a figure that may be
+    unknown is ``None`` unless a pass measured it."""
+    return sums([n for n in nodes if n.is_op], set(measured))
 
 
 def totals_of(nodes: Sequence[NodeRecord], measured: Iterable[str]) -> dict[str, Any]:
@@ -172,25 +143,17 @@ def aggregate_modules(
     produced) is summed into its nearest known ancestor's subtree.
     """
     infos = list(infos)
-    measured = tuple(measured)
+    measured = set(measured)
     known = {i.path for i in infos}
-    by_path: dict[str, list[NodeRecord]] = {}  # nodes grouped by their own module path first
-    order: dict[str, int] = {}  # graph order, which each module's node list keeps
+    members: dict[str, list[NodeRecord]] = {p: [] for p in known}  # in graph order
+    chains: dict[str, list[list[NodeRecord]]] = {}  # module path -> its known ancestors' lists
     for node in nodes:
         if node.is_op:
-            by_path.setdefault(node.module_path, []).append(node)
-            order[node.name] = len(order)
-    sums = {p: _start(measured) for p in known}
-    members: dict[str, list[str]] = {p: [] for p in known}
-    for path, group in by_path.items():
-        own = sum_nodes(group, measured)
-        for ancestor in paths.ancestors(path):
-            if ancestor not in known:
-                continue
-            acc = sums[ancestor]
-            for i, f in enumerate(SUMMED):
-                acc[i] = _sum(f.aggregate, acc[i], own[f.name])
-            members[ancestor].extend(n.name for n in group)
+            chain = chains.get(node.module_path)
+            if chain is None:
+                chain = chains[node.module_path] = [members[p] for p in paths.ancestors(node.module_path) if p in known]
+            for group in chain:
+                group.append(node)
     leaves = set(leaves)
     records = {}
     for info in infos:
@@ -205,8 +168,8 @@ def aggregate_modules(
             buffers=info.buffers,
             own_params=info.own_params,
             own_buffers=info.own_buffers,
-            **{f.name: value for f, value in zip(SUMMED, sums[info.path])},
-            nodes=tuple(sorted(members[info.path], key=order.__getitem__)),
+            **sums(members[info.path], measured),
+            nodes=tuple([n.name for n in members[info.path]]),
             children=info.children,
             counted_in=counted_in,
         )

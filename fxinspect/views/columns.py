@@ -20,8 +20,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .. import formatting as fmt
-from ..fields import Aggregate, Field, Unit
-from .figures import SUMMED
+from ..fields import SUMMED, Aggregate, Field, Unit
 
 __all__ = ["By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
 

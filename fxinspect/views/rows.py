@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .. import formatting as fmt
 from .. import paths
+from ..fields import sums
 from ..records import ModuleRecord, NodeRecord, ReportRecord, Totals
 from .columns import Column
-from .figures import sums
 
 __all__ = ["Row", "module_rows", "node_rows", "op_rows", "totals_row"]
 
