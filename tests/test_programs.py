@@ -177,3 +177,21 @@ def test_the_printed_program_shows_probes_around_every_op():
         at = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = "))
         assert lines[at - 1] == f"before({name!r})" and lines[at + 1] == f"after({name!r}, {name})"
     assert str(program) == program.code
+
+
+class RunsAnOpBetweenNodes(InstrumentedProgram):
+    """A program that does arithmetic outside every node (as a buggy probe might)."""
+
+    def run(self, inputs, probe=Probe(), compiled=False):
+        torch.ones(3) * 2.0  # under the counting mode, while no node runs: 3 multiplies
+        return super().run(inputs, probe, compiled)
+
+
+def test_ops_outside_every_node_are_reported_not_dropped():
+    model, x = TwoBlocks(), torch.randn(5, 6)
+    program = RunsAnOpBetweenNodes(fxinspect.instrument(model, x).capture)
+    report = fxinspect.Report(**report_fields(model, program, [CountPass().run(program)], virtual=False))
+    assert [(c.op, c.calls, c.flops) for c in report.unattributed] == [
+        ("aten.ones.default", 1, 0), ("aten.mul.Tensor", 1, 3)]  # a fill, then 3 multiplies
+    assert report.totals.flops == sum(n.flops for n in report.nodes if n.is_op)  # the nodes' own figures
+    assert "outside nodes" in report.summary() and "aten.mul.Tensor" in report.summary()

@@ -27,6 +27,7 @@ Each node is then tagged with its module (:mod:`fxinspect.capture.exported_modul
 Example
 -------
 >>> import torch
+>>> from fxinspect.capture.base import MODULE_KEY
 >>> from fxinspect.capture.inputs import FlatInputs
 >>> m = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU())
 >>> cap = trace_export(m, FlatInputs.build((torch.randn(1, 4),), {}))

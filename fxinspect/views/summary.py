@@ -67,6 +67,10 @@ def _costs(report: ReportRecord) -> list[str]:
         lines.append(_line("uncounted", f"… and {more}, see report.uncounted"))
     if t.partial:
         lines.append(_line("", f"{fmt.PARTIAL} totals are lower bounds: the ops above have no FLOP rule"))
+    if report.unattributed:  # ran between the graph's nodes: listed, not in any node's figures
+        ops = fmt.listing(f"{c.op} ×{c.calls}" for c in report.unattributed)
+        flops = sum(c.flops for c in report.unattributed)
+        lines.append(_line("outside nodes", f"{ops} ({fmt.count(flops)} FLOPs, not in the totals)"))
     return lines
 
 
