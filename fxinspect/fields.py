@@ -17,14 +17,15 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from operator import attrgetter
 from typing import Any, Callable, Container, Iterable
+
+from .choices import Choice
 
 __all__ = ["Aggregate", "FIELD", "FIELDS", "SUMMED", "Field", "Unit", "add_up", "sums", "with_figures"]
 
 
-class Unit(str, Enum):
+class Unit(Choice):
     """What one unit of a figure is (values are stored in base units, never scaled)."""
 
     FLOP = "flop"
@@ -33,19 +34,15 @@ class Unit(str, Enum):
     SECOND = "second"
     COUNT = "count"
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class Aggregate(str, Enum):
+class Aggregate(Choice):
     """How a node figure sums into its modules and the totals."""
 
     EXACT = "exact"  # integers, summed exactly; every node has one (0 when it did nothing)
     KNOWN = "known"  # summed when every part is known; None when any part is None
     NONE = "none"  # a node's own observation; modules and totals do not carry it
 
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

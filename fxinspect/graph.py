@@ -22,12 +22,12 @@ Example
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
 from typing import Any
 
 import networkx as nx
 
 from . import paths
+from .choices import Choice
 from .fields import sums
 from .records import NodeRecord, ReportRecord, TensorMeta
 
@@ -36,14 +36,12 @@ __all__ = ["Level", "to_networkx"]
 INPUT, OUTPUT = "input", "output"
 
 
-class Level(str, Enum):
+class Level(Choice):
     """What one graph node stands for."""
 
     NODE = "node"
     MODULE = "module"
 
-    def __str__(self) -> str:
-        return self.value
 
 
 def _attributes(record: Any) -> dict[str, Any]:

@@ -14,19 +14,19 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import torch
 import torch.fx as fx
 
+from ..choices import Choice
 from .inputs import FlatInputs
 
 MODULE_KEY = "fxinspect_module"
 """``node.meta[MODULE_KEY] = (dotted module path, class name)`` on every op node."""
 
 
-class Method(str, Enum):
+class Method(Choice):
     """A capture method: a tier's name, or ``AUTO`` for the first tier that works.
 
     A ``str``, so it equals the name the CLI and the API take (``Method.EAGER == "eager"``).
@@ -37,8 +37,6 @@ class Method(str, Enum):
     EXPORT = "export"
     EAGER = "eager"
 
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass

@@ -9,24 +9,22 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Mapping
 
+from ..choices import Choice
 from ..fields import with_figures
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
 SCHEMA_VERSION = 2
 
 
-class NonFiniteKind(str, Enum):
+class NonFiniteKind(Choice):
     """What a non-finite tensor holds."""
 
     NAN = "nan"
     INF = "inf"
     BOTH = "nan+inf"
 
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from enum import Enum
 from typing import Any, TypeVar
 
+from ..choices import Choice
 from ..fields import with_figures
 
 _R = TypeVar("_R")
@@ -106,15 +106,13 @@ class TensorMeta:
         return math.prod(self.shape)
 
 
-class OpStatus(str, Enum):
+class OpStatus(Choice):
     """How an aten op's cost was known: priced by a rule, free by its nature, or not."""
 
     COUNTED = "counted"
     FREE = "free"  # views, metadata, allocation: no arithmetic, no data moved
     UNCOUNTED = "uncounted"  # no rule: totals that include it are partial
 
-    def __str__(self) -> str:
-        return self.value
 
 
 @_positional

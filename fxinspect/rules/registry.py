@@ -28,10 +28,11 @@ True
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any, Callable, NamedTuple, Union
 
 import torch
+
+from ..choices import Choice
 
 OpKey = Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload]
 
@@ -63,7 +64,7 @@ FREE: Rule = lambda args, kwargs, out: Cost(bytes_read=0, bytes_written=0)  # no
 """The rule of every free op; compare with ``is`` (why it is free: :func:`free_reason`)."""
 
 
-class FreeReason(str, Enum):
+class FreeReason(Choice):
     """Why an op is free: what it does instead of arithmetic or moving data."""
 
     VIEW = "view"

@@ -16,23 +16,16 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable
 
 from .. import formatting as fmt
+from ..choices import Choice
 from ..fields import SUMMED, Aggregate, Field, Unit
 
 __all__ = ["By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
 
 
-class _Choice(str, Enum):
-    """An option given by name: prints as its value, which is what users type."""
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class By(_Choice):
+class By(Choice):
     """What one row of a table stands for."""
 
     MODULE = "module"
@@ -58,7 +51,7 @@ def _members() -> list[tuple[str, str]]:
     return members
 
 
-Column = _Choice("Column", _members(), module=__name__, qualname="Column")
+Column = Choice("Column", _members(), module=__name__, qualname="Column")
 Column.__doc__ = """Column names accepted by ``columns=`` and ``sort=`` (the CLI uses the same strings).
 
 One member per summed figure of :data:`fxinspect.fields.FIELDS` (``Column.FLOPS`` is
