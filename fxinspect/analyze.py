@@ -22,6 +22,7 @@ from .errors import InputError
 from .report import Report
 from .run.assemble import report_fields
 from .run.guard import preserved
+from .run.lazy import materialized
 from .run.passes.count import CountPass
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
@@ -92,13 +93,15 @@ def _no_gc_pauses():
 
 
 def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device) -> Report:
-    model, unwrap_notes = unwrap(model)
+    model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
+    model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
+    notes += lazy_notes
     # virtual(): fake copies of the model and inputs when the run is virtual (device="meta" or
     # meta/fake tensors); run.model is the copy then, and preserved() guards the user's model
     with preserved(model), virtual(model, args, kw, device) as run:
         cap = capture(run.model, run.args, run.kwargs, method=method, leaf_modules=leaf_modules)
-        cap.notes[:0] = unwrap_notes + run.notes
+        cap.notes[:0] = notes + run.notes
         program = InstrumentedProgram(cap)
         counted = CountPass(check_finite, model=run.model).run(program)
         results = [counted]
@@ -130,9 +133,10 @@ def instrument(
     >>> program.probe_points, str(program.method)
     (('linear',), 'symbolic')
     """
-    model, unwrap_notes = unwrap(model)
+    model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
+    model, lazy_notes = materialized(model, args, kw)
     with preserved(model):
         cap = capture(model, args, kw, method=method, leaf_modules=leaf_modules)
-    cap.notes[:0] = unwrap_notes
+    cap.notes[:0] = notes + lazy_notes
     return InstrumentedProgram(cap)
