@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+import fxinspect
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
@@ -696,3 +698,30 @@ def test_register_free_rejects_a_reason_that_is_not_a_free_reason(reason):
 def test_register_rule_refuses_free():
     with pytest.raises(ValueError, match="use register_free"):
         register_rule(torch.ops.aten.is_coalesced)(FREE)
+
+
+class LegitBatchNorm(torch.nn.Module):
+    """Calls the batch norm overload whose schema declares its running-statistics writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(8))
+        self.register_buffer("var", torch.ones(8))
+
+    def forward(self, x):
+        return torch.ops.aten._native_batch_norm_legit.default(x, None, None, self.mean, self.var, True, 0.1, 1e-5)[0]
+
+
+@pytest.mark.parametrize("make, op", [
+    (lambda: torch.nn.BatchNorm2d(8, affine=False), "aten.native_batch_norm.default"),  # writes them undeclared
+    (LegitBatchNorm, "aten._native_batch_norm_legit.default"),  # declares them: Tensor(a!) running_mean
+])
+def test_training_batch_norm_writes_its_running_statistics(make, op):
+    x = torch.randn(2, 8, 4, 4)
+    report = fxinspect.analyze(make().train(), x, timing=False)
+    (call,) = [c for n in report.nodes for c in n.aten if c.op == op]
+    # output 2*8*4*4 floats, saved mean and inverse std 8 each, running mean and var 8 each: 4 bytes per float
+    assert call.bytes_written == 4 * (2 * 8 * 4 * 4 + 8 + 8) + 4 * (8 + 8)
+    evaluated = fxinspect.analyze(torch.nn.BatchNorm2d(8, affine=False).eval(), x, timing=False)
+    (call,) = [c for n in evaluated.nodes for c in n.aten if "batch_norm" in c.op]
+    assert call.bytes_written == 4 * 2 * 8 * 4 * 4  # eval: the output only, no statistics written

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._util import arg, aten, aten_packets, first_tensor, is_float
+from ._util import arg, aten, aten_packets, first_tensor, is_float, nbytes
 from .registry import Cost, Rule, register_rule
 
 STATISTICS = {"mean_var": 3, "rms": 2}
@@ -75,8 +75,29 @@ BATCH_NORMS_WITH_TRAINING_FLAG = (  # (input, weight, bias, running_mean, runnin
     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
     "cudnn_batch_norm", "miopen_batch_norm",
 )
-register_rule(*aten_packets(BATCH_NORMS_WITH_TRAINING_FLAG))(
-    _norm_rule("mean_var", _flag(5, "training"), _WEIGHT_BIAS_1_2)
+# These update running_mean/running_var in place in training without saying so in their
+# schema (``Tensor?``, not ``Tensor(a!)``), so the counting mode cannot see those writes;
+# the others declare them (or return the new statistics) and are handled generically.
+UNDECLARED_STATISTICS_WRITES = ("native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm")
+
+
+def _writes_running_statistics(rule: Rule) -> Rule:
+    """``rule``, plus the bytes of the running statistics a training batch norm writes."""
+
+    def with_statistics(args: tuple, kwargs: dict, out: Any) -> Cost:
+        cost = rule(args, kwargs, out)
+        stats = [arg(args, kwargs, i, n) for i, n in ((3, "running_mean"), (4, "running_var"))]
+        if not arg(args, kwargs, 5, "training", True) or all(t is None for t in stats):
+            return cost
+        return cost._replace(bytes_written=nbytes(out) + nbytes(stats))
+
+    return with_statistics
+
+
+_batch_norm = _norm_rule("mean_var", _flag(5, "training"), _WEIGHT_BIAS_1_2)
+register_rule(*aten_packets(UNDECLARED_STATISTICS_WRITES))(_writes_running_statistics(_batch_norm))
+register_rule(*aten_packets(sorted(set(BATCH_NORMS_WITH_TRAINING_FLAG) - set(UNDECLARED_STATISTICS_WRITES))))(
+    _batch_norm
 )
 register_rule(aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit.no_stats_out)(
     _norm_rule("mean_var", _flag(3, "training"), _WEIGHT_BIAS_1_2)
