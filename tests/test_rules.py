@@ -725,3 +725,63 @@ def test_training_batch_norm_writes_its_running_statistics(make, op):
     evaluated = fxinspect.analyze(torch.nn.BatchNorm2d(8, affine=False).eval(), x, timing=False)
     (call,) = [c for n in evaluated.nodes for c in n.aten if "batch_norm" in c.op]
     assert call.bytes_written == 4 * 2 * 8 * 4 * 4  # eval: the output only, no statistics written
+
+
+def _cost_of(fn, *args):
+    mode = CostMode()
+    with mode:
+        fn(*args)
+    return mode
+
+
+@pytest.mark.parametrize("fn, args, flops", [
+    (torch.special.bessel_j0, (torch.rand(4, 5),), 4 * 5),  # special functions: 1 per element
+    (torch.special.zeta, (torch.rand(4, 5) + 1, torch.rand(4, 5)), 4 * 5),
+    (torch.special.chebyshev_polynomial_t, (torch.rand(6), torch.tensor(3.0)), 6),
+    (torch.igamma, (torch.rand(3, 3), torch.rand(3, 3)), 3 * 3),
+    (torch.linalg.cross, (torch.rand(4, 3), torch.rand(4, 3)), 3 * 4 * 3),  # 2 products, 1 difference per component
+    (torch.dist, (torch.rand(5, 2), torch.rand(5, 2)), 3 * 10),  # difference, power, sum
+    (torch.allclose, (torch.rand(8), torch.rand(8)), 5 * 8),  # subtract, two abs, multiply, add
+    (lambda a, i, s: a.index_reduce(0, i, s, "prod"), (torch.ones(3, 2), torch.tensor([0, 2, 0]), torch.rand(3, 2)),
+     3 * 2),  # one combine per source element
+    (torch.nn.functional.pdist, (torch.rand(10, 4),), 45 * 4 * 3),  # 10*9/2 pairs, 3 per coordinate
+    (torch.rot90, (torch.rand(3, 4),), 0),  # a copy
+])
+def test_arithmetic_found_in_the_op_database_is_counted(fn, args, flops):
+    mode = _cost_of(fn, *args)
+    assert mode.uncounted == set() and mode.flops == flops
+
+
+def test_the_matmul_path_of_cdist_counts_its_augmented_matmul():
+    x1, x2 = torch.rand(30, 8), torch.rand(40, 8)  # more than 25 rows: cdist takes the matmul path
+    mode = _cost_of(torch.cdist, x1, x2)
+    (cost,) = [c for f, c in mode.calls if str(f) == "aten._euclidean_dist.default"]
+    macs = 30 * 40 * (8 + 2)  # rows augmented with their squared norm and a one
+    assert mode.uncounted == set() and cost.macs == macs and mode.macs == macs  # the views around it are free
+    # matmul, squared norms of both inputs, the -2 scaling of x1, clamp and sqrt per distance
+    assert cost.flops == 2 * macs + 2 * (30 * 8 + 40 * 8) + 30 * 8 + 2 * 30 * 40
+
+
+@pytest.mark.parametrize("op", ["_is_all_true", "_linalg_check_errors"])
+def test_validation_ops_are_free_checks(op):
+    assert free_reason(getattr(aten, op).default) is FreeReason.CHECK
+
+
+def test_packed_sequences_do_no_arithmetic_but_are_counted():
+    lstm = torch.nn.LSTM(4, 3, batch_first=True)
+
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = lstm
+
+        def forward(self, x, lengths):
+            packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+            out, _ = self.lstm(packed)
+            return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+
+    report = fxinspect.analyze(Packed(), (torch.randn(2, 5, 4), torch.tensor([5, 3])), timing=False)
+    ops = {c.op: c for n in report.nodes for c in n.aten}
+    assert ops["aten._pack_padded_sequence.default"].flops == 0  # a layout change, its bytes counted
+    assert ops["aten._pack_padded_sequence.default"].bytes_written > 0
+    assert not report.uncounted and not report.totals.partial

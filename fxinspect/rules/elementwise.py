@@ -11,7 +11,9 @@ bitwise ops, integer arithmetic) costs 0 flops; the op is still counted.
 cost  ops
 ====  ===========================================================================
 1     arithmetic (add, sub, mul, div, pow, fmod, ...), unary math (exp, log, sqrt,
-      rsqrt, sin, erf, ...), min/max/clamp, rounding, activations (relu, gelu,
+      rsqrt, sin, erf, ...), special functions (Bessel, gamma and zeta functions,
+      orthogonal polynomials: ``special_*``, ``igamma``, ``mvlgamma``, ``frexp``),
+      min/max/clamp, rounding, activations (relu, gelu,
       silu, sigmoid, tanh, hardswish, leaky_relu, elu, softplus, mish, prelu, ...),
       comparisons and logical ops (0: bool result), native_dropout (the multiply;
       drawing the mask is free), masking backward ops (threshold_backward,
@@ -19,7 +21,8 @@ cost  ops
 2     addcmul, addcdiv (a product or quotient, then an add), glu (sigmoid, multiply),
       activation backward ops (derivative, then the multiply by grad_output:
       sigmoid_backward, gelu_backward, silu_backward, ...)
-3     lerp (``start + weight * (end - start)``)
+3     lerp (``start + weight * (end - start)``), linalg_cross (per component two
+      products and a difference)
 0     where, masked_fill (a selection: no arithmetic)
 ====  ===========================================================================
 """
@@ -40,6 +43,18 @@ PER_OUTPUT_ELEMENT: dict[int, tuple[str, ...]] = {
         "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
         "acosh", "atanh", "erf", "erfc", "erfinv", "special_erfcx", "lgamma", "digamma",
         "polygamma", "i0", "sinc", "logit", "nan_to_num", "deg2rad", "rad2deg", "angle",
+        "igamma", "igammac", "mvlgamma", "frexp", "special_entr", "special_i0e", "special_i1",
+        "special_i1e", "special_log_ndtr", "special_ndtri", "special_zeta", "special_airy_ai",
+        "special_bessel_j0", "special_bessel_j1", "special_bessel_y0", "special_bessel_y1",
+        "special_modified_bessel_i0", "special_modified_bessel_i1", "special_modified_bessel_k0",
+        "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+        "special_scaled_modified_bessel_k1", "special_spherical_bessel_j0",
+        "special_chebyshev_polynomial_t", "special_chebyshev_polynomial_u",
+        "special_chebyshev_polynomial_v", "special_chebyshev_polynomial_w",
+        "special_shifted_chebyshev_polynomial_t", "special_shifted_chebyshev_polynomial_u",
+        "special_shifted_chebyshev_polynomial_v", "special_shifted_chebyshev_polynomial_w",
+        "special_hermite_polynomial_h", "special_hermite_polynomial_he",
+        "special_laguerre_polynomial_l", "special_legendre_polynomial_p",
         # min, max, clamp, rounding, sign
         "maximum", "minimum", "fmax", "fmin", "clamp", "clamp_min", "clamp_max", "floor",
         "ceil", "round", "trunc", "frac", "sign", "sgn",
@@ -64,7 +79,7 @@ PER_OUTPUT_ELEMENT: dict[int, tuple[str, ...]] = {
         "log_sigmoid_backward", "logit_backward", "rrelu_with_noise_backward",
         "_prelu_kernel_backward", "glu_backward",
     ),
-    3: ("lerp",),
+    3: ("lerp", "linalg_cross"),
     0: ("where", "masked_fill"),
 }
 

@@ -165,3 +165,23 @@ def slow_conv2d_backward(args, kwargs, out):
     """Backward of the CPU fallback convolution (``output_mask`` overloads, or all three)."""
     mask = arg(args, kwargs, 6, "output_mask", (True, True, True))
     return _conv_backward_cost(args[0], args[1], args[2], False, mask)
+
+
+@register_rule(*aten_packets(["_scaled_mm_v2"]))
+def scaled_mm_v2(args, kwargs, out):
+    """Scaled (low-precision) matmul ``self @ mat2``: as ``mm``; the scales are per
+    tensor or per row, their multiplies not counted (as ``_scaled_mm``)."""
+    return Cost.matmul(matmul_macs(args[0], args[1]))
+
+
+@register_rule(*aten_packets(["sparse_sampled_addmm"]))
+def sparse_sampled_addmm(args, kwargs, out):
+    """``mat1 @ mat2`` computed only where the sparse ``self`` has entries: nnz * k."""
+    sparse, mat1 = args[0], args[1]
+    return Cost.matmul(sparse._nnz() * mat1.shape[-1])
+
+
+@register_rule(aten._sparse_mm_reduce_impl)
+def sparse_mm_reduce(args, kwargs, out):
+    """Sparse ``self (m, k)`` times dense ``other (k, n)``: one MAC per entry and column."""
+    return Cost.matmul(args[0]._nnz() * args[1].shape[-1])

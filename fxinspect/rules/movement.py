@@ -35,6 +35,10 @@ MOVES: tuple[str, ...] = (
     "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
     "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
+    "rot90", "diag_embed", "block_diag", "_chunk_cat", "lu_unpack", "put", "put_",
+    # layouts: sparse, packed and nested sequences (and an integer hash: no float arithmetic)
+    "_to_sparse", "_pack_padded_sequence", "_pad_packed_sequence", "_nested_tensor_from_mask",
+    "hash_tensor",
     "im2col", "col2im", "max_unpool2d", "max_unpool3d",
     # scatters and their backward counterparts
     "index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put", "index_add",
