@@ -100,13 +100,23 @@ register_rule(aten._flash_attention_backward)(_sdpa_rule(1, 1, BACKWARD, varlen_
 register_rule(aten._efficient_attention_backward)(_sdpa_rule(1, 1, BACKWARD, varlen_at=6))
 
 
+def sequence_lengths(t) -> list[int]:
+    """The length of every sequence of a batch-first ``(b, s, e)`` tensor, or of a nested
+    tensor's sequences (padding dropped: what the fast paths compute on)."""
+    if t.is_nested:
+        return [int(size[0]) for size in t._nested_tensor_size().tolist()]
+    return [t.shape[-2]] * (t.numel() // (t.shape[-2] * t.shape[-1]))
+
+
 def mha_macs(query, key, qkv_weight, proj_weight) -> int:
-    """MACs of multi-head attention with packed projections (batch-first, embed E)."""
+    """MACs of multi-head attention with packed projections (batch-first, embed E);
+    nested query and key count the tokens of each sequence, not its padding."""
     embed = qkv_weight.shape[1]
     n_q, n_k = query.numel() // embed, key.numel() // embed  # tokens: b*s_q, b*s_k
     q_proj = n_q * embed * (qkv_weight.shape[0] // 3)
     kv_proj = 2 * n_k * embed * (qkv_weight.shape[0] // 3)
-    attention = n_q * key.shape[-2] * 2 * embed  # heads * head_dim = E for both matmuls
+    pairs = sum(q * k for q, k in zip(sequence_lengths(query), sequence_lengths(key)))
+    attention = pairs * 2 * embed  # heads * head_dim = E for both matmuls
     out_proj = n_q * proj_weight.numel()
     return q_proj + kv_proj + attention + out_proj
 

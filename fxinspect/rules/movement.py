@@ -38,6 +38,7 @@ MOVES: tuple[str, ...] = (
     "rot90", "diag_embed", "block_diag", "_chunk_cat", "lu_unpack", "put", "put_",
     # layouts: sparse, packed and nested sequences (and an integer hash: no float arithmetic)
     "_to_sparse", "_pack_padded_sequence", "_pad_packed_sequence", "_nested_tensor_from_mask",
+    "to_padded_tensor",
     "hash_tensor",
     "im2col", "col2im", "max_unpool2d", "max_unpool3d",
     # scatters and their backward counterparts
