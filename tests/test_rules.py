@@ -60,6 +60,9 @@ class CostMode(TorchDispatchMode):
     def flops_known_to_flop_counter(self) -> int:
         return sum(cost.flops for func, cost in self.calls if func.overloadpacket in flop_registry)
 
+    def macs_known_to_flop_counter(self) -> int:
+        return sum(cost.macs for func, cost in self.calls if func.overloadpacket in flop_registry)
+
 
 def measure(run, *inputs) -> CostMode:
     """Our costs of ``run(*inputs)``; inputs are made outside so their factories don't count."""
@@ -81,30 +84,34 @@ r = torch.randn  # short, for the tables below
 # -- matmul-like ops equal FlopCounterMode --------------------------------------------
 
 MATMUL_CASES = {
-    # id: (inputs, run, expected flops)
-    "mm": (lambda: (r(8, 16), r(16, 4)), torch.mm, 2 * 8 * 16 * 4),  # 1024
-    "addmm": (lambda: (r(4), r(8, 16), r(16, 4)), torch.addmm, 2 * 8 * 16 * 4),  # bias free: 1024
-    "bmm": (lambda: (r(3, 8, 16), r(3, 16, 4)), torch.bmm, 2 * 3 * 8 * 16 * 4),  # 3072
-    "baddbmm": (lambda: (r(3, 8, 4), r(3, 8, 16), r(3, 16, 4)), torch.baddbmm, 2 * 3 * 8 * 16 * 4),  # 3072
-    "linear_3d": (lambda: (r(2, 5, 16), r(4, 16), r(4)), F.linear, 2 * 10 * 16 * 4),  # 1280
-    "matmul_4d": (lambda: (r(2, 3, 5, 8), r(2, 3, 8, 7)), torch.matmul, 2 * 6 * 5 * 8 * 7),  # 3360
+    # id: (inputs, run, 2 * MACs = FlopCounterMode's flops, bias flops: 1 per output element)
+    "mm": (lambda: (r(8, 16), r(16, 4)), torch.mm, 2 * 8 * 16 * 4, 0),  # 1024
+    "addmm": (lambda: (r(4), r(8, 16), r(16, 4)), torch.addmm, 2 * 8 * 16 * 4, 8 * 4),  # 1024 + 32
+    "addmm_beta_0": (lambda: (r(4), r(8, 16), r(16, 4)), lambda c, a, b: torch.addmm(c, a, b, beta=0), 1024, 0),
+    "bmm": (lambda: (r(3, 8, 16), r(3, 16, 4)), torch.bmm, 2 * 3 * 8 * 16 * 4, 0),  # 3072
+    "baddbmm": (lambda: (r(3, 8, 4), r(3, 8, 16), r(3, 16, 4)), torch.baddbmm, 2 * 3 * 8 * 16 * 4, 3 * 8 * 4),  # +96
+    "linear_3d": (lambda: (r(2, 5, 16), r(4, 16), r(4)), F.linear, 2 * 10 * 16 * 4, 10 * 4),  # 1280 + 40
+    "matmul_4d": (lambda: (r(2, 3, 5, 8), r(2, 3, 8, 7)), torch.matmul, 2 * 6 * 5 * 8 * 7, 0),  # 3360
 }
 
 
-@pytest.mark.parametrize("make, run, expected", MATMUL_CASES.values(), ids=MATMUL_CASES.keys())
-def test_matmul_equals_flop_counter(make, run, expected):
+@pytest.mark.parametrize("make, run, expected, bias", MATMUL_CASES.values(), ids=MATMUL_CASES.keys())
+def test_matmul_equals_flop_counter(make, run, expected, bias):
     mode, reference = both(run, *make())
-    assert mode.flops_known_to_flop_counter() == reference == expected
+    assert 2 * mode.macs_known_to_flop_counter() == reference == expected
     assert mode.macs * 2 == expected
+    assert mode.flops == expected + bias  # FlopCounterMode leaves the bias add out
 
 
+# The add of ``self`` into addmv/addbmm/addr: 1 flop per output element.
+ACCUMULATED = {"addmv": 8, "addbmm": 8 * 4, "addr": 8 * 4}
 MATMUL_UNKNOWN_TO_FLOP_COUNTER = {
     # id: (inputs, run, expected macs)
     "mv": (lambda: (r(8, 16), r(16)), torch.mv, 8 * 16),  # 128
-    "addmv": (lambda: (r(8), r(8, 16), r(16)), torch.addmv, 8 * 16),  # 128
+    "addmv": (lambda: (r(8), r(8, 16), r(16)), torch.addmv, 8 * 16),  # 128 (+ 8 flops: the add)
     "dot": (lambda: (r(16), r(16)), torch.dot, 16),
-    "addbmm": (lambda: (r(8, 4), r(3, 8, 16), r(3, 16, 4)), torch.addbmm, 3 * 8 * 16 * 4),  # 1536
-    "addr": (lambda: (r(8, 4), r(8), r(4)), torch.addr, 8 * 4),  # outer product: 32
+    "addbmm": (lambda: (r(8, 4), r(3, 8, 16), r(3, 16, 4)), torch.addbmm, 3 * 8 * 16 * 4),  # 1536 (+ 32)
+    "addr": (lambda: (r(8, 4), r(8), r(4)), torch.addr, 8 * 4),  # outer product: 32 (+ 32)
     # experts: 6 tokens split 2 + 4 over 2 experts of 8 -> 4 weights: 6 * 8 * 4
     "grouped_mm": (
         lambda: (r(6, 8), r(2, 8, 4), torch.tensor([2, 6], dtype=torch.int32)),
@@ -118,10 +125,10 @@ MATMUL_UNKNOWN_TO_FLOP_COUNTER = {
 @pytest.mark.parametrize(
     "make, run, expected", MATMUL_UNKNOWN_TO_FLOP_COUNTER.values(), ids=MATMUL_UNKNOWN_TO_FLOP_COUNTER.keys()
 )
-def test_other_matmuls(make, run, expected):
+def test_other_matmuls(request, make, run, expected):
     mode = measure(run, *make())
     assert mode.macs == expected
-    assert mode.flops == 2 * expected
+    assert mode.flops == 2 * expected + ACCUMULATED.get(request.node.callspec.id, 0)
 
 
 # (dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
@@ -149,9 +156,11 @@ def conv_inputs(dims, c_in, c_out, kernel, stride, padding, dilation, groups, tr
 
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
 def test_convolution_equals_flop_counter(case):
-    mode, reference = both(torch.convolution, *conv_inputs(*case))
-    assert mode.flops_known_to_flop_counter() == reference > 0
-    assert mode.flops == 2 * mode.macs  # the bias is not counted
+    inputs = conv_inputs(*case)
+    mode, reference = both(torch.convolution, *inputs)
+    assert 2 * mode.macs_known_to_flop_counter() == reference > 0
+    out = torch.convolution(*inputs)
+    assert mode.flops == 2 * mode.macs + out.numel()  # the bias add: 1 flop per output element
 
 
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
@@ -164,8 +173,10 @@ def test_convolution_backward(case):
     backward = [cost for func, cost in mode.calls if func.overloadpacket is aten.convolution_backward]
     assert len(backward) == 1
     assert backward[0].macs == 2 * forward  # grad_input and grad_weight: one forward each
-    # FlopCounterMode counts grad_weight with all C_in instead of C_in / groups.
-    assert backward[0].flops == reference - 2 * forward * (groups - 1)
+    # FlopCounterMode counts grad_weight with all C_in instead of C_in / groups;
+    # grad_bias sums grad_output: 1 flop per output element, which it leaves out.
+    assert 2 * backward[0].macs == reference - 2 * forward * (groups - 1)
+    assert backward[0].flops == 2 * backward[0].macs + out.numel()
 
 
 def test_conv_backward_honours_output_mask():
@@ -331,8 +342,9 @@ def test_transformer_encoder_layer_fast_path_equals_slow_path():
     slow = measure(layer, x)
     assert [str(f) for f, _ in fast.calls] == ["aten._transformer_encoder_layer_fwd.default"]
     assert fast.macs == slow.macs == 11840 + 10 * 2 * 16 * 32  # attention + ffn = 22080
-    # The slow path adds the in-projection bias as a separate add: 10 tokens * 3 * 16.
-    assert slow.flops - fast.flops == 10 * 3 * 16
+    # Both count every bias add (1 flop per output element of the q/k/v, output and
+    # feed-forward projections): the same flops.
+    assert slow.flops == fast.flops
 
 
 def test_vit_b_16_matches_torchvision_published_gmacs():
@@ -421,7 +433,7 @@ PER_ELEMENT_CASES = {
     "rfft": (lambda: (r(4, 8),), torch.fft.rfft, 240),  # 2.5 * 32 real elements * log2(8)
     "fft2": (lambda: (torch.randn(4, 8, dtype=torch.complex64),), torch.fft.fft2, 800),  # 5 * 32 * log2(32)
     "native_dropout": (lambda: (r(4, 5),), lambda x: aten.native_dropout(x, 0.5, True), 20),  # the multiply
-    "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 2 * 20),  # mask.div_, x * mask
+    "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 20),  # x * mask; mask.div_ free
     "cat": (lambda: (r(2, 3), r(2, 3)), lambda a, b: torch.cat([a, b]), 0),
     "embedding": (lambda: (torch.tensor([1, 2]), r(10, 4)), F.embedding, 0),
 }

@@ -7,6 +7,14 @@ special function (``exp``, ``erf``, ``tanh``, an activation such as ``gelu`` or
 counts each of them. A result that is not floating point (comparisons, logical and
 bitwise ops, integer arithmetic) costs 0 flops; the op is still counted.
 
+Dropout costs its one multiply per element on every path: CUDA's ``native_dropout``
+counts 1, and the unfused path (CPU, meta; feature and alpha dropout everywhere) draws a
+mask with ``bernoulli_`` and scales it (``div_(1 - p)``) before that multiply. Arithmetic
+whose only tensor arguments are such random masks is part of drawing the mask: it costs 0
+and its result is a mask too (``_util.RANDOM_MASK``). So ``Dropout`` counts 1 flop per
+element, ``Dropout2d`` 1 (the broadcast multiply), ``AlphaDropout`` 2 (multiply, add),
+``p=1`` 1 (a multiply by zero), eval 0.
+
 ====  ===========================================================================
 cost  ops
 ====  ===========================================================================
@@ -29,7 +37,7 @@ cost  ops
 
 from __future__ import annotations
 
-from ._util import aten, aten_packets, per_output_element
+from ._util import aten, aten_packets, per_output_element, per_output_element_but_masks
 from .registry import register_rule
 
 PER_OUTPUT_ELEMENT: dict[int, tuple[str, ...]] = {
@@ -84,7 +92,7 @@ PER_OUTPUT_ELEMENT: dict[int, tuple[str, ...]] = {
 }
 
 for _cost, _names in PER_OUTPUT_ELEMENT.items():
-    register_rule(*aten_packets(_names, inplace=True))(per_output_element(_cost))
+    register_rule(*aten_packets(_names, inplace=True))(per_output_element_but_masks(_cost))
 
 # max/min between two tensors are pointwise; their other overloads are reductions.
 register_rule(aten.max.other, aten.min.other)(per_output_element(1))

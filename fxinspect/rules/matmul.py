@@ -1,23 +1,32 @@
 """Matrix products and convolutions: MACs from shapes, ``flops = 2 * macs``.
 
-A MAC is one multiply-accumulate of the naive algorithm; bias additions, ``alpha`` /
-``beta`` scalings and the accumulation into ``self`` of ``addmm``-style ops are not
-counted, as in ``torch.utils.flop_counter`` (whose totals these rules equal, see the
-tests).
+A MAC is one multiply-accumulate of the naive algorithm, as in
+``torch.utils.flop_counter`` (whose totals these rules' MACs equal, see the tests), and
+``flops = 2 * macs`` plus one thing ``FlopCounterMode`` leaves out: **a bias add costs 1
+flop per output element** -- the accumulation into ``self`` of ``addmm``-style ops
+(when ``beta != 0``) and the ``bias`` of a convolution or ``_scaled_mm``. So ``addmm``
+counts what ``mm`` + ``add`` count, and ``nn.Linear`` gives the same figure whichever
+path its input's layout takes (a 3-D non-contiguous input runs ``bmm`` + ``add``), and
+``nn.Conv2d`` the same whatever kernel adds its bias (cuDNN adds it as a separate op).
+The backward counts the bias gradient as the sum it is (1 per ``grad_output`` element),
+as autograd's ``sum`` after ``mm`` does for ``addmm``. ``alpha``/``beta`` scalings are
+not counted.
 
 =====================================  ==============================================
 op                                      MACs
 =====================================  ==============================================
 mm, addmm, bmm, baddbmm, addbmm,        ``numel(A) * B.shape[-1]`` (batch * m * k * n)
-_int_mm, _scaled_mm
+_int_mm, _scaled_mm                     (+ 1 flop per output element: the bias add)
 mv, addmv, dot, vdot                    ``numel(A)`` (m * k, or k)
 addr                                    ``m * n`` (outer product: k = 1)
 _grouped_mm                             ``out.numel() * k`` (2-D x 2-D: ``m * k * n``)
 _addmm_activation                       as addmm, plus 1 flop per output element
 convolution (every backend variant)     ``out.numel() * numel(weight[1:])``;
                                         transposed: ``input.numel() * numel(weight[1:])``
+                                        (+ 1 flop per output element with a bias)
 convolution_backward                    one forward convolution per requested
-                                        gradient (input, weight); grad_bias is free
+                                        gradient (input, weight); grad_bias: 1 flop
+                                        per ``grad_output`` element, no MAC
 _trilinear (nn.Bilinear)                one MAC per point of the broadcast space
 =====================================  ==============================================
 
@@ -32,6 +41,16 @@ from typing import Any
 
 from ._util import arg, aten, aten_packets, first_tensor, float_numel, numel
 from .registry import Cost, Rule, register_rule
+
+
+def bias_flops(out: Any, bias: Any) -> int:
+    """1 flop per (float) output element when a bias is added (``bias`` not ``None``)."""
+    return 0 if bias is None else float_numel(first_tensor(out))
+
+
+def accumulates(args: tuple, kwargs: dict) -> bool:
+    """Whether an ``addmm``-style op adds ``self`` into its product (``beta != 0``)."""
+    return arg(args, kwargs, 3, "beta", 1) != 0
 
 
 def matmul_macs(a, b) -> int:
@@ -51,21 +70,37 @@ def _mm_rule(i: int, j: int) -> Rule:
     return rule
 
 
-register_rule(*aten_packets(["mm", "bmm", "mv", "dot", "vdot", "_int_mm", "_scaled_mm"]))(_mm_rule(0, 1))
-register_rule(*aten_packets(["addmm", "baddbmm", "addbmm", "addmv"], inplace=True))(_mm_rule(1, 2))
+register_rule(*aten_packets(["mm", "bmm", "mv", "dot", "vdot", "_int_mm"]))(_mm_rule(0, 1))
+
+
+@register_rule(aten._scaled_mm)
+def scaled_mm(args, kwargs, out):
+    """fp8 GEMM: the product, plus its optional ``bias`` add."""
+    macs = matmul_macs(args[0], args[1])
+    return Cost(flops=2 * macs + bias_flops(out, arg(args, kwargs, 4, "bias")), macs=macs)
+
+
+@register_rule(*aten_packets(["addmm", "baddbmm", "addbmm", "addmv"], inplace=True))
+def addmm(args, kwargs, out):
+    """``beta * self + alpha * (A @ B)``: the product, plus the add of ``self`` (the
+    bias of ``nn.Linear``) unless ``beta == 0``: what ``mm`` + ``add`` count."""
+    macs = matmul_macs(args[1], args[2])
+    return Cost(flops=2 * macs + (float_numel(first_tensor(out)) if accumulates(args, kwargs) else 0), macs=macs)
 
 
 @register_rule(*aten_packets(["addr"], inplace=True))
 def addr(args, kwargs, out):
-    """Outer-product update: one multiply per output element."""
-    return Cost.matmul(args[1].numel() * args[2].numel())
+    """Outer-product update: one multiply per output element, plus the add of ``self``."""
+    macs = args[1].numel() * args[2].numel()
+    return Cost(flops=2 * macs + (float_numel(first_tensor(out)) if accumulates(args, kwargs) else 0), macs=macs)
 
 
 @register_rule(aten._addmm_activation)
 def addmm_activation(args, kwargs, out):
-    """addmm fused with relu/gelu: the matmul plus 1 flop per output element."""
+    """addmm fused with relu/gelu: the matmul, the bias add, 1 flop per element for the activation."""
     macs = matmul_macs(args[1], args[2])
-    return Cost(flops=2 * macs + float_numel(first_tensor(out)), macs=macs)
+    bias = float_numel(first_tensor(out)) if accumulates(args, kwargs) else 0
+    return Cost(flops=2 * macs + bias + float_numel(first_tensor(out)), macs=macs)
 
 
 @register_rule(aten._grouped_mm)
@@ -98,13 +133,16 @@ def conv_macs(x, weight, out, transposed: bool) -> int:
     return (x.numel() if transposed else first_tensor(out).numel()) * per_element
 
 
-def _conv_rule(transposed: bool | None, name: str) -> Rule:
+def _conv_rule(transposed: bool | None, name: str, bias_at: int | None = 2) -> Rule:
     """A rule for a convolution whose ``transposed`` flag is fixed, or (``None``) read
-    from argument 6 as in ``aten.convolution``."""
+    from argument 6 as in ``aten.convolution``; its bias is argument ``bias_at``
+    (``None``: the kernel takes none, cuDNN's, whose caller adds it as its own op)."""
 
     def rule(args: tuple, kwargs: dict, out: Any) -> Cost:
         flag = transposed if transposed is not None else bool(arg(args, kwargs, 6, "transposed", False))
-        return Cost.matmul(conv_macs(args[0], args[1], out, flag))
+        macs = conv_macs(args[0], args[1], out, flag)
+        bias = None if bias_at is None else arg(args, kwargs, bias_at, "bias")
+        return Cost(flops=2 * macs + bias_flops(out, bias), macs=macs)
 
     rule.__name__ = rule.__qualname__ = name
     return rule
@@ -113,48 +151,50 @@ def _conv_rule(transposed: bool | None, name: str) -> Rule:
 register_rule(*aten_packets(["convolution", "_convolution", "convolution_overrideable"]))(
     _conv_rule(None, "convolution")
 )
+# Backend kernels, by where their bias is: (input, weight, bias, padding, ...),
+# (input, weight, kernel_size, bias, ...), or none.
 register_rule(
     *aten_packets(
         [
-            "cudnn_convolution",
             "mkldnn_convolution",
             "miopen_convolution",
             "miopen_depthwise_convolution",
             "_mps_convolution",
             "_nnpack_spatial_convolution",
-            "_slow_conv2d_forward",
-            "slow_conv3d_forward",
-            "slow_conv_dilated2d",
-            "slow_conv_dilated3d",
-            "_conv_depthwise2d",
-            "conv_depthwise3d",
         ]
     )
 )(_conv_rule(False, "convolution_forward"))
 register_rule(
     *aten_packets(
-        [
-            "cudnn_convolution_transpose",
-            "miopen_convolution_transpose",
-            "_mps_convolution_transpose",
-            "slow_conv_transpose2d",
-            "slow_conv_transpose3d",
-        ]
+        ["_slow_conv2d_forward", "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
+         "_conv_depthwise2d", "conv_depthwise3d"]
     )
-)(_conv_rule(True, "convolution_transposed"))
+)(_conv_rule(False, "convolution_forward_bias_3", bias_at=3))
+register_rule(aten.cudnn_convolution)(_conv_rule(False, "convolution_forward_no_bias", bias_at=None))
+register_rule(*aten_packets(["miopen_convolution_transpose"]))(_conv_rule(True, "convolution_transposed"))
+register_rule(*aten_packets(["slow_conv_transpose2d", "slow_conv_transpose3d"]))(
+    _conv_rule(True, "convolution_transposed_bias_3", bias_at=3)
+)
+register_rule(*aten_packets(["cudnn_convolution_transpose", "_mps_convolution_transpose"]))(
+    _conv_rule(True, "convolution_transposed_no_bias", bias_at=None)
+)
 
 
 def _conv_backward_cost(grad_out, x, weight, transposed: bool, mask) -> Cost:
     # grad_input is a transposed convolution of grad_out with the weight, grad_weight a
-    # convolution of the input with grad_out: each has exactly the forward's MACs.
+    # convolution of the input with grad_out: each has exactly the forward's MACs;
+    # grad_bias sums grad_out (1 flop per element, no MAC).
     per_element = numel(weight.shape[1:])
     forward = (x.numel() if transposed else grad_out.numel()) * per_element
-    return Cost.matmul(forward * (bool(mask[0]) + bool(mask[1])))
+    macs = forward * (bool(mask[0]) + bool(mask[1]))
+    grad_bias = float_numel(grad_out) if len(mask) > 2 and mask[2] else 0
+    return Cost(flops=2 * macs + grad_bias, macs=macs)
 
 
 @register_rule(aten.convolution_backward)
 def convolution_backward(args, kwargs, out):
-    """Backward of ``aten.convolution``: one forward's MACs per gradient requested."""
+    """Backward of ``aten.convolution``: one forward's MACs per gradient requested
+    (input, weight), and the sum that is the bias gradient."""
     transposed = bool(arg(args, kwargs, 7, "transposed", False))
     mask = arg(args, kwargs, 10, "output_mask", (True, True, True))
     return _conv_backward_cost(args[0], args[1], args[2], transposed, mask)
