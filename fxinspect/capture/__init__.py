@@ -72,11 +72,7 @@ def _finish(cap: Capture, failures: list[tuple[str, str]], notes: list[str]) -> 
 
 
 def capture(
-    model: torch.nn.Module,
-    args: tuple,
-    kwargs: dict,
-    method: Method | str = Method.AUTO,
-    leaf_modules: Iterable[Any] = (),
+    model: torch.nn.Module, args: tuple, kwargs: dict, method: Method | str = Method.AUTO, leaf_modules: Iterable[Any] = ()
 ) -> Capture:
     """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
     return next(captures(model, args, kwargs, method, leaf_modules))
