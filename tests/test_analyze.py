@@ -485,3 +485,82 @@ def test_caches_filled_during_the_pass_are_emptied(method):
     fxinspect.analyze(model, torch.randn(2, 4), device="meta", timing=False)
     assert model.cache == {}  # no fake tensor left behind to break the next real forward
     assert model(torch.randn(2, 4)).shape == (2, 4)
+
+
+# ------------------------------------------------------------------ auto: complete totals win
+
+
+@torch.library.custom_op("fxinspect_tests::opaque_mm", mutates_args=())
+def opaque_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A matmul no rule prices: its calls are uncounted."""
+    return a @ b
+
+
+@opaque_mm.register_fake
+def _(a, b):
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+class ShapeBranch(torch.nn.Module):
+    """Branches on a shape: a symbolic trace makes it a leaf, torch.export specialises it."""
+
+    def forward(self, x):
+        return x * 2 if x.shape[0] > 1 else x
+
+
+class OpaqueWhenExported(torch.nn.Module):
+    """As transformers' MoE experts: an op without a rule under torch.export only."""
+
+    def __init__(self, always: bool = False):
+        super().__init__()
+        self.branch = ShapeBranch()
+        self.w = torch.nn.Parameter(torch.randn(8, 4))
+        self.always = always
+
+    def forward(self, x):
+        h = self.branch(x)
+        if self.always or torch.compiler.is_exporting():
+            return opaque_mm(h, self.w)
+        return h @ self.w
+
+
+def _tiers_run(monkeypatch) -> list[str]:
+    """Names of the capture tiers called from now on, in order."""
+    ran = []
+    for name, tier in list(fxinspect.capture.TIERS.items()):
+        monkeypatch.setitem(fxinspect.capture.TIERS, name, lambda *a, _n=name, _t=tier: ran.append(str(_n)) or _t(*a))
+    return ran
+
+
+def test_auto_prefers_a_tier_whose_count_is_complete(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    # symbolic had to make 'branch' a leaf; export captures it all but its count is partial
+    report = fxinspect.analyze(OpaqueWhenExported(), torch.randn(3, 8), timing=False)
+    assert ran == ["symbolic", "export", "eager"]
+    assert report.capture.method == "eager"
+    assert (report.totals.macs, report.totals.partial, report.uncounted) == (3 * 8 * 4, False, ())  # 96
+    assert ("export", "its count left fxinspect_tests.opaque_mm.default uncounted; eager counts every op") in (
+        report.capture.failures
+    )
+    assert "method='auto' chose the eager tier" in report.capture.notes[-1]
+    # asked for by name, a tier is kept as it counts
+    exported = fxinspect.analyze(OpaqueWhenExported(), torch.randn(3, 8), method="export", timing=False)
+    assert (exported.totals.partial, exported.uncounted[0].op) == (True, "fxinspect_tests.opaque_mm.default")
+
+
+def test_auto_keeps_the_first_capture_when_no_tier_counts_everything(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    report = fxinspect.analyze(OpaqueWhenExported(always=True), torch.randn(3, 8), timing=False)
+    # symbolic (with a leaf) waits behind export, which is kept: eager is partial too
+    assert ran == ["symbolic", "export", "eager"]
+    assert report.capture.method == "export" and report.totals.partial
+    assert report.capture.notes[-1] == (
+        "method='auto' kept the export tier although its count left fxinspect_tests.opaque_mm.default uncounted: "
+        "eager leaves fxinspect_tests.opaque_mm.default uncounted; symbolic leaves fxinspect_tests.opaque_mm.default uncounted"
+    )
+
+
+def test_auto_tries_no_other_tier_when_the_count_is_complete(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    report = fxinspect.analyze(torch.nn.Linear(8, 4), torch.randn(3, 8), timing=False)
+    assert ran == ["symbolic"] and not report.totals.partial

@@ -131,6 +131,76 @@ def test_other_matmuls(request, make, run, expected):
     assert mode.flops == 2 * expected + ACCUMULATED.get(request.node.callspec.id, 0)
 
 
+# -- grouped matmul (mixture-of-experts): what the offsets say each group multiplies ------
+
+
+def offsets(*ends):
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+GROUPED_MM = {
+    # id: (a, b, offs, expected macs); a group of size 0 multiplies nothing
+    # experts' forward: 6 tokens split 2 + 4 over 2 experts of 8 -> 4 weights: (2 + 4) * 8 * 4
+    "rows": (r(6, 8), r(2, 8, 4), offsets(2, 6), 6 * 8 * 4),  # 192
+    # rows 5..7 lie past offs[-1]: in no group, not multiplied: (2 + 3) * 8 * 4
+    "rows_past_the_last_offset": (r(8, 8), r(2, 8, 4), offsets(2, 5), 5 * 8 * 4),  # 160, not 8 * 8 * 4
+    # 4 experts, two of them given no token: (0 + 3 + 0 + 3) * 8 * 4
+    "rows_empty_experts": (r(6, 8), r(4, 8, 4), offsets(0, 3, 3, 6), 6 * 8 * 4),  # 192
+    # columns of b split (3-D x 2-D): 2 groups of (4, 8) @ (8, n_g), n = 2 + 3 of 8 columns
+    "columns": (r(2, 4, 8), r(8, 8), offsets(2, 5), 4 * 8 * 5),  # 160
+    # contraction split (2-D x 2-D, weight gradients): (4, k_g) @ (k_g, 4), k = 3 + 3 of 8
+    "depth": (r(4, 8), r(8, 4), offsets(3, 6), 4 * 6 * 4),  # 96
+    # 3-D x 3-D: no offsets, a batched product: 2 * 4 * 8 * 4
+    "batched": (r(2, 4, 8), r(2, 8, 4), None, 2 * 4 * 8 * 4),  # 256
+}
+
+
+@pytest.mark.parametrize("a, b, offs, expected", GROUPED_MM.values(), ids=GROUPED_MM.keys())
+def test_grouped_mm_counts_the_groups_offsets_delimit(a, b, offs, expected):
+    mode = measure(lambda: aten._grouped_mm(a, b, offs))
+    assert mode.uncounted == set()
+    assert (mode.macs, mode.flops) == (expected, 2 * expected)
+
+
+def test_grouped_mm_backward_is_two_forwards():
+    a, b, offs = r(8, 8, requires_grad=True), r(2, 8, 4, requires_grad=True), offsets(2, 5)
+    out = F.grouped_mm(a, b, offs=offs)
+    # grad_a: rows as the forward; grad_b: a^T @ grad, the contraction split: 8 * 5 * 4 each
+    assert measure(lambda: out.backward(torch.randn(8, 4))).macs == 2 * 5 * 8 * 4  # 320
+
+
+def test_grouped_mm_without_offset_values_raises_so_it_is_uncounted():
+    from fxinspect.rules.matmul import grouped_mm
+
+    bf16 = dict(device="meta", dtype=torch.bfloat16)
+    a, b, offs = torch.empty(6, 8, **bf16), torch.empty(2, 8, 8, **bf16), torch.empty(2, device="meta", dtype=torch.int32)
+    with pytest.raises(ValueError, match="meta/fake"):
+        grouped_mm((a, b, offs), {}, aten._grouped_mm(a, b, offs))
+
+
+def test_grouped_mm_with_decreasing_offsets_raises():
+    from fxinspect.rules.matmul import grouped_mm_macs
+
+    with pytest.raises(ValueError, match="must not decrease"):
+        grouped_mm_macs(r(6, 8), r(2, 8, 4), offsets(4, 2))
+
+
+@pytest.mark.parametrize("case", ["rows", "rows_past_the_last_offset", "rows_empty_experts"])
+def test_transformers_grouped_mm_fallback_counts_as_grouped_mm(case):
+    pytest.importorskip("transformers.integrations.moe")  # defines torch.ops.transformers.*
+    from fxinspect.rules.hf import register_transformers_rules
+
+    assert register_transformers_rules()  # idempotent: the loader or the import did it already
+    a, b, offs, expected = GROUPED_MM[case]
+    ops = torch.ops.transformers
+    mode = measure(lambda: ops.grouped_mm_fallback(a, b, offs=offs))
+    assert mode.uncounted == set()
+    assert mode.macs == expected
+    grad = torch.randn(a.shape[0], b.shape[2])
+    # grad_input and grad_weight, one forward each
+    assert measure(lambda: ops.grouped_mm_fallback_backward(a, b, offs, grad)).macs == 2 * expected
+
+
 # (dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
 CONV_CASES = {
     "1d": (1, 4, 8, 3, 1, 0, 1, 1, False, 0),

@@ -68,8 +68,11 @@ Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
 :mod:`.movement`, :mod:`.free`,
-and :mod:`.vision` for torchvision's custom ops, which exist only once torchvision is
-imported: they are registered when first met.
+:mod:`.vision` for torchvision's custom ops and :mod:`.hf` for transformers' (its MoE
+experts' grouped matmul), which exist only once their library is imported: they are
+registered when first met. ``_grouped_mm`` and transformers' grouped matmul read the
+few integers of their group offsets (what each expert multiplies); for meta and fake
+tensors they raise, so the op is listed uncounted.
 Add your own with :func:`register_rule` or :func:`register_free` (``replace=True`` to
 override ours).
 """
@@ -99,6 +102,7 @@ from . import (  # noqa: E402, F401  isort: skip
     movement,
     free,
     vision,
+    hf,
 )
 
 __all__ = [

@@ -19,7 +19,9 @@ mm, addmm, bmm, baddbmm, addbmm,        ``numel(A) * B.shape[-1]`` (batch * m * 
 _int_mm, _scaled_mm                     (+ 1 flop per output element: the bias add)
 mv, addmv, dot, vdot                    ``numel(A)`` (m * k, or k)
 addr                                    ``m * n`` (outer product: k = 1)
-_grouped_mm                             ``out.numel() * k`` (2-D x 2-D: ``m * k * n``)
+_grouped_mm                             per group, the rows/columns/depth ``offs``
+                                        gives it (read from its values) times the
+                                        other two sizes; 3-D x 3-D: as bmm
 _addmm_activation                       as addmm, plus 1 flop per output element
 convolution (every backend variant)     ``out.numel() * numel(weight[1:])``;
                                         transposed: ``input.numel() * numel(weight[1:])``
@@ -30,6 +32,12 @@ convolution_backward                    one forward convolution per requested
 _trilinear (nn.Bilinear)                one MAC per point of the broadcast space
 =====================================  ==============================================
 
+``_grouped_mm`` (mixture-of-experts layers) is the one rule here that reads values: the
+few integers of ``offs``, since which rows each group multiplies is known from nothing
+else (rows past ``offs[-1]`` are skipped by the kernel). For meta and fake tensors those
+values do not exist: the rule raises, so the op is listed uncounted rather than priced
+by a guess (see :func:`group_sizes`).
+
 Note: for grouped convolutions ``FlopCounterMode`` counts the weight gradient of
 ``convolution_backward`` ``groups`` times too high (it uses all input channels where
 each group sees ``C_in / groups``); we count the true figure, equal to the forward.
@@ -39,6 +47,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from ..tensors import has_data
 from ._util import arg, aten, aten_packets, first_tensor, float_numel, numel
 from .registry import Cost, Rule, register_rule
 
@@ -103,13 +114,61 @@ def addmm_activation(args, kwargs, out):
     return Cost(flops=2 * macs + bias + float_numel(first_tensor(out)), macs=macs)
 
 
+def group_sizes(offs: torch.Tensor) -> list[int]:
+    """The size of each group delimited by ``offs``, the groups' cumulative ends.
+
+    Group ``g`` spans ``[offs[g - 1], offs[g])`` (the first from 0); elements past
+    ``offs[-1]`` belong to no group. Reads the values (``G`` integers, one host sync on
+    an accelerator). Raises ``ValueError`` when they cannot be read (a meta or fake
+    tensor: the counting run then lists the op uncounted, never a guessed figure) or
+    when they decrease (the kernels leave that undefined).
+    """
+    if not has_data(offs):
+        raise ValueError(
+            "grouped matmul offsets are a meta/fake tensor: the sizes of the groups are values, "
+            "unknown without data, so its MACs are not counted"
+        )
+    ends = [int(end) for end in offs.tolist()]
+    sizes, start = [], 0
+    for end in ends:
+        if end < start:
+            raise ValueError(f"grouped matmul offsets must not decrease, got {ends}")
+        sizes.append(end - start)
+        start = end
+    return sizes
+
+
+def grouped_mm_macs(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor | None) -> int:
+    """MACs of a grouped matmul ``a @ b`` whose jagged dimension ``offs`` splits.
+
+    ``sum(group sizes)`` is the length of the jagged dimension the groups cover:
+
+    * 2-D ``(M, K)`` x 3-D ``(G, K, N)``: rows of ``a`` split (experts' forward);
+      group ``g`` is ``(m_g, K) @ (K, N)``: ``sum(m_g) * K * N``;
+    * 3-D ``(G, M, K)`` x 2-D ``(K, N)``: columns of ``b`` split: ``M * K * sum(n_g)``;
+    * 2-D ``(M, K)`` x 2-D ``(K, N)``: the contraction splits (weight gradients),
+      ``G`` results ``(M, k_g) @ (k_g, N)``: ``M * sum(k_g) * N``;
+    * 3-D ``(G, M, K)`` x 3-D ``(G, K, N)``: no ``offs``, a batched product: ``G*M*K*N``.
+    """
+    if a.dim() == 3 and b.dim() == 3:
+        return matmul_macs(a, b)
+    if offs is None:
+        raise ValueError(f"grouped matmul of a {a.dim()}-D and a {b.dim()}-D operand needs offs")
+    covered = sum(group_sizes(offs))
+    if a.dim() == 2 and b.dim() == 3:
+        return covered * a.shape[1] * b.shape[2]
+    if a.dim() == 3 and b.dim() == 2:
+        return a.shape[1] * a.shape[2] * covered
+    if a.dim() == 2 and b.dim() == 2:
+        return a.shape[0] * covered * b.shape[1]
+    raise ValueError(f"grouped matmul operands must be 2-D or 3-D, got {a.dim()}-D and {b.dim()}-D")
+
+
 @register_rule(aten._grouped_mm)
 def grouped_mm(args, kwargs, out):
-    """Grouped GEMM (mixture-of-experts): every output element sums over k."""
-    a, b = args[0], args[1]
-    if a.dim() == 2 and b.dim() == 2:  # groups split k; out is (groups, m, n)
-        return Cost.matmul(a.shape[0] * a.shape[1] * b.shape[1])
-    return Cost.matmul(first_tensor(out).numel() * a.shape[-1])
+    """Grouped GEMM ``(self, mat2, offs=None, bias=None, out_dtype=None)``: the MACs of
+    the groups ``offs`` delimits (:func:`grouped_mm_macs`); raises without its values."""
+    return Cost.matmul(grouped_mm_macs(args[0], args[1], arg(args, kwargs, 2, "offs")))
 
 
 @register_rule(aten._trilinear)
