@@ -4,8 +4,8 @@ Example
 -------
 >>> import torch, fxinspect
 >>> report = fxinspect.analyze(torch.nn.Linear(8, 4), torch.randn(2, 8), timing=False)
->>> report.totals.flops                                # 2 * (2*8*4)
-128
+>>> report.totals.flops                                # 2 * (2*8*4) + 2*4 bias adds
+136
 """
 
 from .analyze import analyze, instrument

@@ -17,12 +17,15 @@ from typing import Any, Iterable
 
 import torch
 
-from .capture import capture, normalize, unwrap
+from .capture import Capture, Method, capture, captures, normalize, unwrap
+from .capture.base import one_line
 from .errors import InputError
 from .report import Report
 from .run.assemble import report_fields
 from .run.guard import preserved
-from .run.passes.count import CountPass
+from .run.lazy import materialized
+from .run.passes import PassResult
+from .run.passes.count import CountPass, uncounted
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
 from .run.virtual import virtual
@@ -54,6 +57,8 @@ def analyze(
         keyword arguments; nested tuples/lists/dicts of tensors are fine.
     kwargs : keyword arguments added to positional ``example_inputs``.
     method : ``"auto"`` or a capture tier's name (see ``fxinspect.capture.TIERS``).
+        ``"auto"`` keeps the first tier that captures, unless its count leaves ops
+        uncounted and a later tier's count does not (``report.capture.notes`` says so).
     leaf_modules : module classes, instances or dotted paths captured as one node.
     timing : run warm-up and timing passes for per-node latency (``False`` skips them).
     warmup, repeats : timing passes; latencies are medians over ``repeats``.
@@ -92,15 +97,15 @@ def _no_gc_pauses():
 
 
 def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device) -> Report:
-    model, unwrap_notes = unwrap(model)
+    model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
+    model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
+    notes += lazy_notes
     # virtual(): fake copies of the model and inputs when the run is virtual (device="meta" or
     # meta/fake tensors); run.model is the copy then, and preserved() guards the user's model
     with preserved(model), virtual(model, args, kw, device) as run:
-        cap = capture(run.model, run.args, run.kwargs, method=method, leaf_modules=leaf_modules)
-        cap.notes[:0] = unwrap_notes + run.notes
-        program = InstrumentedProgram(cap)
-        counted = CountPass(check_finite, model=run.model).run(program)
+        program, counted = _count_best(run.model, run.args, run.kwargs, method, leaf_modules, check_finite)
+        program.capture.notes[:0] = notes + run.notes
         results = [counted]
         if timing and not run.virtual and all(has_data(t) for t in program.inputs):
             # the counting run wrote these inputs as calling the model would; the timing
@@ -108,6 +113,51 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             written = counted.extras.get("written_inputs", ())
             results.append(TimingPass(warmup, repeats, copy_inputs=written).run(program))
     return Report(**report_fields(run.model, program, results, virtual=run.virtual))
+
+
+def _count_best(model, args, kwargs, method, leaf_modules, check_finite) -> tuple[InstrumentedProgram, PassResult]:
+    """Capture and count ``model``: the first capture, unless its count is partial.
+
+    ``method="auto"`` must not report partial totals when another tier counts every op
+    (under ``torch.export`` transformers routes MoE experts through a custom op that a
+    symbolic trace reaches as ``aten`` ops). So when the first capture's count leaves ops
+    uncounted, the remaining tiers are captured and counted in turn, and the first whose
+    count is complete is kept; if none is, the first. Which, and why, goes to the
+    capture's notes. A count without uncounted ops (the common case) costs nothing more.
+    """
+    attempts = captures(model, args, kwargs, method=method, leaf_modules=leaf_modules)
+    first = _count(next(attempts), model, check_finite)
+    missing = uncounted(first[1])
+    if not missing or method != Method.AUTO:
+        return first
+    tier = first[0].method
+    why = f"its count left {', '.join(missing)} uncounted"
+    tried = []
+    while True:
+        try:
+            # the next tier runs only now; one that cannot capture or count ends the search
+            other = _count(next(attempts), model, check_finite)
+        except StopIteration:
+            break
+        except Exception as exc:
+            tried.append(f"stopped looking: {one_line(exc)}")
+            break
+        left = uncounted(other[1])
+        if not left:
+            cap = other[0].capture
+            cap.failures.append((tier, f"{why}; {cap.method} counts every op"))
+            cap.notes.append(f"method='auto' chose the {cap.method} tier: the {tier} tier captured first but {why}")
+            return other
+        tried.append(f"{other[0].method} leaves {', '.join(left)} uncounted")
+    others = "; ".join(tried) or "no other tier captures"
+    first[0].capture.notes.append(f"method='auto' kept the {tier} tier although {why}: {others}")
+    return first
+
+
+def _count(cap: Capture, model: torch.nn.Module, check_finite: bool) -> tuple[InstrumentedProgram, PassResult]:
+    """The instrumented program of ``cap`` and its counting pass."""
+    program = InstrumentedProgram(cap)
+    return program, CountPass(check_finite, model=model).run(program)
 
 
 def instrument(
@@ -130,9 +180,10 @@ def instrument(
     >>> program.probe_points, str(program.method)
     (('linear',), 'symbolic')
     """
-    model, unwrap_notes = unwrap(model)
+    model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
+    model, lazy_notes = materialized(model, args, kw)
     with preserved(model):
         cap = capture(model, args, kw, method=method, leaf_modules=leaf_modules)
-    cap.notes[:0] = unwrap_notes
+    cap.notes[:0] = notes + lazy_notes
     return InstrumentedProgram(cap)

@@ -22,6 +22,7 @@ import torch
 
 from .analyze import analyze
 from .capture import TIERS, Method
+from .capture.base import one_line
 from .errors import FxInspectError
 from .views.table import By
 
@@ -81,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = analyze(model, inputs, method=opts.method, timing=not opts.no_timing, device=opts.device)
     except FxInspectError as exc:
         print(f"fxinspect: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the model's own error, on one line with where it was raised
+        where = "; ".join(note.removeprefix("fxinspect: ") for note in getattr(exc, "__notes__", ()))
+        print(f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""), file=sys.stderr)
         return 2
     print(report)
     print()

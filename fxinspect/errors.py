@@ -1,15 +1,33 @@
 """Errors that say what was expected, what was given, and where.
 
+The model's own exceptions are not wrapped: they reach the user as they were raised,
+with a note (:func:`add_where`) saying where in the model they happened.
+
 Example
 -------
 >>> err = NodeExecutionError("conv1", "conv1", "Conv2d", ["1×4×224×224"], "expected 3 channels")
 >>> print(err)  # doctest: +NORMALIZE_WHITESPACE
 node 'conv1' (module 'conv1', Conv2d) failed on inputs [1×4×224×224]: expected 3 channels
+>>> add_where(ValueError("mine"), "in module 'fc' (Linear)").__notes__
+["fxinspect: raised in module 'fc' (Linear)"]
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+
+def add_where(exc: BaseException, where: str) -> BaseException:
+    """``exc`` with a note saying where it was raised (Python 3.11+ shows notes with
+    the traceback; older versions keep them in ``exc.__notes__`` only)."""
+    notes = getattr(exc, "__notes__", None)
+    if notes is None:
+        try:
+            exc.__notes__ = notes = []  # what BaseException.add_note does, on any version
+        except AttributeError:  # an exception type that takes no attributes: leave it as it is
+            return exc
+    notes.append(f"fxinspect: raised {where}")
+    return exc
 
 
 class FxInspectError(Exception):
@@ -35,6 +53,8 @@ class NodeExecutionError(FxInspectError):
     """An op of the captured model raised while fxinspect ran it.
 
     Names the node, its module path and class, and the shapes of what it was given.
+    Raised for failures of fxinspect's own running of a node; an op of the model that
+    raises reaches the user as its own exception, with :func:`add_where`'s note.
     """
 
     def __init__(self, node: str, module_path: str, module_type: str, inputs: Sequence[str], cause: str):

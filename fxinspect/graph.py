@@ -6,8 +6,9 @@ to each consumer carries the producer's output ``tensor`` (a ``TensorMeta``, or 
 tuple of them for a multi-output producer) and its ``bytes``.
 
 Module level: op nodes collapse into their module, cut to ``depth`` path components;
-model inputs and outputs become the graph nodes ``"input"`` and ``"output"``. Only the
-``member_*`` attributes add up over graph nodes (see :func:`to_networkx`).
+model inputs and outputs become the graph nodes ``"input"`` and ``"output"``. A module
+node's figures are those of the ops collapsed into it, so they add up to the totals over
+the graph at any depth; ``subtree_<figure>`` holds the module's whole subtree.
 
 Example
 -------
@@ -109,8 +110,11 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
         if n.is_op and groups[n.name] in members:
             members[groups[n.name]].append(n)
     for key, nodes in members.items():
-        g.nodes[key]["members"] = tuple(n.name for n in nodes)
-        g.nodes[key].update({f"member_{name}": total for name, total in sums(nodes).items()})
+        attrs = g.nodes[key]
+        attrs["members"] = tuple(n.name for n in nodes)
+        for name, total in sums(nodes).items():  # the record's subtree figure steps aside
+            attrs[f"subtree_{name}"] = attrs.get(name)
+            attrs[name] = total
 
     by_name = {n.name: n for n in report.nodes}
     seen: set[tuple[str, str]] = set()  # (producer, target group)
@@ -143,20 +147,19 @@ def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: in
         components (a path that is no module of the report to its nearest module);
         model inputs and outputs are the nodes ``"input"`` and ``"output"``. A module
         node carries ``kind="module"``, the fields of its ``ModuleRecord``, ``members``
-        (the op nodes collapsed into it) and ``member_<figure>`` for every summed
-        figure of :data:`fxinspect.fields.FIELDS` (``member_flops``, ``member_macs``,
-        ``member_bytes_read``, ``member_bytes_written``, ``member_latency``, ...): the
-        sums over ``members``, by the figure's aggregate. An edge ``A -> B`` has
-        ``count`` (tensors flowing from A into B) and ``bytes`` (their size).
+        (the op nodes collapsed into it), and for every summed figure of
+        :data:`fxinspect.fields.FIELDS` (``flops``, ``macs``, ``bytes_read``,
+        ``bytes_written``, ``latency``, ...) the sum over ``members``, by the figure's
+        aggregate, with the record's whole-subtree value as ``subtree_<figure>``. An
+        edge ``A -> B`` has ``count`` (tensors flowing from A into B) and ``bytes``
+        (their size).
     depth : module level only; ``None`` keeps full module paths.
 
     What adds up over module nodes: ``members`` partition the op nodes, so every
-    ``member_<figure>`` sums to ``report.totals`` at any ``depth``. The record fields
-    (``flops``, ``params``, ``latency``, ...) are the module's whole subtree and do
-    *not* add up wherever a module and one of its descendants are both graph nodes:
-    the root ``""`` is a node at ``depth >= 1`` when it runs ops of its own (its
-    ``flops`` are the whole model's while its ``member_flops`` are its own ops'), and
-    so is any module with ops of its own above a deeper node (``depth`` 2 or ``None``).
+    figure sums to ``report.totals`` at any ``depth``, also where a module and one of
+    its descendants are both graph nodes (the root ``""`` at ``depth >= 1`` when it runs
+    ops of its own: its ``flops`` are those ops', its ``subtree_flops`` the whole
+    model's). Parameter counts (``params``, ...) are the record's, for the subtree.
     """
     try:
         level = Level(level)

@@ -394,28 +394,37 @@ def test_model_unchanged_after_analyze_returns():
 def test_model_unchanged_after_analyze_raises():
     model = _busy_model()
     before = state_fingerprint(model)
-    with pytest.raises(fxinspect.NodeExecutionError):
+    with pytest.raises(RuntimeError, match="channels"):  # the model's own error, not a wrapper
         fxinspect.analyze(model, torch.randn(2, 4, 64, 64))
     assert_same_state(before, state_fingerprint(model))
 
 
-def test_wrong_input_shape_names_node_module_and_shapes():
+def test_wrong_input_shape_is_the_models_error_naming_node_module_and_shapes():
     model = torchvision.models.resnet18(weights=None)
-    with pytest.raises(fxinspect.NodeExecutionError) as info:
+    with pytest.raises(RuntimeError) as info:  # raised as the model raises it, not wrapped
         fxinspect.analyze(model, torch.randn(1, 4, 224, 224), timing=False)
     err = info.value
-    assert (err.node, err.module_path, err.module_type) == ("conv1", "conv1", "Conv2d")
-    text = str(err)
-    assert "1×4×224×224" in text and "64×3×7×7" in text and "channels" in text
-    assert isinstance(err.__cause__, RuntimeError)
+    assert type(err) is RuntimeError and "channels" in str(err)
+    (note,) = err.__notes__
+    assert "node 'conv1' (module 'conv1', Conv2d)" in note
+    assert "1×4×224×224" in note and "64×3×7×7" in note
 
 
 def test_wrong_input_shape_deep_in_the_model():
     model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(5, 2)))
-    with pytest.raises(fxinspect.NodeExecutionError) as info:
+    with pytest.raises(RuntimeError) as info:
         fxinspect.analyze(model, torch.randn(3, 8), timing=False)
-    assert (info.value.node, info.value.module_path, info.value.module_type) == ("_2_0", "2.0", "Linear")  # fx names start with a letter or _
-    assert "3×6" in str(info.value) and "2×5" in str(info.value)
+    (note,) = info.value.__notes__
+    assert "node '_2_0' (module '2.0', Linear)" in note  # fx names start with a letter or _
+    assert "3×6" in note and "2×5" in note
+
+
+def test_dtype_mismatch_names_both_dtypes():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    with pytest.raises(RuntimeError, match="same dtype") as info:
+        fxinspect.analyze(model, torch.randn(4, 3, dtype=torch.float64), timing=False)
+    (note,) = info.value.__notes__
+    assert "input_1: 4×3 f64" in note and "0.weight: 2×3 f32" in note
 
 
 def test_bad_options_raise_input_error():
@@ -476,3 +485,82 @@ def test_caches_filled_during_the_pass_are_emptied(method):
     fxinspect.analyze(model, torch.randn(2, 4), device="meta", timing=False)
     assert model.cache == {}  # no fake tensor left behind to break the next real forward
     assert model(torch.randn(2, 4)).shape == (2, 4)
+
+
+# ------------------------------------------------------------------ auto: complete totals win
+
+
+@torch.library.custom_op("fxinspect_tests::opaque_mm", mutates_args=())
+def opaque_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A matmul no rule prices: its calls are uncounted."""
+    return a @ b
+
+
+@opaque_mm.register_fake
+def _(a, b):
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+class ShapeBranch(torch.nn.Module):
+    """Branches on a shape: a symbolic trace makes it a leaf, torch.export specialises it."""
+
+    def forward(self, x):
+        return x * 2 if x.shape[0] > 1 else x
+
+
+class OpaqueWhenExported(torch.nn.Module):
+    """As transformers' MoE experts: an op without a rule under torch.export only."""
+
+    def __init__(self, always: bool = False):
+        super().__init__()
+        self.branch = ShapeBranch()
+        self.w = torch.nn.Parameter(torch.randn(8, 4))
+        self.always = always
+
+    def forward(self, x):
+        h = self.branch(x)
+        if self.always or torch.compiler.is_exporting():
+            return opaque_mm(h, self.w)
+        return h @ self.w
+
+
+def _tiers_run(monkeypatch) -> list[str]:
+    """Names of the capture tiers called from now on, in order."""
+    ran = []
+    for name, tier in list(fxinspect.capture.TIERS.items()):
+        monkeypatch.setitem(fxinspect.capture.TIERS, name, lambda *a, _n=name, _t=tier: ran.append(str(_n)) or _t(*a))
+    return ran
+
+
+def test_auto_prefers_a_tier_whose_count_is_complete(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    # symbolic had to make 'branch' a leaf; export captures it all but its count is partial
+    report = fxinspect.analyze(OpaqueWhenExported(), torch.randn(3, 8), timing=False)
+    assert ran == ["symbolic", "export", "eager"]
+    assert report.capture.method == "eager"
+    assert (report.totals.macs, report.totals.partial, report.uncounted) == (3 * 8 * 4, False, ())  # 96
+    assert ("export", "its count left fxinspect_tests.opaque_mm.default uncounted; eager counts every op") in (
+        report.capture.failures
+    )
+    assert "method='auto' chose the eager tier" in report.capture.notes[-1]
+    # asked for by name, a tier is kept as it counts
+    exported = fxinspect.analyze(OpaqueWhenExported(), torch.randn(3, 8), method="export", timing=False)
+    assert (exported.totals.partial, exported.uncounted[0].op) == (True, "fxinspect_tests.opaque_mm.default")
+
+
+def test_auto_keeps_the_first_capture_when_no_tier_counts_everything(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    report = fxinspect.analyze(OpaqueWhenExported(always=True), torch.randn(3, 8), timing=False)
+    # symbolic (with a leaf) waits behind export, which is kept: eager is partial too
+    assert ran == ["symbolic", "export", "eager"]
+    assert report.capture.method == "export" and report.totals.partial
+    assert report.capture.notes[-1] == (
+        "method='auto' kept the export tier although its count left fxinspect_tests.opaque_mm.default uncounted: "
+        "eager leaves fxinspect_tests.opaque_mm.default uncounted; symbolic leaves fxinspect_tests.opaque_mm.default uncounted"
+    )
+
+
+def test_auto_tries_no_other_tier_when_the_count_is_complete(monkeypatch):
+    ran = _tiers_run(monkeypatch)
+    report = fxinspect.analyze(torch.nn.Linear(8, 4), torch.randn(3, 8), timing=False)
+    assert ran == ["symbolic"] and not report.totals.partial

@@ -76,7 +76,7 @@ def test_untraceable_submodule_becomes_a_leaf_with_a_note():
     assert odd[0].macs == 2 * 8 * 8  # its Linear ran inside the leaf and is still counted: 128
     # modules inside a leaf get no nodes of their own; their work is in the leaf's node
     assert report.modules["odd.fc"].nodes == () and report.modules["odd"].macs == 128
-    assert report.modules["odd.fc"].counted_in == "odd" and report.modules["odd"].counted_in == ""
+    assert report.modules["odd.fc"].counted_in == "odd" and report.modules["odd"].counted_in is None
     table = report.table()
     assert "odd.fc" not in table and "1 module inside leaf modules (odd) not broken down" in table
 
@@ -144,3 +144,16 @@ def test_fast_tracing_paths_give_the_graph_fx_gives(make, monkeypatch):
     tags = [(n.name, module_of(n), n.meta.get("nn_module_stack")) for n in fast.graph_module.graph.nodes]
     assert tags == [(n.name, module_of(n), n.meta.get("nn_module_stack")) for n in plain.graph_module.graph.nodes]
     assert len(tags) > 5
+
+
+def test_submodules_of_a_model_that_runs_as_one_op_are_marked_not_zero():
+    layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
+    with torch.no_grad():
+        report = fxinspect.analyze(encoder, torch.randn(2, 5, 16), timing=False)
+    inside = [p for p, m in report.modules.items() if p]
+    assert inside and all(report.modules[p].counted_in == "" for p in inside)  # inside the root's one op
+    assert report.modules[""].counted_in is None
+    table = report.table()
+    assert "layers" not in table.split("total")[0]  # no rows of zeros for the layers
+    assert f"{len(inside)} modules inside leaf modules (the root module) not broken down" in table

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+import fxinspect
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
@@ -58,6 +60,9 @@ class CostMode(TorchDispatchMode):
     def flops_known_to_flop_counter(self) -> int:
         return sum(cost.flops for func, cost in self.calls if func.overloadpacket in flop_registry)
 
+    def macs_known_to_flop_counter(self) -> int:
+        return sum(cost.macs for func, cost in self.calls if func.overloadpacket in flop_registry)
+
 
 def measure(run, *inputs) -> CostMode:
     """Our costs of ``run(*inputs)``; inputs are made outside so their factories don't count."""
@@ -79,30 +84,34 @@ r = torch.randn  # short, for the tables below
 # -- matmul-like ops equal FlopCounterMode --------------------------------------------
 
 MATMUL_CASES = {
-    # id: (inputs, run, expected flops)
-    "mm": (lambda: (r(8, 16), r(16, 4)), torch.mm, 2 * 8 * 16 * 4),  # 1024
-    "addmm": (lambda: (r(4), r(8, 16), r(16, 4)), torch.addmm, 2 * 8 * 16 * 4),  # bias free: 1024
-    "bmm": (lambda: (r(3, 8, 16), r(3, 16, 4)), torch.bmm, 2 * 3 * 8 * 16 * 4),  # 3072
-    "baddbmm": (lambda: (r(3, 8, 4), r(3, 8, 16), r(3, 16, 4)), torch.baddbmm, 2 * 3 * 8 * 16 * 4),  # 3072
-    "linear_3d": (lambda: (r(2, 5, 16), r(4, 16), r(4)), F.linear, 2 * 10 * 16 * 4),  # 1280
-    "matmul_4d": (lambda: (r(2, 3, 5, 8), r(2, 3, 8, 7)), torch.matmul, 2 * 6 * 5 * 8 * 7),  # 3360
+    # id: (inputs, run, 2 * MACs = FlopCounterMode's flops, bias flops: 1 per output element)
+    "mm": (lambda: (r(8, 16), r(16, 4)), torch.mm, 2 * 8 * 16 * 4, 0),  # 1024
+    "addmm": (lambda: (r(4), r(8, 16), r(16, 4)), torch.addmm, 2 * 8 * 16 * 4, 8 * 4),  # 1024 + 32
+    "addmm_beta_0": (lambda: (r(4), r(8, 16), r(16, 4)), lambda c, a, b: torch.addmm(c, a, b, beta=0), 1024, 0),
+    "bmm": (lambda: (r(3, 8, 16), r(3, 16, 4)), torch.bmm, 2 * 3 * 8 * 16 * 4, 0),  # 3072
+    "baddbmm": (lambda: (r(3, 8, 4), r(3, 8, 16), r(3, 16, 4)), torch.baddbmm, 2 * 3 * 8 * 16 * 4, 3 * 8 * 4),  # +96
+    "linear_3d": (lambda: (r(2, 5, 16), r(4, 16), r(4)), F.linear, 2 * 10 * 16 * 4, 10 * 4),  # 1280 + 40
+    "matmul_4d": (lambda: (r(2, 3, 5, 8), r(2, 3, 8, 7)), torch.matmul, 2 * 6 * 5 * 8 * 7, 0),  # 3360
 }
 
 
-@pytest.mark.parametrize("make, run, expected", MATMUL_CASES.values(), ids=MATMUL_CASES.keys())
-def test_matmul_equals_flop_counter(make, run, expected):
+@pytest.mark.parametrize("make, run, expected, bias", MATMUL_CASES.values(), ids=MATMUL_CASES.keys())
+def test_matmul_equals_flop_counter(make, run, expected, bias):
     mode, reference = both(run, *make())
-    assert mode.flops_known_to_flop_counter() == reference == expected
+    assert 2 * mode.macs_known_to_flop_counter() == reference == expected
     assert mode.macs * 2 == expected
+    assert mode.flops == expected + bias  # FlopCounterMode leaves the bias add out
 
 
+# The add of ``self`` into addmv/addbmm/addr: 1 flop per output element.
+ACCUMULATED = {"addmv": 8, "addbmm": 8 * 4, "addr": 8 * 4}
 MATMUL_UNKNOWN_TO_FLOP_COUNTER = {
     # id: (inputs, run, expected macs)
     "mv": (lambda: (r(8, 16), r(16)), torch.mv, 8 * 16),  # 128
-    "addmv": (lambda: (r(8), r(8, 16), r(16)), torch.addmv, 8 * 16),  # 128
+    "addmv": (lambda: (r(8), r(8, 16), r(16)), torch.addmv, 8 * 16),  # 128 (+ 8 flops: the add)
     "dot": (lambda: (r(16), r(16)), torch.dot, 16),
-    "addbmm": (lambda: (r(8, 4), r(3, 8, 16), r(3, 16, 4)), torch.addbmm, 3 * 8 * 16 * 4),  # 1536
-    "addr": (lambda: (r(8, 4), r(8), r(4)), torch.addr, 8 * 4),  # outer product: 32
+    "addbmm": (lambda: (r(8, 4), r(3, 8, 16), r(3, 16, 4)), torch.addbmm, 3 * 8 * 16 * 4),  # 1536 (+ 32)
+    "addr": (lambda: (r(8, 4), r(8), r(4)), torch.addr, 8 * 4),  # outer product: 32 (+ 32)
     # experts: 6 tokens split 2 + 4 over 2 experts of 8 -> 4 weights: 6 * 8 * 4
     "grouped_mm": (
         lambda: (r(6, 8), r(2, 8, 4), torch.tensor([2, 6], dtype=torch.int32)),
@@ -116,10 +125,80 @@ MATMUL_UNKNOWN_TO_FLOP_COUNTER = {
 @pytest.mark.parametrize(
     "make, run, expected", MATMUL_UNKNOWN_TO_FLOP_COUNTER.values(), ids=MATMUL_UNKNOWN_TO_FLOP_COUNTER.keys()
 )
-def test_other_matmuls(make, run, expected):
+def test_other_matmuls(request, make, run, expected):
     mode = measure(run, *make())
     assert mode.macs == expected
-    assert mode.flops == 2 * expected
+    assert mode.flops == 2 * expected + ACCUMULATED.get(request.node.callspec.id, 0)
+
+
+# -- grouped matmul (mixture-of-experts): what the offsets say each group multiplies ------
+
+
+def offsets(*ends):
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+GROUPED_MM = {
+    # id: (a, b, offs, expected macs); a group of size 0 multiplies nothing
+    # experts' forward: 6 tokens split 2 + 4 over 2 experts of 8 -> 4 weights: (2 + 4) * 8 * 4
+    "rows": (r(6, 8), r(2, 8, 4), offsets(2, 6), 6 * 8 * 4),  # 192
+    # rows 5..7 lie past offs[-1]: in no group, not multiplied: (2 + 3) * 8 * 4
+    "rows_past_the_last_offset": (r(8, 8), r(2, 8, 4), offsets(2, 5), 5 * 8 * 4),  # 160, not 8 * 8 * 4
+    # 4 experts, two of them given no token: (0 + 3 + 0 + 3) * 8 * 4
+    "rows_empty_experts": (r(6, 8), r(4, 8, 4), offsets(0, 3, 3, 6), 6 * 8 * 4),  # 192
+    # columns of b split (3-D x 2-D): 2 groups of (4, 8) @ (8, n_g), n = 2 + 3 of 8 columns
+    "columns": (r(2, 4, 8), r(8, 8), offsets(2, 5), 4 * 8 * 5),  # 160
+    # contraction split (2-D x 2-D, weight gradients): (4, k_g) @ (k_g, 4), k = 3 + 3 of 8
+    "depth": (r(4, 8), r(8, 4), offsets(3, 6), 4 * 6 * 4),  # 96
+    # 3-D x 3-D: no offsets, a batched product: 2 * 4 * 8 * 4
+    "batched": (r(2, 4, 8), r(2, 8, 4), None, 2 * 4 * 8 * 4),  # 256
+}
+
+
+@pytest.mark.parametrize("a, b, offs, expected", GROUPED_MM.values(), ids=GROUPED_MM.keys())
+def test_grouped_mm_counts_the_groups_offsets_delimit(a, b, offs, expected):
+    mode = measure(lambda: aten._grouped_mm(a, b, offs))
+    assert mode.uncounted == set()
+    assert (mode.macs, mode.flops) == (expected, 2 * expected)
+
+
+def test_grouped_mm_backward_is_two_forwards():
+    a, b, offs = r(8, 8, requires_grad=True), r(2, 8, 4, requires_grad=True), offsets(2, 5)
+    out = F.grouped_mm(a, b, offs=offs)
+    # grad_a: rows as the forward; grad_b: a^T @ grad, the contraction split: 8 * 5 * 4 each
+    assert measure(lambda: out.backward(torch.randn(8, 4))).macs == 2 * 5 * 8 * 4  # 320
+
+
+def test_grouped_mm_without_offset_values_raises_so_it_is_uncounted():
+    from fxinspect.rules.matmul import grouped_mm
+
+    bf16 = dict(device="meta", dtype=torch.bfloat16)
+    a, b, offs = torch.empty(6, 8, **bf16), torch.empty(2, 8, 8, **bf16), torch.empty(2, device="meta", dtype=torch.int32)
+    with pytest.raises(ValueError, match="meta/fake"):
+        grouped_mm((a, b, offs), {}, aten._grouped_mm(a, b, offs))
+
+
+def test_grouped_mm_with_decreasing_offsets_raises():
+    from fxinspect.rules.matmul import grouped_mm_macs
+
+    with pytest.raises(ValueError, match="must not decrease"):
+        grouped_mm_macs(r(6, 8), r(2, 8, 4), offsets(4, 2))
+
+
+@pytest.mark.parametrize("case", ["rows", "rows_past_the_last_offset", "rows_empty_experts"])
+def test_transformers_grouped_mm_fallback_counts_as_grouped_mm(case):
+    pytest.importorskip("transformers.integrations.moe")  # defines torch.ops.transformers.*
+    from fxinspect.rules.hf import register_transformers_rules
+
+    assert register_transformers_rules()  # idempotent: the loader or the import did it already
+    a, b, offs, expected = GROUPED_MM[case]
+    ops = torch.ops.transformers
+    mode = measure(lambda: ops.grouped_mm_fallback(a, b, offs=offs))
+    assert mode.uncounted == set()
+    assert mode.macs == expected
+    grad = torch.randn(a.shape[0], b.shape[2])
+    # grad_input and grad_weight, one forward each
+    assert measure(lambda: ops.grouped_mm_fallback_backward(a, b, offs, grad)).macs == 2 * expected
 
 
 # (dims, c_in, c_out, kernel, stride, padding, dilation, groups, transposed, output_padding)
@@ -147,9 +226,11 @@ def conv_inputs(dims, c_in, c_out, kernel, stride, padding, dilation, groups, tr
 
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
 def test_convolution_equals_flop_counter(case):
-    mode, reference = both(torch.convolution, *conv_inputs(*case))
-    assert mode.flops_known_to_flop_counter() == reference > 0
-    assert mode.flops == 2 * mode.macs  # the bias is not counted
+    inputs = conv_inputs(*case)
+    mode, reference = both(torch.convolution, *inputs)
+    assert 2 * mode.macs_known_to_flop_counter() == reference > 0
+    out = torch.convolution(*inputs)
+    assert mode.flops == 2 * mode.macs + out.numel()  # the bias add: 1 flop per output element
 
 
 @pytest.mark.parametrize("case", CONV_CASES.values(), ids=CONV_CASES.keys())
@@ -162,8 +243,10 @@ def test_convolution_backward(case):
     backward = [cost for func, cost in mode.calls if func.overloadpacket is aten.convolution_backward]
     assert len(backward) == 1
     assert backward[0].macs == 2 * forward  # grad_input and grad_weight: one forward each
-    # FlopCounterMode counts grad_weight with all C_in instead of C_in / groups.
-    assert backward[0].flops == reference - 2 * forward * (groups - 1)
+    # FlopCounterMode counts grad_weight with all C_in instead of C_in / groups;
+    # grad_bias sums grad_output: 1 flop per output element, which it leaves out.
+    assert 2 * backward[0].macs == reference - 2 * forward * (groups - 1)
+    assert backward[0].flops == 2 * backward[0].macs + out.numel()
 
 
 def test_conv_backward_honours_output_mask():
@@ -329,8 +412,9 @@ def test_transformer_encoder_layer_fast_path_equals_slow_path():
     slow = measure(layer, x)
     assert [str(f) for f, _ in fast.calls] == ["aten._transformer_encoder_layer_fwd.default"]
     assert fast.macs == slow.macs == 11840 + 10 * 2 * 16 * 32  # attention + ffn = 22080
-    # The slow path adds the in-projection bias as a separate add: 10 tokens * 3 * 16.
-    assert slow.flops - fast.flops == 10 * 3 * 16
+    # Both count every bias add (1 flop per output element of the q/k/v, output and
+    # feed-forward projections): the same flops.
+    assert slow.flops == fast.flops
 
 
 def test_vit_b_16_matches_torchvision_published_gmacs():
@@ -419,7 +503,7 @@ PER_ELEMENT_CASES = {
     "rfft": (lambda: (r(4, 8),), torch.fft.rfft, 240),  # 2.5 * 32 real elements * log2(8)
     "fft2": (lambda: (torch.randn(4, 8, dtype=torch.complex64),), torch.fft.fft2, 800),  # 5 * 32 * log2(32)
     "native_dropout": (lambda: (r(4, 5),), lambda x: aten.native_dropout(x, 0.5, True), 20),  # the multiply
-    "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 2 * 20),  # mask.div_, x * mask
+    "dropout_cpu": (lambda: (r(4, 5),), lambda x: F.dropout(x, 0.5, training=True), 20),  # x * mask; mask.div_ free
     "cat": (lambda: (r(2, 3), r(2, 3)), lambda a, b: torch.cat([a, b]), 0),
     "embedding": (lambda: (torch.tensor([1, 2]), r(10, 4)), F.embedding, 0),
 }
@@ -696,3 +780,90 @@ def test_register_free_rejects_a_reason_that_is_not_a_free_reason(reason):
 def test_register_rule_refuses_free():
     with pytest.raises(ValueError, match="use register_free"):
         register_rule(torch.ops.aten.is_coalesced)(FREE)
+
+
+class LegitBatchNorm(torch.nn.Module):
+    """Calls the batch norm overload whose schema declares its running-statistics writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(8))
+        self.register_buffer("var", torch.ones(8))
+
+    def forward(self, x):
+        return torch.ops.aten._native_batch_norm_legit.default(x, None, None, self.mean, self.var, True, 0.1, 1e-5)[0]
+
+
+@pytest.mark.parametrize("make, op", [
+    (lambda: torch.nn.BatchNorm2d(8, affine=False), "aten.native_batch_norm.default"),  # writes them undeclared
+    (LegitBatchNorm, "aten._native_batch_norm_legit.default"),  # declares them: Tensor(a!) running_mean
+])
+def test_training_batch_norm_writes_its_running_statistics(make, op):
+    x = torch.randn(2, 8, 4, 4)
+    report = fxinspect.analyze(make().train(), x, timing=False)
+    (call,) = [c for n in report.nodes for c in n.aten if c.op == op]
+    # output 2*8*4*4 floats, saved mean and inverse std 8 each, running mean and var 8 each: 4 bytes per float
+    assert call.bytes_written == 4 * (2 * 8 * 4 * 4 + 8 + 8) + 4 * (8 + 8)
+    evaluated = fxinspect.analyze(torch.nn.BatchNorm2d(8, affine=False).eval(), x, timing=False)
+    (call,) = [c for n in evaluated.nodes for c in n.aten if "batch_norm" in c.op]
+    assert call.bytes_written == 4 * 2 * 8 * 4 * 4  # eval: the output only, no statistics written
+
+
+def _cost_of(fn, *args):
+    mode = CostMode()
+    with mode:
+        fn(*args)
+    return mode
+
+
+@pytest.mark.parametrize("fn, args, flops", [
+    (torch.special.bessel_j0, (torch.rand(4, 5),), 4 * 5),  # special functions: 1 per element
+    (torch.special.zeta, (torch.rand(4, 5) + 1, torch.rand(4, 5)), 4 * 5),
+    (torch.special.chebyshev_polynomial_t, (torch.rand(6), torch.tensor(3.0)), 6),
+    (torch.igamma, (torch.rand(3, 3), torch.rand(3, 3)), 3 * 3),
+    (torch.linalg.cross, (torch.rand(4, 3), torch.rand(4, 3)), 3 * 4 * 3),  # 2 products, 1 difference per component
+    (torch.dist, (torch.rand(5, 2), torch.rand(5, 2)), 3 * 10),  # difference, power, sum
+    (torch.allclose, (torch.rand(8), torch.rand(8)), 5 * 8),  # subtract, two abs, multiply, add
+    (lambda a, i, s: a.index_reduce(0, i, s, "prod"), (torch.ones(3, 2), torch.tensor([0, 2, 0]), torch.rand(3, 2)),
+     3 * 2),  # one combine per source element
+    (torch.nn.functional.pdist, (torch.rand(10, 4),), 45 * 4 * 3),  # 10*9/2 pairs, 3 per coordinate
+    (torch.rot90, (torch.rand(3, 4),), 0),  # a copy
+])
+def test_arithmetic_found_in_the_op_database_is_counted(fn, args, flops):
+    mode = _cost_of(fn, *args)
+    assert mode.uncounted == set() and mode.flops == flops
+
+
+def test_the_matmul_path_of_cdist_counts_its_augmented_matmul():
+    x1, x2 = torch.rand(30, 8), torch.rand(40, 8)  # more than 25 rows: cdist takes the matmul path
+    mode = _cost_of(torch.cdist, x1, x2)
+    (cost,) = [c for f, c in mode.calls if str(f) == "aten._euclidean_dist.default"]
+    macs = 30 * 40 * (8 + 2)  # rows augmented with their squared norm and a one
+    assert mode.uncounted == set() and cost.macs == macs and mode.macs == macs  # the views around it are free
+    # matmul, squared norms of both inputs, the -2 scaling of x1, clamp and sqrt per distance
+    assert cost.flops == 2 * macs + 2 * (30 * 8 + 40 * 8) + 30 * 8 + 2 * 30 * 40
+
+
+@pytest.mark.parametrize("op", ["_is_all_true", "_linalg_check_errors"])
+def test_validation_ops_are_free_checks(op):
+    assert free_reason(getattr(aten, op).default) is FreeReason.CHECK
+
+
+def test_packed_sequences_do_no_arithmetic_but_are_counted():
+    lstm = torch.nn.LSTM(4, 3, batch_first=True)
+
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = lstm
+
+        def forward(self, x, lengths):
+            packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+            out, _ = self.lstm(packed)
+            return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+
+    report = fxinspect.analyze(Packed(), (torch.randn(2, 5, 4), torch.tensor([5, 3])), timing=False)
+    ops = {c.op: c for n in report.nodes for c in n.aten}
+    assert ops["aten._pack_padded_sequence.default"].flops == 0  # a layout change, its bytes counted
+    assert ops["aten._pack_padded_sequence.default"].bytes_written > 0
+    assert not report.uncounted and not report.totals.partial

@@ -383,16 +383,16 @@ def test_every_summed_field_is_a_column(field, timed):
 @pytest.mark.parametrize("timed", [False, True])
 @pytest.mark.parametrize("field", SUMMED, ids=[f.name for f in SUMMED])
 def test_every_summed_field_is_a_member_sum(field, timed):
-    """``member_<figure>`` on module-level graph nodes: the sums of their op nodes."""
+    """Each figure of a module-level graph node: the sum over its op nodes."""
     report = make_report(timed=timed, root_op=True)
     groups = {"features": ("conv", "relu", "mean"), "blocks": ("fc0", "act0", "fc1", "act1"),
               "head": ("head",), "": ("square",)}
     g = to_networkx(report, level="module", depth=1)
     for key, names in groups.items():
         hand = _hand_sum(field, (getattr(report.node(n), field.name) for n in names))
-        got = g.nodes[key][f"member_{field.name}"]
+        got = g.nodes[key][field.name]
         assert got == hand or math.isclose(got, hand)
-    over_graph = _hand_sum(field, (g.nodes[k][f"member_{field.name}"] for k in groups))
+    over_graph = _hand_sum(field, (g.nodes[k][field.name] for k in groups))
     total = getattr(report.totals, field.name)
     assert over_graph == total or math.isclose(over_graph, total)
 
@@ -512,9 +512,9 @@ def test_module_graph_collapse(depth, nodes, edges):
     modules = [k for k, kind in g.nodes(data="kind") if kind == "module"]
     # members partition the op nodes, so their sums add up to the totals at any depth
     assert sorted(m for k in modules for m in g.nodes[k]["members"]) == sorted(n.name for n in report.nodes if n.is_op)
-    assert sum(g.nodes[k]["member_flops"] for k in modules) == report.totals.flops
-    assert math.isclose(sum(g.nodes[k]["member_latency"] for k in modules), report.totals.latency)
-    assert all(g.nodes[k]["flops"] == report.modules[k].flops for k in modules)
+    assert sum(g.nodes[k]["flops"] for k in modules) == report.totals.flops
+    assert math.isclose(sum(g.nodes[k]["latency"] for k in modules), report.totals.latency)
+    assert all(g.nodes[k]["subtree_flops"] == report.modules[k].flops for k in modules)
 
 
 class _Nested:
@@ -547,20 +547,20 @@ class _Nested:
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2, None])
-def test_module_graph_member_sums_add_up_with_the_root(depth):
-    """The root is a graph node for its own ops; its ``member_*`` hold only those, so
-    summing ``member_flops`` over all graph nodes gives the totals exactly once."""
+def test_module_graph_figures_add_up_with_the_root(depth):
+    """The root is a graph node for its own ops; its figures hold only those, so
+    summing ``flops`` over all graph nodes gives the totals exactly once."""
     import fxinspect
 
     report = fxinspect.analyze(*_Nested.build(), timing=False)
     g = to_networkx(report, level="module", depth=depth)
     modules = [k for k, kind in g.nodes(data="kind") if kind == "module"]
-    assert sum(g.nodes[k]["member_flops"] for k in modules) == report.totals.flops
-    assert sum(g.nodes[k]["member_bytes_read"] for k in modules) == report.totals.bytes_read
-    assert g.nodes[""]["flops"] == report.modules[""].flops  # the record: the whole subtree
+    assert sum(g.nodes[k]["flops"] for k in modules) == report.totals.flops
+    assert sum(g.nodes[k]["bytes_read"] for k in modules) == report.totals.bytes_read
+    assert g.nodes[""]["subtree_flops"] == report.modules[""].flops  # the record: the whole subtree
     own = [n.name for n in report.nodes if n.is_op and (depth == 0 or n.module_path == "")]
     assert list(g.nodes[""]["members"]) == own and len(own) >= 2
-    assert g.nodes[""]["member_flops"] == sum(report.node(n).flops for n in own)
+    assert g.nodes[""]["flops"] == sum(report.node(n).flops for n in own)
 
 
 def test_module_graph_edge_figures():

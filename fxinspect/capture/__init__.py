@@ -2,6 +2,8 @@
 
 ``method="auto"`` tries each tier of ``TIERS`` in order and keeps the first that
 works; every failure is kept as ``(tier, one-line reason)`` in ``Capture.failures``.
+:func:`captures` goes on to the next tiers when asked (``analyze`` asks when the
+count of the first is partial).
 Methods are :class:`Method` values, plain strings too (``"eager"`` is ``Method.EAGER``).
 
 Example
@@ -14,19 +16,23 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from ..errors import CaptureError, InputError
+from ..errors import CaptureError, InputError, add_where
+from .blame import module_where, raised_by_model
 from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
-from .inputs import FlatInputs, normalize
+from .quiet import quiet
+from .inputs import FlatInputs, check_inputs, normalize
 from .eager import trace_eager
 from .exported import trace_export
 from .hf import prepare_inputs
 from .symbolic import trace_symbolic
 
-__all__ = ["Capture", "MODULE_KEY", "Method", "TIERS", "capture", "module_of", "normalize", "unwrap", "FlatInputs"]
+__all__ = [
+    "Capture", "MODULE_KEY", "Method", "TIERS", "capture", "captures", "module_of", "normalize", "unwrap", "FlatInputs",
+]
 
 Tier = Callable[[torch.nn.Module, FlatInputs, Iterable[Any]], Capture]
 
@@ -66,35 +72,63 @@ def _finish(cap: Capture, failures: list[tuple[str, str]], notes: list[str]) -> 
 
 
 def capture(
+    model: torch.nn.Module, args: tuple, kwargs: dict, method: Method | str = Method.AUTO, leaf_modules: Iterable[Any] = ()
+) -> Capture:
+    """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
+    return next(captures(model, args, kwargs, method, leaf_modules))
+
+
+def captures(
     model: torch.nn.Module,
     args: tuple,
     kwargs: dict,
     method: Method | str = Method.AUTO,
     leaf_modules: Iterable[Any] = (),
-) -> Capture:
-    """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
+) -> Iterator[Capture]:
+    """Captures of ``model(*args, **kwargs)``, best first, each tier tried only when asked.
+
+    The named tier's capture; for ``"auto"``, each tier's that works in ``TIERS`` order,
+    except that one which had to hide untraceable modules in leaves comes after those
+    of later tiers (they may break the whole model down). The first is what
+    :func:`capture` returns; a caller that finds it wanting (``analyze``: its count is
+    partial) takes the next. Raises ``CaptureError`` when no tier captures.
+    """
     method = _method(method)
-    args, kwargs, input_notes = prepare_inputs(model, args, kwargs)
+    check_inputs(model, args, kwargs)
+    args, kwargs, notes = prepare_inputs(model, args, kwargs)
     inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
     tiers = list(TIERS) if method == Method.AUTO else [method]
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
+    found = False
     for position, name in enumerate(tiers):
+        said: list[str] = []
         try:
-            cap = TIERS[name](model, inputs, leaf_modules)
+            with quiet() as said:
+                cap = TIERS[name](model, inputs, leaf_modules)
         except Exception as exc:  # each tier's failure is a finding, reported below
+            if raised_by_model(exc):  # a plain call would raise it too: no other tier runs the model
+                path = module_where(exc, model)
+                where = "in the model" if path is None else f"in module {path!r}" if path else "in the root module"
+                raise add_where(exc, f"{where} while the {name} tier ran its forward")
             failures.append((name, one_line(exc)))
             last = exc
             continue
+        finally:  # what a tier printed or logged goes to the capture's notes, not the terminal
+            notes += [f"{name} tier said: {line}" for line in said]
         if cap.auto_leaves and position < len(tiers) - 1 and partial is None:
             # keep it as a fallback, but a later tier may break the whole model down
             partial = cap
             failures.append((name, f"had to make {cap.auto_leaves} leaves; trying the next tier for a full breakdown"))
             continue
-        return _finish(cap, failures, input_notes)
+        found = True
+        yield _finish(cap, list(failures), list(notes))
     if partial is not None:
-        return _finish(partial, failures, input_notes)
+        yield _finish(partial, list(failures), list(notes))
+        return
+    if found:
+        return
     reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
     raise CaptureError(
         f"could not capture {type_name(model)} with {'any tier' if method == Method.AUTO else method}:\n{reasons}\n"

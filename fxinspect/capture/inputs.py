@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from .. import formatting
 from ..errors import InputError
 
 
@@ -44,6 +45,54 @@ def normalize(example_inputs: Any, kwargs: dict | None) -> tuple[tuple, dict]:
             raise InputError(f"keyword argument {key!r} given twice: in example_inputs and in kwargs=")
         kw[key] = value
     return args, kw
+
+
+_ACCEPTED = "a tensor, a tuple/list of positional arguments, or a dict of keyword arguments"
+
+
+def _given(value: Any) -> str:
+    """What the user passed, in a few words: ``str 'abc'``, ``numpy.ndarray of shape (2, 3)``."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor {formatting.tensor(tuple(value.shape), str(value.dtype).removeprefix('torch.'))}"
+    kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    if hasattr(value, "shape"):
+        return f"{kind} of shape {tuple(value.shape)}"
+    text = repr(value)
+    return f"{kind} {text if len(text) <= 40 else text[:39] + '…'}"
+
+
+def check_inputs(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Raise an :class:`InputError` naming the input when ``model`` cannot be called on it.
+
+    Arrays of other libraries (numpy, ...) where tensors belong, no tensor at all, or
+    arguments the forward's signature does not take: each is named with what was given
+    and what is accepted, before any capture tier runs the model.
+    """
+    flat, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)))
+    for path, leaf in flat:
+        if not isinstance(leaf, torch.Tensor) and hasattr(leaf, "__array__") and hasattr(leaf, "shape"):
+            where = "example input" + pytree.keystr(path[1:]) if len(path) > 1 else "example input"
+            raise InputError(
+                f"{where} is a {_given(leaf)}: fxinspect runs the model on torch tensors; "
+                "convert it with torch.as_tensor(...)"
+            )
+    forward = getattr(model, "forward", None)
+    try:
+        signature = inspect.signature(forward) if forward is not None else None
+    except (TypeError, ValueError):  # a builtin or C forward: nothing to check against
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            shown = ", ".join([_given(a) for a in args] + [f"{k}={_given(v)}" for k, v in kwargs.items()]) or "nothing"
+            raise InputError(
+                f"{type(model).__name__}.forward{signature} cannot take the example inputs ({exc}); "
+                f"given: {shown}; example_inputs is {_ACCEPTED}"
+            ) from None
+    if (args or kwargs) and not any(isinstance(leaf, torch.Tensor) for _, leaf in flat):
+        shown = _given(args[0]) if len(args) == 1 and not kwargs else _given((args, kwargs))
+        raise InputError(f"the example inputs hold no tensor: given {shown}; expected {_ACCEPTED}")
 
 
 def _identifier(text: str, taken: set[str]) -> str:

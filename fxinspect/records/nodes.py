@@ -187,7 +187,9 @@ class ModuleRecord:
     # (the summed figures of fxinspect.fields go here)
     nodes: tuple[str, ...]
     children: tuple[str, ...]  # full dotted paths of the direct children
-    counted_in: str = ""  # the leaf module whose node ran this one; its work is counted there
+    # the module that ran as one op with this one inside (its work is counted there; "" is
+    # the root); None when this module's own figures are broken down
+    counted_in: str | None = None
 
     @property
     def frozen_params(self) -> int:

@@ -10,14 +10,16 @@ Counting conventions
     scaled-dot-product attention kernels and their backward, and the fused
     ``nn.MultiheadAttention`` / ``nn.TransformerEncoderLayer`` / recurrent kernels
     (their projections and attention matmuls). One MAC per multiply of the naive
-    algorithm; bias additions are not counted.
+    algorithm; a bias add is no MAC.
 ``flops``
-    All floating-point arithmetic: ``2 * macs`` for matmul-like ops, exactly (so that
-    their flops equal ``torch.utils.flop_counter.FlopCounterMode``'s on every op it
-    knows, but for two of its miscounts that we do not copy: the weight gradient of
-    grouped convolutions, and the ``(b, s, h, d)`` layout of
-    ``_efficient_attention_forward/backward``), plus a per-element cost for everything
-    else, each family's table in its module's docstring:
+    All floating-point arithmetic: ``2 * macs`` for matmul-like ops (``2 * macs`` equals
+    ``torch.utils.flop_counter.FlopCounterMode``'s flops on every op it knows, but for
+    two of its miscounts that we do not copy: the weight gradient of grouped
+    convolutions, and the ``(b, s, h, d)`` layout of
+    ``_efficient_attention_forward/backward``), plus 1 per output element for a bias add
+    (``addmm``'s ``self``, a convolution's ``bias``: so ``addmm`` == ``mm`` + ``add``),
+    plus a per-element cost for everything else, each family's table in its module's
+    docstring:
 
     ================  =================================  ===============================
     family            counted per                        cost (exceptions in the module)
@@ -40,7 +42,12 @@ Counting conventions
     ================  =================================  ===============================
 
     A result that is not floating point (comparisons, integer arithmetic, ``argmax``)
-    costs 0 flops; the op is still counted. Work inside a fused kernel that its
+    costs 0 flops; the op is still counted. Dropout costs its one multiply per element
+    on every device: arithmetic on a random mask alone (``bernoulli_`` then
+    ``div_(1 - p)``, CPU's path) is part of drawing it, free (:mod:`.elementwise`).
+    The same model gives the same flops on CPU, meta and CUDA and whatever its input's
+    layout (``tests/test_conventions.py``), except where the paths compute different
+    things (the README lists them). Work inside a fused kernel that its
     unfused path would not count (softmax in flash attention) is not counted.
 ``bytes_read`` / ``bytes_written``
     A rule leaves them ``None`` for "all tensor arguments / all results", and sets
@@ -61,8 +68,11 @@ Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
 :mod:`.movement`, :mod:`.free`,
-and :mod:`.vision` for torchvision's custom ops, which exist only once torchvision is
-imported: they are registered when first met.
+:mod:`.vision` for torchvision's custom ops and :mod:`.hf` for transformers' (its MoE
+experts' grouped matmul), which exist only once their library is imported: they are
+registered when first met. ``_grouped_mm`` and transformers' grouped matmul read the
+few integers of their group offsets (what each expert multiplies); for meta and fake
+tensors they raise, so the op is listed uncounted.
 Add your own with :func:`register_rule` or :func:`register_free` (``replace=True`` to
 override ours).
 """
@@ -92,6 +102,7 @@ from . import (  # noqa: E402, F401  isort: skip
     movement,
     free,
     vision,
+    hf,
 )
 
 __all__ = [

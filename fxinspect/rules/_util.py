@@ -109,6 +109,48 @@ def per_input_element(cost: int) -> Rule:
     return rule
 
 
+RANDOM_MASK = "_fxinspect_random_mask"
+"""Attribute set on a tensor drawn by ``bernoulli``/``bernoulli_``: a random mask.
+
+Dropout's unfused path (CPU, meta, feature and alpha dropout everywhere) draws its mask
+with ``bernoulli_`` and scales it (``div_(1 - p)``; alpha dropout: four scalar ops)
+before the one multiply, where CUDA's ``native_dropout`` does it all in one kernel.
+Scalar arithmetic on masks alone is part of drawing the mask: free, its result a mask
+too, so that dropout costs the multiply (and alpha dropout its add) on every path.
+The mark lives on the tensor object, so it dies with the mask (no state in the rules)."""
+
+
+def mark_random_mask(t: Any) -> None:
+    """Mark ``t`` (a freshly drawn random tensor) as a mask: see :data:`RANDOM_MASK`."""
+    if isinstance(t, torch.Tensor):
+        setattr(t, RANDOM_MASK, True)
+
+
+def only_random_masks(args: tuple) -> bool:
+    """Whether the tensor arguments of a call are all random masks (and there is one)."""
+    found = False
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if not getattr(a, RANDOM_MASK, False):
+                return False
+            found = True
+    return found
+
+
+def per_output_element_but_masks(cost: int) -> Rule:
+    """:func:`per_output_element`, except that arithmetic on random masks alone (and
+    scalars) is free and gives a mask: scaling dropout's mask (:data:`RANDOM_MASK`)."""
+
+    def rule(args: tuple, kwargs: dict, out: Any) -> Cost:
+        if only_random_masks(args):
+            mark_random_mask(out)
+            return Cost()
+        return Cost(flops=cost * float_numel(first_tensor(out)))
+
+    rule.__name__ = rule.__qualname__ = f"per_output_element_{cost}"
+    return rule
+
+
 def numel(shape: Iterable[int]) -> int:
     """Number of elements of a shape."""
     return prod(shape)

@@ -21,8 +21,10 @@ The eval fast paths of ``nn.MultiheadAttention`` (``_native_multi_head_attention
 and ``nn.TransformerEncoderLayer`` (``_transformer_encoder_layer_fwd``) are counted as
 the ops their slow paths run: the q/k/v and output projections, the attention, and for
 the encoder layer the feed-forward matmuls plus the per-element costs of its layer
-norms, residual additions and activation. Both paths give the same MACs, and the same
-flops but for the q/k/v bias, which the slow path happens to add as a separate op.
+norms, residual additions and activation, and the projections' bias adds (1 flop per
+output element, as ``addmm`` counts them). Both paths give the same MACs; the flops
+differ by what the slow path computes outside its attention kernel (the ``need_weights``
+path's scaling, softmax and head average), which the fast path's kernel does not count.
 """
 
 from __future__ import annotations
@@ -100,21 +102,42 @@ register_rule(aten._flash_attention_backward)(_sdpa_rule(1, 1, BACKWARD, varlen_
 register_rule(aten._efficient_attention_backward)(_sdpa_rule(1, 1, BACKWARD, varlen_at=6))
 
 
+def sequence_lengths(t) -> list[int]:
+    """The length of every sequence of a batch-first ``(b, s, e)`` tensor, or of a nested
+    tensor's sequences (padding dropped: what the fast paths compute on)."""
+    if t.is_nested:
+        return [int(size[0]) for size in t._nested_tensor_size().tolist()]
+    return [t.shape[-2]] * (t.numel() // (t.shape[-2] * t.shape[-1]))
+
+
 def mha_macs(query, key, qkv_weight, proj_weight) -> int:
-    """MACs of multi-head attention with packed projections (batch-first, embed E)."""
+    """MACs of multi-head attention with packed projections (batch-first, embed E);
+    nested query and key count the tokens of each sequence, not its padding."""
     embed = qkv_weight.shape[1]
     n_q, n_k = query.numel() // embed, key.numel() // embed  # tokens: b*s_q, b*s_k
     q_proj = n_q * embed * (qkv_weight.shape[0] // 3)
     kv_proj = 2 * n_k * embed * (qkv_weight.shape[0] // 3)
-    attention = n_q * key.shape[-2] * 2 * embed  # heads * head_dim = E for both matmuls
+    pairs = sum(q * k for q, k in zip(sequence_lengths(query), sequence_lengths(key)))
+    attention = pairs * 2 * embed  # heads * head_dim = E for both matmuls
     out_proj = n_q * proj_weight.numel()
     return q_proj + kv_proj + attention + out_proj
 
 
+def mha_bias_flops(query, key, qkv_weight, qkv_bias, proj_weight, proj_bias) -> int:
+    """Bias adds of the projections, 1 flop per output element (as ``addmm`` counts them)."""
+    embed = qkv_weight.shape[1]
+    n_q, n_k = query.numel() // embed, key.numel() // embed
+    per_projection = qkv_weight.shape[0] // 3
+    qkv = (n_q + 2 * n_k) * per_projection if qkv_bias is not None else 0
+    return qkv + (n_q * proj_weight.shape[0] if proj_bias is not None else 0)
+
+
 @register_rule(aten._native_multi_head_attention)
 def native_multi_head_attention(args, kwargs, out):
-    """``nn.MultiheadAttention``'s fast path: projections + attention + output projection."""
-    return Cost.matmul(mha_macs(args[0], args[1], args[5], args[7]))
+    """``nn.MultiheadAttention``'s fast path: projections (with their bias adds) +
+    attention + output projection."""
+    macs = mha_macs(args[0], args[1], args[5], args[7])
+    return Cost(flops=2 * macs + mha_bias_flops(args[0], args[1], args[5], args[6], args[7], args[8]), macs=macs)
 
 
 def _present(*tensors) -> int:
@@ -131,4 +154,6 @@ def transformer_encoder_layer(args, kwargs, out):
     norms = sum(norm_flops(src.numel(), "mean_var", affine=_present(args[i], args[i + 1])) for i in (10, 12))
     residuals = 2 * src.numel()
     activation = tokens * ffn_1.shape[0]  # relu or gelu: 1 per element
-    return Cost(flops=2 * macs + norms + residuals + activation, macs=macs)
+    biases = mha_bias_flops(src, src, qkv_weight, args[4], proj_weight, args[6])
+    biases += sum(tokens * w.shape[0] for w, b in ((ffn_1, args[15]), (ffn_2, args[17])) if b is not None)
+    return Cost(flops=2 * macs + norms + residuals + activation + biases, macs=macs)

@@ -36,6 +36,8 @@ FREE_OPS: dict[FreeReason, tuple[str, ...]] = {
         "_functional_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size",
         "_functional_sym_constrain_range", "_functional_sym_constrain_range_for_size",
         "_make_dep_token",  # the token that orders the functional assertions
+        # validation: whether a mask is all true, whether a factorisation succeeded
+        "_is_all_true", "_is_any_true", "_linalg_check_errors", "_nested_tensor_from_mask_left_aligned",
     ),
     FreeReason.ALLOCATION: (
         "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",

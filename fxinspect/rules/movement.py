@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from ._util import aten, aten_packets, first_tensor, is_float, nbytes
+from ._util import arg, aten, aten_packets, first_tensor, is_float, mark_random_mask, nbytes
 from .registry import Cost, register_rule
 
 MOVES: tuple[str, ...] = (
@@ -35,6 +35,11 @@ MOVES: tuple[str, ...] = (
     "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
     "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
+    "rot90", "diag_embed", "block_diag", "_chunk_cat", "lu_unpack", "put", "put_",
+    # layouts: sparse, packed and nested sequences (and an integer hash: no float arithmetic)
+    "_to_sparse", "_pack_padded_sequence", "_pad_packed_sequence", "_nested_tensor_from_mask",
+    "to_padded_tensor",
+    "hash_tensor",
     "im2col", "col2im", "max_unpool2d", "max_unpool3d",
     # scatters and their backward counterparts
     "index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put", "index_add",
@@ -50,7 +55,7 @@ MOVES: tuple[str, ...] = (
     "nanmedian", "mode", "_unique2", "unique_dim", "unique_consecutive",
     "searchsorted", "bucketize", "bincount", "isin", "equal",
     # random draws that read a tensor of parameters (probabilities, means, rates)
-    "bernoulli", "normal", "poisson", "multinomial",
+    "normal", "poisson", "multinomial",
     # a scalar read back to Python
     "_local_scalar_dense",
 )
@@ -63,7 +68,7 @@ FACTORIES: tuple[str, ...] = (
     "rand_like", "randn_like", "randint_like", "new_zeros", "new_ones", "new_full",
     "tril_indices", "triu_indices", "fill", "fill_", "zero", "zero_",
     # random fills: only the shape of ``self`` is used
-    "bernoulli_", "normal_", "uniform", "uniform_", "exponential", "exponential_",
+    "normal_", "uniform", "uniform_", "exponential", "exponential_",
     "geometric", "geometric_", "cauchy", "cauchy_", "log_normal", "log_normal_",
     "random", "random_",
 )
@@ -86,6 +91,22 @@ def gather_like(args, kwargs, out):
 def factory(args, kwargs, out):
     """Writes its result, reads nothing (shape and fill value come from Python)."""
     return Cost(bytes_read=0)
+
+
+@register_rule(aten.bernoulli_)
+def bernoulli_(args, kwargs, out):
+    """A random fill (reads the shape of ``self``, and ``p`` if a tensor); the result is a
+    random mask (:data:`._util.RANDOM_MASK`)."""
+    mark_random_mask(out)
+    return Cost(bytes_read=nbytes(arg(args, kwargs, 1, "p")))
+
+
+@register_rule(aten.bernoulli)
+def bernoulli(args, kwargs, out):
+    """A random draw reading a tensor of probabilities; the result is a random mask
+    (:data:`._util.RANDOM_MASK`)."""
+    mark_random_mask(out)
+    return Cost()
 
 
 @register_rule(aten.copy_, aten.copy)

@@ -14,7 +14,10 @@ Statistics are computed in training and by layer/group/RMS norm; batch norm in e
 (``_native_batch_norm_legit_no_training``, ``training=False``, ``_batch_norm_no_update``
 with running stats) is given them, so e.g. ``BatchNorm2d`` costs 7 flops/element in
 training and 4 in eval. Per-channel work (running-stat updates, ``rsqrt(var + eps)``) is
-not counted: it does not grow with the input. ``_weight_norm_interface`` costs 3 per
+not counted: it does not grow with the input -- except in RMS norm, whose CPU path is a
+decomposition (``pow``, ``mean``, ``add_``, ``rsqrt``, ``mul``) that counts
+``rsqrt(mean + eps)``, 2 flops per normalised row: CUDA's fused ``_fused_rms_norm``
+counts them too, so that ``nn.RMSNorm`` gives one figure on every device. ``_weight_norm_interface`` costs 3 per
 element of ``v`` (square and sum for the norm, one scale), backward 6.
 """
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._util import arg, aten, aten_packets, first_tensor, is_float
+from ._util import arg, aten, aten_packets, first_tensor, is_float, nbytes, numel
 from .registry import Cost, Rule, register_rule
 
 STATISTICS = {"mean_var": 3, "rms": 2}
@@ -75,8 +78,29 @@ BATCH_NORMS_WITH_TRAINING_FLAG = (  # (input, weight, bias, running_mean, runnin
     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
     "cudnn_batch_norm", "miopen_batch_norm",
 )
-register_rule(*aten_packets(BATCH_NORMS_WITH_TRAINING_FLAG))(
-    _norm_rule("mean_var", _flag(5, "training"), _WEIGHT_BIAS_1_2)
+# These update running_mean/running_var in place in training without saying so in their
+# schema (``Tensor?``, not ``Tensor(a!)``), so the counting mode cannot see those writes;
+# the others declare them (or return the new statistics) and are handled generically.
+UNDECLARED_STATISTICS_WRITES = ("native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm")
+
+
+def _writes_running_statistics(rule: Rule) -> Rule:
+    """``rule``, plus the bytes of the running statistics a training batch norm writes."""
+
+    def with_statistics(args: tuple, kwargs: dict, out: Any) -> Cost:
+        cost = rule(args, kwargs, out)
+        stats = [arg(args, kwargs, i, n) for i, n in ((3, "running_mean"), (4, "running_var"))]
+        if not arg(args, kwargs, 5, "training", True) or all(t is None for t in stats):
+            return cost
+        return cost._replace(bytes_written=nbytes(out) + nbytes(stats))
+
+    return with_statistics
+
+
+_batch_norm = _norm_rule("mean_var", _flag(5, "training"), _WEIGHT_BIAS_1_2)
+register_rule(*aten_packets(UNDECLARED_STATISTICS_WRITES))(_writes_running_statistics(_batch_norm))
+register_rule(*aten_packets(sorted(set(BATCH_NORMS_WITH_TRAINING_FLAG) - set(UNDECLARED_STATISTICS_WRITES))))(
+    _batch_norm
 )
 register_rule(aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit.no_stats_out)(
     _norm_rule("mean_var", _flag(3, "training"), _WEIGHT_BIAS_1_2)
@@ -89,7 +113,19 @@ register_rule(*aten_packets(["_batch_norm_no_update"]))(
 )
 register_rule(aten.native_layer_norm)(_norm_rule("mean_var", _ALWAYS, _present((2, "weight"), (3, "bias"))))
 register_rule(aten.native_group_norm)(_norm_rule("mean_var", _ALWAYS, _WEIGHT_BIAS_1_2))
-register_rule(*aten_packets(["_fused_rms_norm"]))(_norm_rule("rms", _ALWAYS, _present((2, "weight"))))
+_fused_rms_norm_elements = _norm_rule("rms", _ALWAYS, _present((2, "weight")))
+
+
+@register_rule(*aten_packets(["_fused_rms_norm"]))
+def fused_rms_norm(args, kwargs, out):
+    """CUDA's fused ``F.rms_norm``: as :func:`norm_flops`, plus 2 flops per normalised
+    row (``rsqrt(mean + eps)``), which the decomposition CPU and meta run counts as its
+    own ``add_`` and ``rsqrt``: the same figure on every device."""
+    cost = _fused_rms_norm_elements(args, kwargs, out)
+    if not cost.flops:
+        return cost
+    rows = args[0].numel() // max(1, numel(arg(args, kwargs, 1, "normalized_shape")))
+    return Cost(flops=cost.flops + 2 * rows)
 
 # -- backward -----------------------------------------------------------------------
 register_rule(aten.native_batch_norm_backward)(

@@ -2,8 +2,9 @@
 
 A layer of ``T * B`` steps (``T * B`` = rows of the input, packed or not) costs
 ``steps * (numel(w_ih) + numel(w_hh))`` MACs for its input and hidden projections, plus
-per step and hidden unit the elementwise flops of the cell (bias additions are not
-counted, as for ``addmm``):
+per step and hidden unit the elementwise flops of the cell, and 1 flop per gate unit
+and step for each bias (``b_ih``, ``b_hh``: the bias adds ``addmm`` counts in the
+decomposed path; the fused cells ``_thnn_fused_*_cell`` count theirs the same way):
 
 =====  ===========================================================================
 cell   flops per hidden unit per step
@@ -27,33 +28,49 @@ CELL_FLOPS = {4: 13, 3: 10, 1: 2}  # gates -> flops per hidden unit and step
 LSTM, GRU = 4, 3
 
 
-def rnn_layer_cost(x, w_ih, w_hh, hidden: int, factor: int = 1) -> Cost:
-    """Cost of one direction of one recurrent layer over the rows of ``x``."""
+def rnn_layer_cost(x, w_ih, w_hh, hidden: int, factor: int = 1, biases: int = 0) -> Cost:
+    """Cost of one direction of one recurrent layer over the rows of ``x`` (``biases``:
+    how many of ``b_ih``/``b_hh`` it adds, 1 flop per gate unit and step each)."""
     steps = x.numel() // x.shape[-1]
     macs = steps * (w_ih.numel() + w_hh.numel())
     cell = steps * hidden * CELL_FLOPS.get(w_ih.shape[0] // hidden, 0)
-    return Cost(flops=factor * (2 * macs + cell), macs=factor * macs)
+    bias = steps * w_ih.shape[0] * biases
+    return Cost(flops=factor * (2 * macs + cell + bias), macs=factor * macs)
+
+
+def _biases(*tensors) -> int:
+    return sum(t is not None and t.numel() > 0 for t in tensors)
 
 
 @register_rule(aten.mkldnn_rnn_layer)
 def mkldnn_rnn_layer(args, kwargs, out):
     """oneDNN's recurrent layer (CPU LSTM): (input, w_ih, w_hh, b_ih, b_hh, hx, cx, ...)."""
-    return rnn_layer_cost(args[0], args[1], args[2], arg(args, kwargs, 10, "hidden_size"))
+    return rnn_layer_cost(
+        args[0], args[1], args[2], arg(args, kwargs, 10, "hidden_size"), biases=2 * bool(arg(args, kwargs, 12, "has_biases", True))
+    )
 
 
 @register_rule(aten.mkldnn_rnn_layer_backward)
 def mkldnn_rnn_layer_backward(args, kwargs, out):
     """Its backward: gradients of input, hidden state and weights, twice the forward."""
-    return rnn_layer_cost(args[0], args[1], args[2], arg(args, kwargs, 15, "hidden_size"), factor=2)
+    return rnn_layer_cost(
+        args[0], args[1], args[2], arg(args, kwargs, 15, "hidden_size"), factor=2,
+        biases=2 * bool(arg(args, kwargs, 17, "has_biases", True)),
+    )
 
 
 def _cell_rule(gates: int, state_at: int, factor: int):
-    """Elementwise part of a fused cell whose state (cx or hx) is argument ``state_at``."""
+    """Elementwise part of a fused cell whose state (cx or hx) is argument ``state_at``;
+    the forward (``factor == 1``) adds its optional ``input_bias``/``hidden_bias``
+    (arguments 3 and 4) to the gates, 1 flop per gate element each."""
 
     def rule(args: tuple, kwargs: dict, out) -> Cost:
         if not is_float(first_tensor(out)):
             return Cost()
-        return Cost(flops=factor * CELL_FLOPS[gates] * args[state_at].numel())
+        bias = 0
+        if factor == 1:
+            bias = args[0].numel() * _biases(arg(args, kwargs, 3, "input_bias"), arg(args, kwargs, 4, "hidden_bias"))
+        return Cost(flops=factor * CELL_FLOPS[gates] * args[state_at].numel() + bias)
 
     rule.__name__ = rule.__qualname__ = f"{'lstm' if gates == LSTM else 'gru'}_cell{'_backward' if factor > 1 else ''}"
     return rule

@@ -54,7 +54,7 @@ class Cost(NamedTuple):
 
     @staticmethod
     def matmul(macs: int) -> "Cost":
-        """A matmul-like op: ``flops = 2 * macs`` (bias additions are not counted)."""
+        """A matmul-like op without a bias: ``flops = 2 * macs``."""
         return Cost(flops=2 * macs, macs=macs)
 
 

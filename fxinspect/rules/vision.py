@@ -58,9 +58,12 @@ def _deform_conv_cost(x, weight, out_spatial: int, factor: int) -> Cost:
 
 
 def deform_conv2d(args, kwargs, out):
-    """(input, weight, offset, mask, bias, stride, padding, dilation, groups, ...)."""
+    """(input, weight, offset, mask, bias, stride, padding, dilation, groups, ...); plus
+    the bias add, 1 flop per output element, as for every convolution (torchvision's op
+    always adds one: zeros when the layer has none)."""
     result = first_tensor(out)
-    return _deform_conv_cost(args[0], args[1], numel(result.shape[2:]), 1)
+    cost = _deform_conv_cost(args[0], args[1], numel(result.shape[2:]), 1)
+    return cost._replace(flops=cost.flops + result.numel())
 
 
 def deform_conv2d_backward(args, kwargs, out):

@@ -157,7 +157,7 @@ def aggregate_modules(
     leaves = set(leaves)
     records = {}
     for info in infos:
-        counted_in = next((p for p in paths.ancestors(info.path) if p in leaves and p != info.path), "")
+        counted_in = next((p for p in paths.ancestors(info.path) if p in leaves and p != info.path), None)
         records[info.path] = ModuleRecord(
             path=info.path,
             type=info.type,
@@ -176,6 +176,13 @@ def aggregate_modules(
     return records
 
 
+def _leaves(cap: Capture) -> set[str]:
+    """Modules that ran as one op: the capture's leaves, and any module a ``call_module``
+    node calls (the root itself, when the whole model is one torch leaf)."""
+    called = {cap.user_path(str(n.target)) for n in cap.graph_module.graph.nodes if n.op == "call_module"}
+    return set(cap.leaves) | called
+
+
 def report_fields(model: torch.nn.Module, program: InstrumentedProgram, results: Sequence[PassResult], virtual: bool) -> dict[str, Any]:
     """Every field of :class:`~fxinspect.records.ReportRecord`, from the passes' results."""
     cap = program.capture
@@ -191,7 +198,7 @@ def report_fields(model: torch.nn.Module, program: InstrumentedProgram, results:
     extras = {k: v for r in results for k, v in r.extras.items()}
     fields: dict[str, Any] = dict(
         nodes=tuple(nodes),
-        modules=aggregate_modules(nodes, infos, cap.calls, measured, leaves=cap.leaves),
+        modules=aggregate_modules(nodes, infos, cap.calls, measured, leaves=_leaves(cap)),
         totals=Totals(
             params=root.params,
             trainable_params=root.trainable_params,

@@ -35,6 +35,19 @@ IGNORED = "<probes>"
 """``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 
+def _written_not_returned(schema: Any) -> tuple[tuple[int, str], ...]:
+    """``(position, name)`` of the arguments an op writes in place without returning them
+    (batch norm's running statistics): their bytes are written too, though not in ``out``."""
+    if schema is None:
+        return ()
+    returned = {a for r in schema.returns if r.alias_info is not None for a in r.alias_info.before_set}
+    return tuple(
+        (i, a.name)
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write and not (a.alias_info.before_set & returned)
+    )
+
+
 class OpCost:
     """Running sums for one aten overload within one node."""
 
@@ -54,7 +67,7 @@ class CountingMode(TorchDispatchMode):
         self.node: str | None = UNATTRIBUTED
         self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
-        self._rules: dict[Any, tuple[Any, str | None, bool]] = {}
+        self._rules: dict[Any, tuple[Any, str | None, bool, tuple]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.node is IGNORED:
@@ -65,8 +78,9 @@ class CountingMode(TorchDispatchMode):
             # not work the model asked for: a virtual run must list the same ops as a real one
             key = None if func.namespace == "prim" else str(func)
             schema = getattr(func, "_schema", None)  # (without one, assume it may write)
-            entry = self._rules[func] = (lookup(func), key, schema.is_mutable if schema is not None else True)
-        rule, key, mutates = entry
+            mutates = schema.is_mutable if schema is not None else True
+            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema))
+        rule, key, mutates, side_writes = entry
         if mutates and self.before_write is not None:
             self.before_write()
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -97,6 +111,8 @@ class CountingMode(TorchDispatchMode):
                 read += nbytes([v for k, v in kwargs.items() if k != "out"])
         if written is None:
             written = nbytes(out)
+            for index, name in side_writes:  # arguments written in place and not returned
+                written += nbytes(args[index] if index < len(args) else (kwargs or {}).get(name))
         acc.bytes_read += read
         acc.bytes_written += written
         return out

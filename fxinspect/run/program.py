@@ -38,13 +38,17 @@ from .. import formatting
 from ..capture import Capture, module_of, normalize
 from ..capture.base import one_line, resolve_attr
 from ..capture.inputs import FlatInputs
-from ..errors import InputError, NodeExecutionError
+from ..errors import InputError, NodeExecutionError, add_where
 from ..tensors import tensors_in
 from .codegen import Program, compile_graph
 from .graphs import op_nodes
 from .interpret import Interpreted, NodeFailed
 
 __all__ = ["InstrumentedProgram", "Probe"]
+
+
+def _tensor_text(t: torch.Tensor) -> str:
+    return formatting.tensor(tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,8 @@ class InstrumentedProgram:
     def run(self, inputs: list[Any], probe: Probe = Probe(), compiled: bool = False) -> Any:
         """Run the program once on flat ``inputs`` with ``probe``; the graph's raw output.
 
-        ``compiled=False`` walks the nodes (cheapest for one run) and raises
-        :class:`~fxinspect.NodeExecutionError` naming the node when an op fails;
+        ``compiled=False`` walks the nodes (cheapest for one run); an op that fails
+        raises its own exception, with a note naming the node and what it was given;
         ``True`` generates code for this probe first (cheapest per run: use
         :meth:`compile` to keep it).
         """
@@ -122,21 +126,26 @@ class InstrumentedProgram:
         try:
             return self._interpreted(inputs, probe.before, probe.after)
         except NodeFailed as failed:
-            raise self._node_error(failed) from failed.__cause__
+            error, node, values = failed.__cause__, failed.node, failed.inputs
+        # outside the except block, so that the model's exception is raised as it was,
+        # not as one raised while handling ours
+        raise self._where(error, node, values)
 
-    def _node_error(self, failed: NodeFailed) -> NodeExecutionError:
-        """Name the node that raised, its module, and the shapes it was given."""
-        node = failed.node
+    def _where(self, error: BaseException, node: fx.Node, values: dict[str, Any]) -> BaseException:
+        """The model's own ``error`` with a note naming the node, its module, and the
+        shapes and dtypes it was given (its parameters' too, for a module call)."""
         path, mtype = module_of(node)
-        shapes = [
-            f"{name}: {formatting.tensor(tuple(t.shape), str(t.dtype).removeprefix('torch.'))}"
-            for name, value in failed.inputs.items()
-            for t in tensors_in(value)
-        ]
+        shapes = [f"{name}: {_tensor_text(t)}" for name, value in values.items() for t in tensors_in(value)]
         if node.op == "call_module":
             sub = self.graph_module.get_submodule(str(node.target))
-            shapes += [f"{path}.{n}: {formatting.shape(tuple(p.shape))}" for n, p in sub.named_parameters(recurse=False)]
-        return NodeExecutionError(node.name, path, mtype, shapes, one_line(failed.__cause__, limit=1000))
+            shapes += [f"{path}.{n}: {_tensor_text(p)}" for n, p in sub.named_parameters(recurse=False)]
+        where = f"module {path!r}" if path else "the root module"
+        noted = add_where(error, f"by node {node.name!r} ({where}, {mtype}) on inputs [{', '.join(shapes)}]")
+        if getattr(noted, "__notes__", None):
+            return noted
+        return NodeExecutionError(node.name, path, mtype, shapes, one_line(error, limit=1000)).with_traceback(
+            error.__traceback__
+        )
 
     def compile(self, probe: Probe = Probe()) -> Program:
         """The program as generated code with ``probe``'s calls in it, to run many times."""

@@ -78,7 +78,12 @@ def describe(t: torch.Tensor) -> Description:
     """Shape, dtype, device and size of ``t`` as a tuple (no data is read).
 
     The counting run describes every output; the record is built once the value
-    statistics are known (:func:`tensor_meta`)."""
+    statistics are known (:func:`tensor_meta`). A nested tensor, whose sequences differ in
+    length, is described by the padded shape that holds them and its true size."""
+    if t.is_nested:
+        sizes = t._nested_tensor_size().tolist()
+        shape = (len(sizes), *(max(dims) for dims in zip(*sizes))) if sizes else (0,)
+        return (shape, _name(t.dtype), _name(t.device), t.numel() * t.element_size())
     return (tuple(t.shape), _name(t.dtype), _name(t.device), t.numel() * t.element_size())
 
 
@@ -109,6 +114,8 @@ class ValueReader:
         for tensors without readable floating values."""
         # (called for every output of every node: the checks go cheapest first)
         if not t.is_floating_point() or t.is_meta or (type(t) is not torch.Tensor and not has_data(t)):
+            return None
+        if t.is_nested:  # no reductions over ragged sequences here: unknown, never zero
             return None
         n = t.numel()
         if not n:

@@ -103,7 +103,7 @@ def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Itera
             members = [kids[g][i] for g in group for i in run]
             if depth is not None and report.modules[members[0]].depth > depth:
                 continue
-            if report.modules[members[0]].counted_in:  # ran inside a leaf: no figures of its own
+            if report.modules[members[0]].counted_in is not None:  # ran inside one op: no figures of its own
                 continue
             if len(members) == 1:  # nothing folded here or above: the module's own path
                 name = members[0]

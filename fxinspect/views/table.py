@@ -155,12 +155,14 @@ def _footnotes(
             labels = fmt.listing(dict.fromkeys(label[n] for n in own))
             notes.append(f"total includes {fmt.plural(len(own), 'op')} of the root module itself: {labels}")
     if by is By.MODULE:
-        inside = [m for m in report.modules.values() if m.counted_in]
+        inside = [m for m in report.modules.values() if m.counted_in is not None]
         if inside:
-            leaves = fmt.listing(dict.fromkeys(m.counted_in for m in inside))
+            owners = dict.fromkeys(m.counted_in for m in inside)
+            leaves = fmt.listing(p or "the root module" for p in owners)
+            where = "the total" if list(owners) == [""] else "the leaf's row"
             notes.append(
                 f"{fmt.plural(len(inside), 'module')} inside leaf modules ({leaves}) not broken down: "
-                "their work is in the leaf's row"
+                f"each ran as one op; their work is in {where}"
             )
     if Column.LATENCY in cols and report.totals.latency is None:
         notes.append(f"{fmt.MISSING} timing did not run")

@@ -22,14 +22,14 @@ from typing import Any, Sequence
 
 import torch
 
-from ...records import AtenCall, TensorMeta
+from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
 from ..program import InstrumentedProgram, Probe
 from ..values import Description, ValueReader, describe, nonfinite_tensors, version
 from . import PassResult
 
-__all__ = ["CountPass"]
+__all__ = ["CountPass", "uncounted"]
 
 Described = list[tuple[Description, "int | None"]]
 """Tensors as recorded: each one's ``describe`` tuple and its statistics slot."""
@@ -50,6 +50,17 @@ def aten_calls(costs: dict[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int
         read += c.bytes_read
         written += c.bytes_written
     return tuple(calls), flops, macs, read, written
+
+
+def uncounted(result: PassResult) -> list[str]:
+    """The aten ops a counting pass's nodes issued without a rule (the report's
+    ``uncounted``, whose totals are partial), each once, in order of appearance."""
+    found: dict[str, None] = {}
+    for record in result.nodes.values():
+        for call in record.get("aten", ()):
+            if call.status is OpStatus.UNCOUNTED:
+                found[call.op] = None
+    return list(found)
 
 
 def _floating(meta: TensorMeta) -> bool:

@@ -1,0 +1,94 @@
+"""Bad input and the model's own errors: one clear error, raised once, as the user's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fxinspect
+
+
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        (None, "missing a required argument: 'input'"),
+        ((), "missing a required argument: 'input'"),
+        (np.ones((2, 3), dtype=np.float32), "numpy.ndarray of shape (2, 3)"),
+        ("abc", "str 'abc'"),
+        ((torch.ones(2, 3), torch.ones(2)), "too many positional arguments"),
+        ({"x": torch.ones(2, 3)}, "given: x=tensor 2×3 f32"),
+    ],
+    ids=["None", "empty", "numpy", "string", "two-tensors", "wrong-keyword"],
+)
+def test_bad_inputs_get_an_input_error_naming_them(given, says):
+    model = torch.nn.Linear(3, 2)
+    with pytest.raises(fxinspect.InputError) as info:
+        fxinspect.analyze(model, given, timing=False)
+    assert says in str(info.value)
+    assert "tensor" in str(info.value)  # and what is accepted
+
+
+FORWARD_CALLS: list[int] = []  # outside the model: analyze restores the model's own attributes
+
+
+class Picky(torch.nn.Module):
+    """Raises its own error after a layer ran, and counts its forward calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        FORWARD_CALLS.append(1)
+        x = self.fc(x)
+        raise ValueError("mine")
+
+
+@pytest.mark.parametrize("method", ["auto", "symbolic", "export", "eager"])
+def test_the_models_own_error_reaches_the_user_once(method):
+    FORWARD_CALLS.clear()
+    model = Picky()
+    with pytest.raises(ValueError) as info:
+        fxinspect.analyze(model, torch.randn(2, 3), method=method, timing=False)
+    assert type(info.value) is ValueError and str(info.value) == "mine"
+    assert len(FORWARD_CALLS) == 1  # not once per capture tier
+    assert any("root module" in note for note in info.value.__notes__)
+
+
+class Inner(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[-1] != 4:
+            raise ValueError(f"need 4 features, got {x.shape[-1]}")
+        return x
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        return self.inner(x) * 2
+
+
+def test_the_models_error_names_the_module_it_came_from():
+    with pytest.raises(ValueError, match="need 4 features, got 3") as info:
+        fxinspect.analyze(Outer(), torch.randn(2, 3), timing=False)
+    assert any("module 'inner'" in note for note in info.value.__notes__)
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # symbolic tracing and export cannot follow this; eager can
+            return x * 2
+        return x - 1
+
+
+def test_tiers_that_cannot_capture_fall_back_quietly(capfd):
+    report = fxinspect.analyze(DataDependent(), torch.ones(4, 3), timing=False)
+    assert report.capture.method == "eager"
+    assert [str(tier) for tier, _ in report.capture.failures] == ["symbolic", "export"]
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""  # what export printed is in the notes, not the terminal
+    assert any(note.startswith("export tier said:") for note in report.capture.notes)
