@@ -17,15 +17,13 @@ from typing import Any, Iterable
 
 import torch
 
-from .capture import Capture, Method, capture, captures, normalize, unwrap
-from .capture.base import one_line
+from .capture import capture, normalize, unwrap
 from .errors import InputError
 from .report import Report
 from .run.assemble import report_fields
 from .run.guard import preserved
 from .run.lazy import materialized
-from .run.passes import PassResult
-from .run.passes.count import CountPass, uncounted
+from .run.choose import count_best
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
 from .run.virtual import virtual
@@ -104,7 +102,7 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
     # virtual(): fake copies of the model and inputs when the run is virtual (device="meta" or
     # meta/fake tensors); run.model is the copy then, and preserved() guards the user's model
     with preserved(model), virtual(model, args, kw, device) as run:
-        program, counted = _count_best(run.model, run.args, run.kwargs, method, leaf_modules, check_finite)
+        program, counted = count_best(run.model, run.args, run.kwargs, method, leaf_modules, check_finite)
         program.capture.notes[:0] = notes + run.notes
         results = [counted]
         if timing and not run.virtual and all(has_data(t) for t in program.inputs):
@@ -113,51 +111,6 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             written = counted.extras.get("written_inputs", ())
             results.append(TimingPass(warmup, repeats, copy_inputs=written).run(program))
     return Report(**report_fields(run.model, program, results, virtual=run.virtual))
-
-
-def _count_best(model, args, kwargs, method, leaf_modules, check_finite) -> tuple[InstrumentedProgram, PassResult]:
-    """Capture and count ``model``: the first capture, unless its count is partial.
-
-    ``method="auto"`` must not report partial totals when another tier counts every op
-    (under ``torch.export`` transformers routes MoE experts through a custom op that a
-    symbolic trace reaches as ``aten`` ops). So when the first capture's count leaves ops
-    uncounted, the remaining tiers are captured and counted in turn, and the first whose
-    count is complete is kept; if none is, the first. Which, and why, goes to the
-    capture's notes. A count without uncounted ops (the common case) costs nothing more.
-    """
-    attempts = captures(model, args, kwargs, method=method, leaf_modules=leaf_modules)
-    first = _count(next(attempts), model, check_finite)
-    missing = uncounted(first[1])
-    if not missing or method != Method.AUTO:
-        return first
-    tier = first[0].method
-    why = f"its count left {', '.join(missing)} uncounted"
-    tried = []
-    while True:
-        try:
-            # the next tier runs only now; one that cannot capture or count ends the search
-            other = _count(next(attempts), model, check_finite)
-        except StopIteration:
-            break
-        except Exception as exc:
-            tried.append(f"stopped looking: {one_line(exc)}")
-            break
-        left = uncounted(other[1])
-        if not left:
-            cap = other[0].capture
-            cap.failures.append((tier, f"{why}; {cap.method} counts every op"))
-            cap.notes.append(f"method='auto' chose the {cap.method} tier: the {tier} tier captured first but {why}")
-            return other
-        tried.append(f"{other[0].method} leaves {', '.join(left)} uncounted")
-    others = "; ".join(tried) or "no other tier captures"
-    first[0].capture.notes.append(f"method='auto' kept the {tier} tier although {why}: {others}")
-    return first
-
-
-def _count(cap: Capture, model: torch.nn.Module, check_finite: bool) -> tuple[InstrumentedProgram, PassResult]:
-    """The instrumented program of ``cap`` and its counting pass."""
-    program = InstrumentedProgram(cap)
-    return program, CountPass(check_finite, model=model).run(program)
 
 
 def instrument(
