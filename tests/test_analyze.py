@@ -564,3 +564,25 @@ def test_auto_tries_no_other_tier_when_the_count_is_complete(monkeypatch):
     ran = _tiers_run(monkeypatch)
     report = fxinspect.analyze(torch.nn.Linear(8, 4), torch.randn(3, 8), timing=False)
     assert ran == ["symbolic"] and not report.totals.partial
+
+
+class MarksItsTensors(torch.nn.Module):
+    """Sets attributes on its own weight and buffer during the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("noise", torch.zeros(4))
+
+    def forward(self, x):
+        self.fc.weight.seen = True
+        self.noise.bernoulli_(0.5)  # a random mask drawn into a buffer: the counting rules mark it
+        return self.fc(x) * self.noise
+
+
+@pytest.mark.parametrize("method", ["symbolic", "eager"])
+def test_attributes_set_on_parameters_and_buffers_do_not_outlive_the_pass(method):
+    model = MarksItsTensors()
+    fxinspect.analyze(model, torch.randn(2, 4), method=method, timing=False)
+    assert model.fc.weight.__dict__ == {} and model.noise.__dict__ == {}
+    assert torch.equal(model.noise, torch.zeros(4))

@@ -2,7 +2,8 @@
 
 :func:`preserved` snapshots what a forward (or backward) pass can change and puts it
 back in ``finally``: buffer values (BatchNorm running statistics, counters), which
-tensor object every parameter and buffer attribute holds, every other attribute of
+tensor object every parameter and buffer attribute holds, the attributes set on those
+tensors themselves, every other attribute of
 every module (added ones are removed, reassigned ones put back), ``requires_grad`` and
 ``.grad`` of every parameter, every module's ``training`` flag and hook dictionaries,
 and the global RNG streams (dropout draws from them).
@@ -79,6 +80,9 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
     grads = [(g, g.clone()) for _, _, g, _ in param_state if g is not None and has_data(g)]
     buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
     buffer_values = [(b, b.detach().clone()) for b in buffers if has_data(b)]
+    # attributes set on the tensors themselves (by the forward, or a rule's mark on a
+    # random mask drawn into a buffer) must not outlive the pass either
+    tensor_attributes = [(t, dict(t.__dict__)) for t in [*params, *buffers]]
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices, enabled=True):
         try:
@@ -104,6 +108,10 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
                     current.update(saved)
                 for m, flag in training:
                     m.training = flag
+                for t, saved in tensor_attributes:
+                    if t.__dict__ != saved:
+                        t.__dict__.clear()
+                        t.__dict__.update(saved)
                 for b, value in buffer_values:
                     if not torch.equal(b, value) or b.dtype != value.dtype:
                         b.copy_(value)
