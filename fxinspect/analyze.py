@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -24,6 +24,7 @@ from .run.assemble import report_fields
 from .run.guard import preserved
 from .run.lazy import materialized
 from .run.choose import count_best
+from .run.passes.backward import BackwardPass
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
 from .run.virtual import virtual
@@ -44,6 +45,8 @@ def analyze(
     repeats: int = 10,
     check_finite: bool = True,
     device: str | torch.device | None = None,
+    backward: bool = False,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
 ) -> Report:
     """Analyse ``model`` on ``example_inputs``: every op and module, one immutable Report.
 
@@ -66,6 +69,11 @@ def analyze(
         whose tensors are on the ``meta`` device, or meta/fake example inputs, do the
         same without asking. Timing, NaN/Inf checks and value statistics need real
         data: they are ``None`` then, never zero. ``None`` runs where the model is.
+    backward : also run one backward of ``loss_fn(output)`` (default: the sum of every
+        floating output that requires grad): per node its backward FLOPs, MACs and bytes,
+        priced by the same rules, and the shapes of the gradients reaching its outputs.
+        The model's ``.grad`` are left as they were.
+    loss_fn : with ``backward``, ``loss_fn(output) -> scalar tensor`` on the model's output.
 
     The forward runs in the model's current mode (``train()``/``eval()``) and the
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).
@@ -73,7 +81,10 @@ def analyze(
     if repeats < 1 or warmup < 0:
         raise InputError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     with _no_gc_pauses():
-        return _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device)
+        return _analyze(
+            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device,
+            loss_fn if backward else None, backward,
+        )
 
 
 @contextlib.contextmanager
@@ -94,7 +105,9 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device) -> Report:
+def _analyze(
+    model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, loss_fn, backward
+) -> Report:
     model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
     model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
@@ -110,6 +123,8 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             # runs must not write them again (each gets copies of them as they are now)
             written = counted.extras.get("written_inputs", ())
             results.append(TimingPass(warmup, repeats, copy_inputs=written).run(program))
+        if backward:
+            results.append(BackwardPass(loss_fn).run(program))
     return Report(**report_fields(run.model, program, results, virtual=run.virtual))
 
 

@@ -70,6 +70,11 @@ FIELDS: tuple[Field, ...] = (
     Field("latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "latency", "median seconds; None when not timed"),
     Field("nan_count", "int | None", Unit.COUNT, Aggregate.NONE, "NaN", "NaN values in the outputs; None when unread"),
     Field("inf_count", "int | None", Unit.COUNT, Aggregate.NONE, "Inf", "Inf values in the outputs; None when unread"),
+    # the backward of the autograd ops a node created; None when no backward ran
+    Field("backward_flops", "int | None", Unit.FLOP, Aggregate.KNOWN, "bwd FLOPs", "FLOPs of the node's backward"),
+    Field("backward_macs", "int | None", Unit.MAC, Aggregate.KNOWN, "bwd MACs", "MACs of the node's backward"),
+    Field("backward_bytes_read", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd read", "bytes its backward read"),
+    Field("backward_bytes_written", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd written", "bytes it wrote"),
 )
 
 FIELD: dict[str, Field] = {f.name: f for f in FIELDS}
@@ -91,7 +96,7 @@ def add_up(field: Field, values: Iterable[Any]) -> Any:
     if field.aggregate is Aggregate.EXACT:
         return sum(values)
     if field.aggregate is Aggregate.KNOWN:
-        total = 0.0
+        total = 0  # ints stay ints (backward FLOPs), floats become floats (latency)
         for v in values:
             if v is None:
                 return None

@@ -1,9 +1,11 @@
 """Independent reference figures for the tests: FlopCounterMode, corrected.
 
 On CPU, FlopCounterMode counts ``aten._scaled_dot_product_flash_attention_for_cpu``
-and the fused ``aten._native_multi_head_attention`` (nn.MultiheadAttention's eval
-fast path) as zero. The formulas below are given to it through ``custom_mapping``;
-they are written here from the definitions, not imported from fxinspect.
+(and its backward) and the fused ``aten._native_multi_head_attention`` (nn.MultiheadAttention's
+eval fast path) as zero, and it counts the weight gradient of a grouped convolution
+``groups`` times too high (every input channel instead of ``C_in / groups``). The
+formulas below are given to it through ``custom_mapping``; they are written here from
+the definitions, not imported from fxinspect.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
 aten = torch.ops.aten
 
@@ -32,9 +34,24 @@ def _native_mha(query, key, value, embed_dim, num_head, *args, out_val=None, **k
     return 2 * (projections + attention)
 
 
+def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_val=None, **kwargs):
+    # torch's own formula for the fused kernels' backward: dV, dP, dQ, dK, one matmul each
+    return sdpa_backward_flop_count(grad_out, query, key, value)
+
+
+def _conv_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                   groups, output_mask, **kwargs):
+    # the input gradient and the weight gradient each cost one forward convolution: every
+    # element of the (forward) output meets weight[1:] = C_in / groups * kernel elements
+    outputs = prod(x) if transposed else prod(grad_out)
+    return 2 * outputs * prod(weight[1:]) * (int(output_mask[0]) + int(output_mask[1]))
+
+
 CUSTOM = {
     aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
     aten._native_multi_head_attention: _native_mha,
+    aten.convolution_backward: _conv_backward,
 }
 
 
@@ -43,6 +60,25 @@ def reference_flops(model, args=(), kwargs=None) -> int:
     with FlopCounterMode(display=False, custom_mapping=CUSTOM) as counter:
         model(*args, **(kwargs or {}))
     return counter.get_total_flops()
+
+
+def reference_backward_flops(model, args=(), kwargs=None, depth: int = 1) -> tuple[int, dict[str, int]]:
+    """Corrected FlopCounterMode over one backward of the sum of the output: its total
+    and its figures per module of depth ``depth`` (its module names without the model's
+    class prefix). The model's ``.grad`` is reset afterwards."""
+    with FlopCounterMode(display=False, custom_mapping=CUSTOM) as forward:
+        model(*args, **(kwargs or {}))
+    with FlopCounterMode(display=False, custom_mapping=CUSTOM, depth=depth + 1) as both:
+        model(*args, **(kwargs or {})).sum().backward()
+    model.zero_grad(set_to_none=True)
+    per_module = {}
+    for name, counts in both.get_flop_counts().items():
+        parts = name.split(".")
+        if name != "Global" and len(parts) == depth + 1:
+            with_forward = sum(counts.values())
+            only_forward = sum(forward.get_flop_counts().get(name, {}).values())
+            per_module[".".join(parts[1:])] = with_forward - only_forward
+    return both.get_total_flops() - forward.get_total_flops(), per_module
 
 
 def unique_param_count(model: torch.nn.Module) -> int:

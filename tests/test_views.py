@@ -127,6 +127,8 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         params=MODULES[0][2], trainable_params=MODULES[0][3], buffers=0, param_bytes=4 * MODULES[0][2],
         buffer_bytes=0, **{k: sum_nodes(nodes)[k] for k in ("flops", "macs", "bytes_read", "bytes_written")},
         latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None, partial=uncounted,
+        # no backward ran: its figures are unknown, not zero
+        backward_flops=None, backward_macs=None, backward_bytes_read=None, backward_bytes_written=None,
     )
     head = next(n for n in nodes if n.name == "head")  # its input's stats are those of act1's output
     head_inputs = tuple(dataclasses.replace(t, stats=next(n for n in nodes if n.name == "act1").outputs[0].stats)

@@ -3,7 +3,7 @@
 Example
 -------
 >>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
-('nan+inf', 2)
+('nan+inf', 3)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..choices import Choice
 from ..fields import with_figures
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class NonFiniteKind(Choice):

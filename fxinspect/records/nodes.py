@@ -153,6 +153,7 @@ class NodeRecord:
     outputs: tuple[TensorMeta, ...]
     # (the figures of fxinspect.fields go here)
     aten: tuple[AtenCall, ...] = ()
+    grad_outputs: tuple[TensorMeta, ...] | None = None  # gradients w.r.t. the outputs, when a backward ran
 
     @property
     def nonfinite(self) -> bool:

@@ -168,8 +168,11 @@ class InstrumentedProgram:
             )
         return given
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the captured program like the model: outputs in the model's structure."""
-        flat = self.compile()(*self.flat_inputs(args, kwargs))
+    def output_structure(self, flat: Any) -> Any:
+        """The graph's raw output (the model's output leaves) in the model's structure."""
         spec = self.capture.out_spec
         return pytree.tree_unflatten(list(flat), spec) if spec is not None else flat
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the captured program like the model: outputs in the model's structure."""
+        return self.output_structure(self.compile()(*self.flat_inputs(args, kwargs)))

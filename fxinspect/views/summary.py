@@ -67,6 +67,10 @@ def _costs(report: ReportRecord) -> list[str]:
         lines.append(_line("uncounted", f"… and {more}, see report.uncounted"))
     if t.partial:
         lines.append(_line("", f"{fmt.PARTIAL} totals are lower bounds: the ops above have no FLOP rule"))
+    if t.backward_flops is not None:  # a backward ran
+        lines.append(_line("backward", f"{fmt.count(t.backward_flops, t.partial)} FLOPs (MACs "
+                                       f"{fmt.count(t.backward_macs, t.partial)}), "
+                                       f"{fmt.nbytes(t.backward_bytes_read + t.backward_bytes_written)} moved"))
     if report.unattributed:  # ran between the graph's nodes: listed, not in any node's figures
         ops = fmt.listing(f"{c.op} ×{c.calls}" for c in report.unattributed)
         flops = sum(c.flops for c in report.unattributed)

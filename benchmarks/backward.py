@@ -1,0 +1,74 @@
+"""Overhead of ``analyze(backward=True)`` beside FlopCounterMode, and its exactness.
+
+Run: ``python benchmarks/backward.py [--repeats 5]``. One process, train mode, batch 2:
+the plain forward+backward, FlopCounterMode around the same forward+backward, and
+``analyze(model, x, backward=True, timing=False)``, interleaved; medians. Then the
+backward MACs against FlopCounterMode's forward+backward minus its forward, corrected
+as in ``tests/reference.py`` (CPU attention, grouped-convolution weight gradients).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torchvision
+from torch.utils.flop_counter import FlopCounterMode
+
+import fxinspect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reference import reference_backward_flops  # noqa: E402
+
+
+def measure(name: str, repeats: int) -> None:
+    torch.manual_seed(0)
+    model, x = torchvision.models.get_model(name, weights=None).train(), torch.randn(2, 3, 224, 224)
+
+    def plain():
+        model(x).sum().backward()
+        model.zero_grad(set_to_none=True)
+
+    def flop_counter():
+        with FlopCounterMode(display=False):
+            plain()
+
+    def analyze():
+        return fxinspect.analyze(model, x, timing=False, backward=True)
+
+    variants = {"plain forward+backward": plain, "FlopCounterMode": flop_counter, "analyze(backward=True)": analyze}
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    for fn in variants.values():  # warm-up
+        fn()
+    for _ in range(repeats):
+        for key, fn in variants.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[key].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    print(f"\n{name} (train, batch 2), medians of {repeats}:")
+    for key, value in med.items():
+        print(f"  {key:26s} {value * 1e3:9.1f} ms  {value / med['plain forward+backward']:5.2f}x plain")
+    ratio = med["analyze(backward=True)"] / med["FlopCounterMode"]
+    print(f"  target analyze(backward=True) / FlopCounterMode <= 1.5: {ratio:.2f} {'met' if ratio <= 1.5 else 'NOT MET'}")
+    report = analyze()
+    reference, _ = reference_backward_flops(model, (x,))
+    print(f"  2 * backward MACs {2 * report.totals.backward_macs:,} vs corrected FlopCounterMode {reference:,}: "
+          f"{'equal' if 2 * report.totals.backward_macs == reference else 'DIFFERENT'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", default="resnet50,vit_b_16")
+    opts = parser.parse_args()
+    for name in opts.models.split(","):
+        measure(name, opts.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The backward pass: each node's backward cost and its output gradients.
+
+One forward of the program with gradients on, then one backward of a scalar loss
+(``loss_fn(output)``; by default the sum of every floating output that requires grad).
+
+* Attribution: autograd numbers every node it creates in the forward (its sequence
+  number). The probe before an fx node reads the counter, the probe after reads it
+  again: the autograd nodes numbered in between are that fx node's. In the backward,
+  :class:`BackwardMode` asks autograd which node is running
+  (``torch._C._current_autograd_node()``) and charges the aten op, priced by the same
+  rules as the forward, to the fx node that created it. Ops of no forward node
+  (accumulating into a leaf's ``.grad``) are reported apart, never dropped.
+* Gradients: the probe after each node hooks its floating outputs; the gradient that
+  reaches each is recorded as a ``TensorMeta`` (shape, dtype, bytes; values unread).
+
+Every op node gets figures (0 when its outputs needed no gradient), so module sums are
+exact; in a report without a backward they are ``None``.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> program = fxinspect.instrument(torch.nn.Linear(3, 2), torch.randn(4, 3))
+>>> node = BackwardPass().run(program).nodes["linear"]
+>>> node["backward_macs"], node["grad_outputs"][0].shape     # the weight gradient: 4*3*2
+(24, (4, 2))
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Callable
+
+import torch
+
+from ...errors import InputError
+from ...tensors import tensors_in
+from ..dispatch import UNATTRIBUTED, CountingMode
+from ..program import InstrumentedProgram, Probe
+from ..values import describe
+from ...records import TensorMeta
+from . import PassResult
+from .count import aten_calls
+
+__all__ = ["BackwardMode", "BackwardPass", "default_loss"]
+
+_sequence_nr = torch._C._autograd._get_sequence_nr
+_current_node = torch._C._current_autograd_node
+
+
+def default_loss(output: Any) -> torch.Tensor:
+    """The sum of every floating output that requires grad (each summed in float32 or wider)."""
+    parts = [t.sum() for t in tensors_in(output) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise InputError(
+            "backward=True: no output of the model requires grad (are its parameters frozen, "
+            "or does it detach its outputs?); pass loss_fn= to choose what to differentiate"
+        )
+    return torch.stack([p.float() if p.dtype in (torch.float16, torch.bfloat16) else p for p in parts]).sum()
+
+
+class BackwardMode(CountingMode):
+    """The counting mode, charging each op to the fx node whose autograd node runs it."""
+
+    def __init__(self, starts: list[int], ends: list[int], names: list[str]) -> None:
+        super().__init__()
+        self._starts, self._ends, self._names = starts, ends, names
+
+    def owner(self, sequence_nr: int) -> str | None:
+        """The fx node whose forward created autograd node ``sequence_nr``, or ``None``."""
+        i = bisect.bisect_right(self._starts, sequence_nr) - 1
+        return self._names[i] if i >= 0 and sequence_nr < self._ends[i] else UNATTRIBUTED
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        current = _current_node()
+        self.node = self.owner(current._sequence_nr()) if current is not None else UNATTRIBUTED
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+class BackwardPass:
+    """A forward with gradients on and one backward of ``loss_fn(output)``."""
+
+    fields = ("backward_flops", "backward_macs", "backward_bytes_read", "backward_bytes_written")
+
+    def __init__(self, loss_fn: Callable[[Any], torch.Tensor] | None = None):
+        self.loss_fn = loss_fn or default_loss
+
+    def run(self, program: InstrumentedProgram) -> PassResult:
+        ranges: list[tuple[int, int, str]] = []
+        grads: dict[str, list[TensorMeta | None]] = {}
+        opened: dict[str, int] = {}
+
+        def before(name: str) -> None:
+            opened[name] = _sequence_nr()
+
+        def after(name: str, out: Any) -> None:
+            end = _sequence_nr()
+            if end > opened[name]:
+                ranges.append((opened[name], end, name))
+            slots = grads[name] = []
+            for t in tensors_in(out):
+                if t.requires_grad and t.is_floating_point():
+                    slots.append(None)
+                    t.register_hook(_recorder(slots, len(slots) - 1))
+
+        with torch.enable_grad():
+            output = program.run(program.inputs, Probe(before, after))
+            loss = self.loss_fn(program.output_structure(output))
+            ranges.sort()
+            mode = BackwardMode([r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges])
+            with mode:
+                loss.backward()
+        result = PassResult(fields=self.fields)
+        for name in program.probe_points:
+            _, flops, macs, read, written = aten_calls(mode.costs.get(name, {}))
+            entry = result.nodes[name] = {
+                "backward_flops": flops, "backward_macs": macs,
+                "backward_bytes_read": read, "backward_bytes_written": written,
+            }
+            if any(g is not None for g in grads.get(name, ())):
+                entry["grad_outputs"] = tuple(g for g in grads[name] if g is not None)
+        unattributed = mode.costs.get(UNATTRIBUTED)
+        if unattributed:
+            result.extras["backward_unattributed"] = aten_calls(unattributed)[0]
+        return result
+
+
+def _recorder(slots: list, index: int) -> Callable[[torch.Tensor], None]:
+    def record(grad: torch.Tensor) -> None:
+        slots[index] = TensorMeta.of(*describe(grad), None)
+
+    return record

@@ -1,0 +1,79 @@
+"""The backward pass: per-node backward costs, exact against FlopCounterMode (corrected
+as in tests/reference.py), gradient shapes, and the model's gradients left alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+
+import fxinspect
+
+from reference import reference_backward_flops
+
+
+def test_a_linear_layer_by_hand():
+    model, x = torch.nn.Linear(3, 2), torch.randn(4, 3, requires_grad=True)
+    report = fxinspect.analyze(model, x, timing=False, backward=True)
+    (node,) = [n for n in report.nodes if n.is_op]
+    # grad input: (4, 2) @ (2, 3); grad weight: (2, 4) @ (4, 3): 4*2*3 MACs each
+    assert node.backward_macs == 2 * 4 * 2 * 3
+    assert node.backward_flops == 2 * node.backward_macs + 4 * 2  # + the bias gradient: a sum over 4 rows of 2
+    assert [g.shape for g in node.grad_outputs] == [(4, 2)]
+    assert report.totals.backward_macs == report.modules[""].backward_macs == node.backward_macs
+
+
+def _small_vit():
+    return torchvision.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10
+    )
+
+
+MODELS = {
+    # name: (model, input); grouped (depthwise) convolutions and CPU attention included
+    "resnet18": (lambda: torchvision.models.resnet18(weights=None, num_classes=10), (2, 3, 64, 64)),
+    "mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(weights=None, num_classes=10), (2, 3, 64, 64)),
+    "small_vit": (_small_vit, (2, 3, 32, 32)),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_backward_macs_equal_corrected_flop_counter_total_and_per_module(name):
+    torch.manual_seed(0)
+    make, shape = MODELS[name]
+    model, x = make().train(), torch.randn(*shape)
+    report = fxinspect.analyze(model, x, timing=False, backward=True)
+    total, per_module = reference_backward_flops(model, (x,))
+    assert 2 * report.totals.backward_macs == total
+    assert per_module and {p: 2 * report.modules[p].backward_macs for p in per_module} == per_module
+    assert report.totals.backward_macs == sum(n.backward_macs for n in report.nodes if n.is_op)
+    for node in report.nodes:  # every gradient has the shape of the output it belongs to
+        if node.grad_outputs:
+            floating = [m for m in node.outputs if m.dtype.startswith(("float", "bfloat"))]
+            assert [g.shape for g in node.grad_outputs] == [m.shape for m in floating], node.name
+
+
+def test_the_models_gradients_and_state_are_left_as_they_were():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2)).train()
+    model[0].weight.grad = torch.ones(4, 4)  # a gradient the user already has
+    running = model[1].running_mean.clone()
+    fxinspect.analyze(model, torch.randn(8, 4), timing=False, backward=True)
+    assert torch.equal(model[0].weight.grad, torch.ones(4, 4)) and model[2].weight.grad is None
+    assert torch.equal(model[1].running_mean, running)
+
+
+def test_a_custom_loss_and_no_backward_figures_without_a_backward():
+    model, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    report = fxinspect.analyze(model, x, timing=False, backward=True, loss_fn=lambda out: out[:, 0].sum())
+    (node,) = [n for n in report.nodes if n.is_op]
+    assert node.backward_macs == 4 * 3 * 2  # the weight gradient only: x does not require grad
+    plain = fxinspect.analyze(model, x, timing=False)
+    assert plain.totals.backward_flops is None and all(n.backward_flops is None for n in plain.nodes)
+    assert all(n.grad_outputs is None for n in plain.nodes)
+
+
+def test_backward_without_anything_to_differentiate_is_an_input_error():
+    model = torch.nn.Linear(3, 2).requires_grad_(False)
+    with pytest.raises(fxinspect.InputError, match="requires grad"):
+        fxinspect.analyze(model, torch.randn(4, 3), timing=False, backward=True)
+    assert all(p.requires_grad is False for p in model.parameters())
