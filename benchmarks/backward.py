@@ -10,9 +10,7 @@ as in ``tests/reference.py`` (CPU attention, grouped-convolution weight gradient
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -22,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import fxinspect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from interleaved import medians  # noqa: E402
 from reference import reference_backward_flops  # noqa: E402
 
 
@@ -41,15 +40,7 @@ def measure(name: str, repeats: int) -> None:
         return fxinspect.analyze(model, x, timing=False, backward=True)
 
     variants = {"plain forward+backward": plain, "FlopCounterMode": flop_counter, "analyze(backward=True)": analyze}
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    for fn in variants.values():  # warm-up
-        fn()
-    for _ in range(repeats):
-        for key, fn in variants.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[key].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    med = medians(variants, repeats)
     print(f"\n{name} (train, batch 2), medians of {repeats}:")
     for key, value in med.items():
         print(f"  {key:26s} {value * 1e3:9.1f} ms  {value / med['plain forward+backward']:5.2f}x plain")

@@ -18,8 +18,6 @@ chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from typing import Callable
 
 import torch
@@ -27,6 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import torchvision
 
 import fxinspect
+from interleaved import medians
 from fxinspect.run.passes import Probe
 from fxinspect.run.passes.count import CountPass
 from fxinspect.run.passes.timing import Clock
@@ -96,17 +95,9 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
         "analyze(timing=False)": lambda: fxinspect.analyze(model, x, timing=False),
         **_peers(model, x),
     }
-    samples: dict[str, list[float]] = {k: [] for k in variants}
     with torch.no_grad():
-        for fn in variants.values():  # warm-up, also of lazy imports and allocator
-            fn()
-        for _ in range(repeats):
-            for key, fn in variants.items():
-                t0 = time.perf_counter()
-                fn()
-                samples[key].append(time.perf_counter() - t0)
+        med = medians(variants, repeats)
         report = fxinspect.analyze(model, x, warmup=2, repeats=repeats)
-    med = {k: statistics.median(v) for k, v in samples.items()}
     base = med["plain forward"]
     ops = len(program.probe_points)
     print(f"\n{name}: {ops} op nodes, plain forward {base * 1e3:.2f} ms (median of {repeats})")
