@@ -77,3 +77,50 @@ def test_backward_without_anything_to_differentiate_is_an_input_error():
     with pytest.raises(fxinspect.InputError, match="requires grad"):
         fxinspect.analyze(model, torch.randn(4, 3), timing=False, backward=True)
     assert all(p.requires_grad is False for p in model.parameters())
+
+
+def scaling_backward(name: str, factor: float) -> type:
+    """A custom autograd Function: the identity forward (a copy), a backward that
+    multiplies the gradient by ``factor`` (one multiply per element)."""
+
+    def forward(ctx, x):
+        return x.clone()
+
+    def backward(ctx, grad):
+        return grad * factor
+
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+NaNInBackward = scaling_backward("NaNInBackward", float("nan"))
+Doubled = scaling_backward("Doubled", 2.0)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = self.fc2(torch.relu(self.fc1(x)))
+        return self.fc3(torch.relu(self.function.apply(x)))
+
+
+def test_a_nan_made_in_backward_is_traced_to_its_node():
+    report = fxinspect.analyze(Net(NaNInBackward), torch.randn(3, 4), timing=False, backward=True)
+    found = report.grad_nonfinite
+    function = next(n for n in report.nodes if n.target.endswith("NaNInBackward.apply"))
+    assert found.root_cause == function.name and str(found.kind) == "nan"
+    assert all(m.stats.finite for m in found.inputs)  # the gradient reaching it was finite
+    assert found.downstream == ("fc2", "relu", "fc1")  # what lies upstream of it, in backward order
+    assert "grad non-finite" in str(report)
+    clean = fxinspect.analyze(Net(Doubled), torch.randn(3, 4), timing=False, backward=True)
+    assert clean.grad_nonfinite is None
+
+
+def test_a_custom_function_keeps_its_own_backward():
+    report = fxinspect.analyze(Net(Doubled), torch.randn(3, 4), timing=False, backward=True)
+    (node,) = [n for n in report.nodes if n.target.endswith("Doubled.apply")]
+    assert node.backward_flops == 3 * 8  # its backward: grad * 2, one multiply per element of (3, 8)
+    assert node.flops == 0 and node.outputs[0].shape == (3, 8)  # its forward: a copy

@@ -23,6 +23,8 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+
 from typing import Any, Iterable
 
 import torch
@@ -71,6 +73,43 @@ def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
     return cls(model, inputs)
 
 
+class FunctionCall:
+    """Calls a custom ``torch.autograd.Function`` (``cls.apply``): the node target that
+    keeps it, and so its own backward, in the captured graph."""
+
+    def __init__(self, function: type):
+        self.function = function
+        self.__name__ = f"{function.__name__}_apply"
+        self.__module__ = function.__module__  # (readable names: "mymodule.Clip.apply")
+        self.__qualname__ = f"{function.__qualname__}.apply"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function.apply(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.function.__qualname__}.apply"
+
+
+@contextlib.contextmanager
+def _functions_kept(tracer: fx.Tracer):
+    """While tracing, a user-defined ``autograd.Function`` applied to proxies becomes one
+    node: traced through, its forward's ops would run without its backward. (torch's own
+    Functions, such as checkpointing's, compute what their forward does: traced through.)"""
+    original = torch.autograd.Function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        leaves = pytree.tree_leaves((args, kwargs))
+        if cls.__module__.split(".")[0] != "torch" and any(isinstance(a, fx.Proxy) for a in leaves):
+            return tracer.create_proxy("call_function", FunctionCall(cls), args, kwargs)
+        return original.__func__(cls, *args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = original
+
+
 class ModuleTracer(fx.Tracer):
     """Keeps torch.nn layers and chosen modules as leaves; counts module calls; tags every
     op node with the module running it (``node.meta[MODULE_KEY]``)."""
@@ -89,7 +128,8 @@ class ModuleTracer(fx.Tracer):
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         try:
-            return super().trace(root, concrete_args)
+            with _functions_kept(self):
+                return super().trace(root, concrete_args)
         finally:
             if type(getattr(self, "graph", None)) is UncheckedGraph:
                 self.graph.__class__ = fx.Graph  # an ordinary graph from here on

@@ -3,7 +3,7 @@
 Example
 -------
 >>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
-('nan+inf', 3)
+('nan+inf', 4)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..choices import Choice
 from ..fields import with_figures
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class NonFiniteKind(Choice):
@@ -55,6 +55,10 @@ class NonFinite:
     already non-finite, that tensor is named in ``sources`` and ``root_cause`` is the
     first node that read it. ``inputs`` are the root cause's input tensors with
     their statistics; ``downstream`` every later node whose output is non-finite.
+
+    For the backward (``grad_nonfinite``): ``root_cause`` is the node whose backward
+    turned finite gradients (``inputs``: those reaching its outputs) into non-finite
+    ones; ``downstream`` every node, in backward order, whose output gradient is not finite.
     """
 
     root_cause: str
@@ -156,6 +160,7 @@ class ReportRecord:
     timing: TimingInfo | None
     environment: Environment
     unattributed: tuple[AtenCall, ...] = ()
+    grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
     schema_version: int = SCHEMA_VERSION
 
     def node(self, name: str) -> NodeRecord:

@@ -104,10 +104,10 @@ def _capture(report: ReportRecord) -> list[str]:
     return lines
 
 
-def _nonfinite(nf: NonFinite) -> list[str]:
+def _nonfinite(nf: NonFinite, label: str = "non-finite", tensors: str = "input") -> list[str]:
     where = f"module {nf.module_path!r}" if nf.module_path else "the root module"
     lines = [_line(
-        "non-finite",
+        label,
         f"{_KINDS.get(nf.kind, nf.kind)} first at node {nf.root_cause!r} ({where}, {nf.module_type});"
         f" {fmt.plural(len(nf.downstream), 'node')} downstream",
     )]
@@ -115,7 +115,7 @@ def _nonfinite(nf: NonFinite) -> list[str]:
         lines.append(_line("", f"already non-finite: {_names(nf.sources)}"))
     for i, m in enumerate(nf.inputs):
         values = fmt.stats(m.stats) if m.stats else "values not read"
-        lines.append(_line("", f"input {i}: {fmt.tensor(m.shape, m.dtype)}  {values}"))
+        lines.append(_line("", f"{tensors} {i}: {fmt.tensor(m.shape, m.dtype)}  {values}"))
     return lines
 
 
@@ -138,4 +138,6 @@ def summary(report: ReportRecord) -> str:
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
     lines += _capture(report)
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []
+    if report.grad_nonfinite:
+        lines += _nonfinite(report.grad_nonfinite, "grad non-finite", "gradient reaching it")
     return "\n".join(lines)

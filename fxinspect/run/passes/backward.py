@@ -11,7 +11,12 @@ One forward of the program with gradients on, then one backward of a scalar loss
   rules as the forward, to the fx node that created it. Ops of no forward node
   (accumulating into a leaf's ``.grad``) are reported apart, never dropped.
 * Gradients: the probe after each node hooks its floating outputs; the gradient that
-  reaches each is recorded as a ``TensorMeta`` (shape, dtype, bytes; values unread).
+  reaches each is recorded as a ``TensorMeta`` with its value statistics (NaN/Inf
+  counts included, read as the forward's outputs are), in the order they arrive.
+* Root cause: the first gradient, in backward order, that is not finite was made by the
+  backward of a node that reads that output; the one among them whose own output
+  gradients were all finite turned finite gradients into non-finite ones
+  (``report.grad_nonfinite``). Every node with a non-finite output gradient is listed.
 
 Every op node gets figures (0 when its outputs needed no gradient), so module sums are
 exact; in a report without a backward they are ``None``.
@@ -36,8 +41,10 @@ from ...errors import InputError
 from ...tensors import tensors_in
 from ..dispatch import UNATTRIBUTED, CountingMode
 from ..program import InstrumentedProgram, Probe
-from ..values import describe
-from ...records import TensorMeta
+from ...capture import module_of
+from ...records import NonFinite, NonFiniteKind, TensorMeta
+from ...tensors import has_data
+from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
 
@@ -61,8 +68,8 @@ def default_loss(output: Any) -> torch.Tensor:
 class BackwardMode(CountingMode):
     """The counting mode, charging each op to the fx node whose autograd node runs it."""
 
-    def __init__(self, starts: list[int], ends: list[int], names: list[str]) -> None:
-        super().__init__()
+    def __init__(self, starts: list[int], ends: list[int], names: list[str], before_write=None) -> None:
+        super().__init__(before_write)
         self._starts, self._ends, self._names = starts, ends, names
 
     def owner(self, sequence_nr: int) -> str | None:
@@ -86,7 +93,9 @@ class BackwardPass:
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         ranges: list[tuple[int, int, str]] = []
-        grads: dict[str, list[TensorMeta | None]] = {}
+        grads: dict[str, list[Any]] = {}  # per node, per floating output: (description, slot)
+        arrived: list[str] = []  # node names in the order their gradients reached them
+        reader = ValueReader() if all(has_data(t) for t in program.inputs) else None
         opened: dict[str, int] = {}
 
         def before(name: str) -> None:
@@ -100,15 +109,23 @@ class BackwardPass:
             for t in tensors_in(out):
                 if t.requires_grad and t.is_floating_point():
                     slots.append(None)
-                    t.register_hook(_recorder(slots, len(slots) - 1))
+                    t.register_hook(_recorder(name, slots, len(slots) - 1, arrived, reader))
 
         with torch.enable_grad():
             output = program.run(program.inputs, Probe(before, after))
             loss = self.loss_fn(program.output_structure(output))
             ranges.sort()
-            mode = BackwardMode([r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges])
+            mode = BackwardMode(
+                [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges],
+                before_write=reader.flush if reader else None,
+            )
             with mode:
                 loss.backward()
+        stats = reader.finish() if reader else []
+        metas = {
+            name: tuple(TensorMeta.of(*d, stats[s] if s is not None else None) for d, s in got if d is not None)
+            for name, got in ((n, [g or (None, None) for g in slots]) for n, slots in grads.items())
+        }
         result = PassResult(fields=self.fields)
         for name in program.probe_points:
             _, flops, macs, read, written = aten_calls(mode.costs.get(name, {}))
@@ -116,16 +133,48 @@ class BackwardPass:
                 "backward_flops": flops, "backward_macs": macs,
                 "backward_bytes_read": read, "backward_bytes_written": written,
             }
-            if any(g is not None for g in grads.get(name, ())):
-                entry["grad_outputs"] = tuple(g for g in grads[name] if g is not None)
+            if metas.get(name):
+                entry["grad_outputs"] = metas[name]
+        result.report["grad_nonfinite"] = gradient_root_cause(program, metas, arrived)
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
             result.extras["backward_unattributed"] = aten_calls(unattributed)[0]
         return result
 
 
-def _recorder(slots: list, index: int) -> Callable[[torch.Tensor], None]:
+def _recorder(name: str, slots: list, index: int, arrived: list[str], reader: ValueReader | None):
     def record(grad: torch.Tensor) -> None:
-        slots[index] = TensorMeta.of(*describe(grad), None)
+        slots[index] = (describe(grad), reader.read(grad) if reader else None)
+        arrived.append(name)
 
     return record
+
+
+def _finite(metas: tuple[TensorMeta, ...]) -> bool:
+    return all(m.stats is None or m.stats.finite for m in metas)
+
+
+def gradient_root_cause(
+    program: InstrumentedProgram, metas: dict[str, tuple[TensorMeta, ...]], arrived: list[str]
+) -> NonFinite | None:
+    """Where NaN/Inf first appeared in the backward, and every gradient it reached."""
+    bad = list(dict.fromkeys(n for n in arrived if not _finite(metas.get(n, ()))))
+    if not bad:
+        return None
+    nodes = {n.name: n for n in program.graph.nodes}
+    first = nodes[bad[0]]
+    # its gradient came from the backward of the nodes that read it; the culprit is the one
+    # whose own output gradients were all finite (none such: the loss made it non-finite)
+    readers = [u for u in first.users if u.op != "output"]
+    culprit = next((u for u in readers if _finite(metas.get(u.name, ()))), first)
+    nan = sum(m.stats.nan_count for m in metas[first.name] if m.stats)
+    inf = sum(m.stats.inf_count for m in metas[first.name] if m.stats)
+    path, mtype = module_of(culprit)
+    return NonFinite(
+        root_cause=culprit.name,
+        module_path=path,
+        module_type=mtype,
+        kind=NonFiniteKind.BOTH if nan and inf else NonFiniteKind.NAN if nan else NonFiniteKind.INF,
+        inputs=metas.get(culprit.name, ()),
+        downstream=tuple(bad),
+    )
