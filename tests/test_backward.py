@@ -124,3 +124,14 @@ def test_a_custom_function_keeps_its_own_backward():
     (node,) = [n for n in report.nodes if n.target.endswith("Doubled.apply")]
     assert node.backward_flops == 3 * 8  # its backward: grad * 2, one multiply per element of (3, 8)
     assert node.flops == 0 and node.outputs[0].shape == (3, 8)  # its forward: a copy
+
+
+def test_reading_large_gradients_is_not_counted_as_backward_work():
+    # a (8, 64) output gradient has 512 elements: its statistics are reduced as it arrives
+    model, x = torch.nn.Linear(64, 64), torch.randn(8, 64, requires_grad=True)
+    report = fxinspect.analyze(model, x, timing=False, backward=True)
+    (node,) = [n for n in report.nodes if n.is_op]
+    macs = 8 * 64 * 64 + 64 * 8 * 64  # grad input (8, 64) @ (64, 64); grad weight (64, 8) @ (8, 64)
+    assert node.backward_macs == macs
+    assert node.backward_flops == 2 * macs + 8 * 64  # + the bias gradient: a sum of 8 rows of 64
+    assert node.grad_outputs[0].stats is not None and node.grad_outputs[0].stats.finite

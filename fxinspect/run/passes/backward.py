@@ -122,9 +122,10 @@ class BackwardPass:
             with mode:
                 loss.backward()
         stats = reader.finish() if reader else []
+        # (a slot stays None when no gradient reached that output: it is off the loss's path)
         metas = {
-            name: tuple(TensorMeta.of(*d, stats[s] if s is not None else None) for d, s in got if d is not None)
-            for name, got in ((n, [g or (None, None) for g in slots]) for n, slots in grads.items())
+            name: tuple(TensorMeta.of(*d, stats[s] if s is not None else None) for d, s in filter(None, slots))
+            for name, slots in grads.items()
         }
         result = PassResult(fields=self.fields)
         for name in program.probe_points:
