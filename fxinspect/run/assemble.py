@@ -40,7 +40,7 @@ from .params import ModuleInfo, module_infos, tensor_bytes
 from .passes import PassResult
 from .program import InstrumentedProgram
 
-__all__ = ["aggregate_modules", "node_records", "report_fields", "sum_nodes", "totals_of"]
+__all__ = ["aggregate_modules", "node_records", "report_fields", "sum_nodes"]
 
 # every NodeRecord field with its default, in field order (a dict keeps that order
 # through updates, so a merged row's values are the record's positional arguments)
@@ -123,11 +123,6 @@ def sum_nodes(nodes: Iterable[NodeRecord], measured: Iterable[str] = ()) -> dict
     return sums([n for n in nodes if n.is_op], set(measured))
 
 
-def totals_of(nodes: Sequence[NodeRecord], measured: Iterable[str]) -> dict[str, Any]:
-    """The summed figures of :class:`~fxinspect.records.Totals`: over every op node."""
-    return sum_nodes(nodes, measured)
-
-
 def aggregate_modules(
     nodes: Iterable[NodeRecord],
     infos: Iterable[ModuleInfo],
@@ -205,7 +200,7 @@ def report_fields(model: torch.nn.Module, program: InstrumentedProgram, results:
             buffers=root.buffers,
             param_bytes=param_bytes,
             buffer_bytes=buffer_bytes,
-            **totals_of(nodes, measured),
+            **sum_nodes(nodes, measured),  # over every op node, apart from the module chains
             partial=bool(uncounted),
         ),
         capture=CaptureInfo(cap.method, tuple(cap.notes + [n for r in results for n in r.notes]), tuple(cap.failures)),

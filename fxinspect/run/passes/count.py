@@ -90,7 +90,7 @@ class CountPass:
             mode.node = name
 
         def after(name: str, out: Any) -> None:
-            mode.node = IGNORED  # the reader's reductions are ours, not the model's
+            mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
             if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
                 described[name] = [(describe(out), read(out) if read else None)]
             else:
