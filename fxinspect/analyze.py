@@ -25,6 +25,7 @@ from .run.guard import preserved
 from .run.lazy import materialized
 from .run.choose import count_best
 from .run.passes.backward import BackwardPass
+from .run.passes.memory import MemoryPass
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
 from .run.virtual import virtual
@@ -47,6 +48,8 @@ def analyze(
     device: str | torch.device | None = None,
     backward: bool = False,
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    memory: bool = True,
+    optimizer: Any = None,
 ) -> Report:
     """Analyse ``model`` on ``example_inputs``: every op and module, one immutable Report.
 
@@ -74,16 +77,29 @@ def analyze(
         priced by the same rules, and the shapes of the gradients reaching its outputs.
         The model's ``.grad`` are left as they were.
     loss_fn : with ``backward``, ``loss_fn(output) -> scalar tensor`` on the model's output.
+    memory : run once more under the memory model (``report.memory``: every storage the
+        run allocates, the peak and the tensors alive at it, what autograd saves; with
+        ``backward`` through the backward too), beside the allocator's measurement of the
+        same run (CPU: ``torch.profiler``; CUDA: ``torch.cuda`` statistics; none on meta).
+    optimizer : a ``torch.optim.Optimizer`` class or instance: its state and step are
+        added to the training memory (``report.memory.total_peak``). Needs ``backward``.
 
     The forward runs in the model's current mode (``train()``/``eval()``) and the
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).
     """
     if repeats < 1 or warmup < 0:
         raise InputError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    if optimizer is not None and not (backward and memory):
+        raise InputError(f"optimizer= adds to the training memory: it needs backward=True and memory=True, "
+                         f"got backward={backward}, memory={memory}")
+    passes = []
+    if backward:
+        passes.append(BackwardPass(loss_fn))
+    if memory:
+        passes.append(MemoryPass(backward=backward, loss_fn=loss_fn, optimizer=optimizer))
     with _no_gc_pauses():
         return _analyze(
-            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device,
-            loss_fn if backward else None, backward,
+            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes
         )
 
 
@@ -105,9 +121,7 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _analyze(
-    model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, loss_fn, backward
-) -> Report:
+def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes) -> Report:
     model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
     model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
@@ -123,9 +137,24 @@ def _analyze(
             # runs must not write them again (each gets copies of them as they are now)
             written = counted.extras.get("written_inputs", ())
             results.append(TimingPass(warmup, repeats, copy_inputs=written).run(program))
-        if backward:
-            results.append(BackwardPass(loss_fn).run(program))
+        for p in passes:  # backward and memory: each runs the forward again
+            with _kept(program, counted.extras.get("written_inputs", ())):
+                results.append(p.run(program))
     return Report(**report_fields(run.model, program, results, virtual=run.virtual))
+
+
+@contextlib.contextmanager
+def _kept(program: InstrumentedProgram, written: Iterable[str]):
+    """Put back the inputs the forward writes in place as they were before a later pass
+    ran it again: the caller's inputs are written once, as calling the model would."""
+    tensors = dict(zip(program.capture.inputs.names, program.inputs))
+    kept = [(tensors[n], tensors[n].clone()) for n in written if has_data(tensors[n])]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for t, value in kept:
+                t.copy_(value)
 
 
 def instrument(

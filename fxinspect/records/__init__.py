@@ -4,7 +4,8 @@ Everything here is in base units (FLOPs, bytes, seconds) and carries no formatti
 views turn these records into text, pictures and files. This package imports nothing
 from capture, the run layer, the views or torch: it is the bottom of the package.
 :mod:`.nodes` holds the graph's parts (tensors, aten calls, nodes, modules),
-:mod:`.analysis` the whole (totals, findings, timing, the report record).
+:mod:`.analysis` the whole (totals, findings, timing, the report record),
+:mod:`.memory` the memory of a run.
 """
 
 from .analysis import (
@@ -19,6 +20,7 @@ from .analysis import (
     Totals,
     UncountedOp,
 )
+from .memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from .nodes import OP_KINDS, AtenCall, ModuleRecord, NodeRecord, OpStatus, TensorMeta, ValueStats
 
 __all__ = [
@@ -27,14 +29,18 @@ __all__ = [
     "AtenCall",
     "CaptureInfo",
     "Environment",
+    "LiveTensor",
+    "MemoryRecord",
     "ModuleRecord",
     "NodeRecord",
     "NonFinite",
     "NonFiniteKind",
     "OpStatus",
+    "Phase",
     "ReportRecord",
     "SharedParameter",
     "TensorMeta",
+    "TensorRole",
     "TimingInfo",
     "Totals",
     "UncountedOp",

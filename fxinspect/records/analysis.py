@@ -3,7 +3,7 @@
 Example
 -------
 >>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
-('nan+inf', 4)
+('nan+inf', 5)
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Mapping
 
 from ..choices import Choice
 from ..fields import with_figures
+from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class NonFiniteKind(Choice):
@@ -161,6 +162,7 @@ class ReportRecord:
     environment: Environment
     unattributed: tuple[AtenCall, ...] = ()
     grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
+    memory: MemoryRecord | None = None  # the memory pass's model and measurement
     schema_version: int = SCHEMA_VERSION
 
     def node(self, name: str) -> NodeRecord:

@@ -3,12 +3,10 @@
 One forward of the program with gradients on, then one backward of a scalar loss
 (``loss_fn(output)``; by default the sum of every floating output that requires grad).
 
-* Attribution: autograd numbers every node it creates in the forward (its sequence
-  number). The probe before an fx node reads the counter, the probe after reads it
-  again: the autograd nodes numbered in between are that fx node's. In the backward,
-  :class:`BackwardMode` asks autograd which node is running
-  (``torch._C._current_autograd_node()``) and charges the aten op, priced by the same
-  rules as the forward, to the fx node that created it. Ops of no forward node
+* Attribution: :class:`~fxinspect.run.owners.AutogradOwners` maps each autograd node
+  to the fx node whose forward created it (autograd's sequence numbers); in the
+  backward, :class:`BackwardMode` charges each aten op, priced by the same rules as the
+  forward, to the fx node whose autograd node is running. Ops of no forward node
   (accumulating into a leaf's ``.grad``) are reported apart, never dropped.
 * Gradients: the probe after each node hooks its floating outputs; the gradient that
   reaches each is recorded as a ``TensorMeta`` with its value statistics (NaN/Inf
@@ -32,7 +30,6 @@ Example
 
 from __future__ import annotations
 
-import bisect
 from typing import Any, Callable
 
 import torch
@@ -40,6 +37,7 @@ import torch
 from ...errors import InputError
 from ...tensors import tensors_in
 from ..dispatch import UNATTRIBUTED, CountingMode
+from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
 from ...capture import module_of
 from ...records import NonFinite, NonFiniteKind, TensorMeta
@@ -49,10 +47,6 @@ from . import PassResult
 from .count import aten_calls
 
 __all__ = ["BackwardMode", "BackwardPass", "default_loss"]
-
-_sequence_nr = torch._C._autograd._get_sequence_nr
-_current_node = torch._C._current_autograd_node
-
 
 def default_loss(output: Any) -> torch.Tensor:
     """The sum of every floating output that requires grad (each summed in float32 or wider)."""
@@ -68,18 +62,12 @@ def default_loss(output: Any) -> torch.Tensor:
 class BackwardMode(CountingMode):
     """The counting mode, charging each op to the fx node whose autograd node runs it."""
 
-    def __init__(self, starts: list[int], ends: list[int], names: list[str], before_write=None) -> None:
+    def __init__(self, owners: AutogradOwners, before_write=None) -> None:
         super().__init__(before_write)
-        self._starts, self._ends, self._names = starts, ends, names
-
-    def owner(self, sequence_nr: int) -> str | None:
-        """The fx node whose forward created autograd node ``sequence_nr``, or ``None``."""
-        i = bisect.bisect_right(self._starts, sequence_nr) - 1
-        return self._names[i] if i >= 0 and sequence_nr < self._ends[i] else UNATTRIBUTED
+        self.owners = owners
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        current = _current_node()
-        self.node = self.owner(current._sequence_nr()) if current is not None else UNATTRIBUTED
+        self.node = self.owners.running()  # (None is UNATTRIBUTED)
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
@@ -92,19 +80,13 @@ class BackwardPass:
         self.loss_fn = loss_fn or default_loss
 
     def run(self, program: InstrumentedProgram) -> PassResult:
-        ranges: list[tuple[int, int, str]] = []
+        owners = AutogradOwners()
         grads: dict[str, list[Any]] = {}  # per node, per floating output: (description, slot)
         arrived: list[str] = []  # node names in the order their gradients reached them
         reader = ValueReader() if all(has_data(t) for t in program.inputs) else None
-        opened: dict[str, int] = {}
-
-        def before(name: str) -> None:
-            opened[name] = _sequence_nr()
 
         def after(name: str, out: Any) -> None:
-            end = _sequence_nr()
-            if end > opened[name]:
-                ranges.append((opened[name], end, name))
+            owners.after(name)
             slots = grads[name] = []
             for t in tensors_in(out):
                 if t.requires_grad and t.is_floating_point():
@@ -112,13 +94,9 @@ class BackwardPass:
                     t.register_hook(_recorder(name, slots, len(slots) - 1, arrived, reader))
 
         with torch.enable_grad():
-            output = program.run(program.inputs, Probe(before, after))
+            output = program.run(program.inputs, Probe(owners.before, after))
             loss = self.loss_fn(program.output_structure(output))
-            ranges.sort()
-            mode = BackwardMode(
-                [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges],
-                before_write=reader.flush if reader else None,
-            )
+            mode = BackwardMode(owners, before_write=reader.flush if reader else None)
             with mode:
                 loss.backward()
         stats = reader.finish() if reader else []

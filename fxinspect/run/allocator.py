@@ -1,0 +1,140 @@
+"""Measured memory: what the allocator handed out during a run, beside the estimate.
+
+:class:`AllocatorWatch` brackets one run and every node in it. On CUDA it reads
+``torch.cuda.memory_allocated`` before and after each node and the peak statistic; on
+CPU it records the run with ``torch.profiler`` (``profile_memory=True``), whose
+allocation events carry the CPU allocator's every allocation and free, and marks each
+node with a profiler range, so allocations nest under the node that made them. Kernel
+scratch memory (freed before the op returns) shows here and not in the tensor model.
+
+Figures are growth on top of what was allocated when the watch started: the peak of the
+run, the forward's peak (before :meth:`begin_backward`), and per node the bytes still
+allocated when it ended minus those when it began (torch_inspector's "effective
+additional memory").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from typing import Iterator
+
+import torch
+
+__all__ = ["AllocatorWatch"]
+
+_RANGE = "fxinspect::"
+
+
+@contextlib.contextmanager
+def _no_profiler_chatter() -> Iterator[None]:
+    """Kineto writes start/stop lines to file descriptor 2 as the profiler starts and
+    stops (not while the model runs): keep them out of the user's terminal."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class AllocatorWatch:
+    """The allocator's view of one run on ``device`` (``cpu`` or ``cuda``)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.by = "torch.cuda" if self.cuda else "torch.profiler"
+        self.peak: int | None = None
+        self.forward_peak: int | None = None
+        self.growth: dict[str, int] = {}
+        self._open: dict[str, object] = {}
+        self._profiler = None
+        self._start = 0
+
+    def __enter__(self) -> "AllocatorWatch":
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _no_profiler_chatter():
+                self._profiler.__enter__()
+        return self
+
+    def enter(self, name: str) -> None:
+        """Called as node ``name`` starts."""
+        if self.cuda:
+            self._open[name] = torch.cuda.memory_allocated(self.device)
+        else:
+            self._open[name] = torch.autograd.profiler.record_function(_RANGE + name).__enter__()
+
+    def exit(self, name: str) -> None:
+        """Called as node ``name`` ends."""
+        opened = self._open.pop(name)
+        if self.cuda:
+            self.growth[name] = torch.cuda.memory_allocated(self.device) - opened
+        else:
+            opened.__exit__(None, None, None)
+
+    def begin_backward(self) -> None:
+        """Called as the backward starts: what came before is the forward."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            self.forward_peak = torch.cuda.max_memory_allocated(self.device) - self._start
+        else:
+            self._backward = torch.autograd.profiler.record_function(_RANGE + "<backward>").__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self._start
+            if self.forward_peak is None:
+                self.forward_peak = self.peak
+            return
+        backward = getattr(self, "_backward", None)
+        if backward is not None:
+            backward.__exit__(None, None, None)
+        with _no_profiler_chatter():
+            self._profiler.__exit__(*exc)
+        if exc[0] is None:
+            self._read_profile()
+
+    def _read_profile(self) -> None:
+        from torch._C._profiler import _EventType
+
+        allocations: list[tuple[int, int]] = []  # (time, bytes; negative when freed)
+        backward_start = None
+        stack = [(e, None) for e in self._profiler.profiler.kineto_results.experimental_event_tree()]
+        while stack:
+            event, node = stack.pop()
+            if event.tag == _EventType.Allocation:
+                fields = event.extra_fields
+                if fields.device.type == "cpu":
+                    allocations.append((event.start_time_ns, fields.alloc_size))
+                    if node is not None:
+                        self.growth[node] = self.growth.get(node, 0) + fields.alloc_size
+                continue
+            name = event.name
+            if name.startswith(_RANGE):
+                name = name[len(_RANGE):]
+                if name == "<backward>":
+                    backward_start = event.start_time_ns
+                else:
+                    node = name
+            stack.extend((child, node) for child in event.children)
+        allocations.sort()
+        running = list(itertools.accumulate(size for _, size in allocations))
+        self.peak = max([0, *running])
+        forward = [r for (t, _), r in zip(allocations, running) if backward_start is None or t < backward_start]
+        self.forward_peak = max([0, *forward])

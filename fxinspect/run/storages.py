@@ -1,0 +1,190 @@
+"""The memory model: every storage a run allocates, who made it, and how long it lived.
+
+:class:`StorageTracker` is a dispatch mode. After each aten op it looks at the op's
+output tensors: a storage it has not seen, that is not one of the op's inputs (a view or
+an in-place result shares its input's storage) and not resident (parameters, buffers,
+the example inputs), was allocated by this op, and is charged to the running fx node.
+A weak reference to the storage says when it is freed. So the model follows the
+program's own liveness: a value dies after its last use because the program drops it
+there, and what autograd saves for the backward lives until the backward releases it.
+
+Nothing here reads a tensor's data: the same run on fake tensors (the meta device)
+gives the same timeline, byte for byte. What it cannot see is scratch memory a kernel
+allocates and frees inside one op without returning it; the allocator's measurement
+(:mod:`~fxinspect.run.allocator`) does.
+
+Example
+-------
+>>> import torch
+>>> tracker = StorageTracker()
+>>> x = torch.ones(256)                      # resident: made before the run
+>>> with tracker:
+...     tracker.node = "double"; y = x * 2   # 1 KiB allocated
+...     tracker.node = "view"; v = y.view(16, 16)   # shares y's storage: nothing new
+...     tracker.node = "sum"; s = (v + 1).sum()     # v + 1 dies inside the node, after the sum
+>>> tracker.peak, tracker.peak_node, [(e.node, e.nbytes) for e in tracker.alive_at_peak()]
+(2052, 'sum', [('double', 1024), ('sum', 1024), ('sum', 4)])
+>>> tracker.live                             # y and s
+1028
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from ..records.memory import Phase
+
+__all__ = ["Allocation", "StorageTracker"]
+
+
+class Allocation:
+    """One storage the run allocated: its maker, first shape, bytes, birth and death."""
+
+    __slots__ = ("node", "shape", "dtype", "nbytes", "phase", "born", "died", "saved", "ref", "__weakref__")
+
+    def __init__(self, node: str | None, t: torch.Tensor, nbytes: int, phase: Phase, born: int) -> None:
+        self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
+        self.shape = () if t.is_nested else tuple(t.shape)  # (nested tensors have no one shape)
+        self.dtype = str(t.dtype)
+        self.died: int | None = None
+        self.saved = False
+        self.ref: weakref.ref | None = None
+
+
+def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # sparse, nested or other layouts without one
+        return None
+
+
+class StorageTracker(TorchDispatchMode):
+    """Storages allocated while the mode is on, charged to ``self.node``.
+
+    ``node`` is set by the probes; in the backward, ``running`` (when given) names the fx
+    node whose backward is running instead. Every allocation and free is an *event*; the
+    timeline has the bytes alive after each. Reading ``peak``/``alive_at_peak`` is free.
+    """
+
+    def __init__(self, resident: Iterable[torch.Tensor] = ()) -> None:
+        super().__init__()
+        self.node: str | None = None
+        self.phase = Phase.FORWARD
+        self.running: Callable[[], str | None] | None = None
+        self.allocations: list[Allocation] = []
+        self.timeline: list[tuple[int, int]] = [(0, 0)]  # (op index, bytes alive)
+        self.ops = 0
+        self.live = 0
+        self.peak = 0
+        self.peak_node = ""
+        self.peak_phase = Phase.FORWARD
+        self._peak_event = 0
+        self._events = 0
+        self._alive: dict[int, Allocation] = {}  # id(storage) -> its allocation, while alive
+        self._resident: dict[int, Any] = {}
+        self._stopped = False
+        self.add_resident(resident)
+
+    def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
+        """Storages that exist before the run (never charged to a node)."""
+        for t in tensors:
+            st = _storage(t)
+            if st is not None:
+                self._resident[id(st)] = weakref.ref(st)
+
+    def current_node(self) -> str | None:
+        """The fx node running now: its forward, or in the backward the one whose backward runs."""
+        if self.phase is Phase.BACKWARD and self.running is not None:
+            return self.running()
+        return self.node
+
+    def allocation(self, t: torch.Tensor) -> Allocation | None:
+        """The run's allocation holding ``t``'s data, while it is alive (``None`` if resident)."""
+        st = _storage(t)
+        entry = self._alive.get(id(st)) if st is not None else None
+        return entry if entry is not None and entry.ref() is st else None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        if func.namespace in ("profiler", "prim"):  # range markers and metadata queries
+            return out
+        self.ops += 1
+        inputs: set[int] | None = None
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            st = _storage(t)
+            if st is None:
+                continue
+            key = id(st)
+            known = self._alive.get(key)
+            if known is not None and known.ref() is st:
+                continue
+            resident = self._resident.get(key)
+            if resident is not None and resident() is st:
+                continue
+            if inputs is None:
+                inputs = {id(s) for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None}
+            if key in inputs:  # an input's storage we did not see made: it existed before
+                continue
+            self._allocated(t, st, key)
+        if self.live > self.peak:
+            self.peak, self._peak_event = self.live, self._events
+            self.peak_node, self.peak_phase = self.current_node() or "", self.phase
+        return out
+
+    def _allocated(self, t: torch.Tensor, st: torch.UntypedStorage, key: int) -> None:
+        nbytes = st.nbytes()
+        self._events += 1
+        entry = Allocation(self.current_node(), t, nbytes, self.phase, self._events)
+        entry.ref = weakref.ref(st, _on_free(weakref.ref(self), weakref.ref(entry), key))
+        self._alive[key] = entry
+        self.allocations.append(entry)
+        self.live += nbytes
+        self.timeline.append((self.ops, self.live))
+
+    def stop(self) -> None:
+        """End the run: frees from now on are not part of its timeline."""
+        self._stopped = True
+
+    def _freed(self, entry: Allocation, key: int) -> None:
+        if self._stopped:
+            return
+        self._events += 1
+        entry.died = self._events
+        if self._alive.get(key) is entry:
+            del self._alive[key]
+        self.live -= entry.nbytes
+        self.timeline.append((self.ops, self.live))
+
+    def alive_at_peak(self) -> list[Allocation]:
+        """The allocations alive at the peak; their ``nbytes`` sum to ``peak``."""
+        at = self._peak_event
+        return [a for a in self.allocations if a.born <= at and (a.died is None or a.died > at)]
+
+    # saved_tensors_hooks: the identity pack marks what autograd keeps for the backward
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` as is."""
+        entry = self.allocation(t)
+        if entry is not None:
+            entry.saved = True
+        return t
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+
+def _on_free(tracker: weakref.ref, entry: weakref.ref, key: int) -> Callable[[Any], None]:
+    # weak references both ways: a dead tracker or allocation list keeps nothing alive
+    def freed(_: Any) -> None:
+        t, e = tracker(), entry()
+        if t is not None and e is not None:
+            t._freed(e, key)
+
+    return freed
