@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=["resnet50", "vit_b_16", "gpt2", "checkpointed"])
     args = parser.parse_args()
-    print(f"{'model':14} {'run':9} {'estimate':>13} {'measured':>13} {'est/meas':>9} {'alive sum':>9} {'peak at':>24} {'s':>5}")
+    print(f"{'model':14} {'run':9} {'estimate':>13} {'measured':>13} {'est/meas':>9} {'alive sum':>9}  {'estimated peak at':32} {'measured peak at':24} {'s':>5}")
     for name in args.models:
         torch.manual_seed(0)
         model, x, loss_fn = build(name)
@@ -69,7 +69,7 @@ def main() -> None:
             alive = sum(t.nbytes for t in m.alive_at_peak) == m.peak
             print(
                 f"{name:14} {run:9} {m.peak:13,} {m.measured_peak:13,} {m.peak / m.measured_peak - 1:+9.2%} "
-                f"{'exact' if alive else 'NO':>9} {m.peak_phase.value + ':' + m.peak_node:>24} {seconds:5.1f}",
+                f"{'exact' if alive else 'NO':>9} {m.peak_phase.value + ':' + m.peak_node[-22:]:32} {str(m.measured_peak_node)[-24:]:24} {seconds:5.1f}",
                 flush=True,
             )
 

@@ -23,7 +23,6 @@ Example
 
 from __future__ import annotations
 
-import contextlib
 
 from typing import Any, Iterable
 
@@ -37,6 +36,7 @@ from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from . import fast_trace
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
+from .kept import kept_calls
 
 ROOT_ATTR = "model"
 MAX_AUTO_LEAVES = 8
@@ -73,43 +73,6 @@ def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
     return cls(model, inputs)
 
 
-class FunctionCall:
-    """Calls a custom ``torch.autograd.Function`` (``cls.apply``): the node target that
-    keeps it, and so its own backward, in the captured graph."""
-
-    def __init__(self, function: type):
-        self.function = function
-        self.__name__ = f"{function.__name__}_apply"
-        self.__module__ = function.__module__  # (readable names: "mymodule.Clip.apply")
-        self.__qualname__ = f"{function.__qualname__}.apply"
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function.apply(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"{self.function.__qualname__}.apply"
-
-
-@contextlib.contextmanager
-def _functions_kept(tracer: fx.Tracer):
-    """While tracing, a user-defined ``autograd.Function`` applied to proxies becomes one
-    node: traced through, its forward's ops would run without its backward. (torch's own
-    Functions, such as checkpointing's, compute what their forward does: traced through.)"""
-    original = torch.autograd.Function.__dict__["apply"]
-
-    def apply(cls, *args, **kwargs):
-        leaves = pytree.tree_leaves((args, kwargs))
-        if cls.__module__.split(".")[0] != "torch" and any(isinstance(a, fx.Proxy) for a in leaves):
-            return tracer.create_proxy("call_function", FunctionCall(cls), args, kwargs)
-        return original.__func__(cls, *args, **kwargs)
-
-    torch.autograd.Function.apply = classmethod(apply)
-    try:
-        yield
-    finally:
-        torch.autograd.Function.apply = original
-
-
 class ModuleTracer(fx.Tracer):
     """Keeps torch.nn layers and chosen modules as leaves; counts module calls; tags every
     op node with the module running it (``node.meta[MODULE_KEY]``)."""
@@ -128,7 +91,7 @@ class ModuleTracer(fx.Tracer):
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         try:
-            with _functions_kept(self):
+            with kept_calls(self, root):
                 return super().trace(root, concrete_args)
         finally:
             if type(getattr(self, "graph", None)) is UncheckedGraph:

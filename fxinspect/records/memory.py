@@ -77,8 +77,9 @@ class MemoryRecord:
       its ``step()`` allocates on top of that state while it runs.
     * ``measured_*``: the same run's peak growth as the allocator saw it (``measured_by``
       says which: ``torch.profiler`` on CPU, ``torch.cuda`` statistics on CUDA), ``None``
-      on the meta device. The estimate counts tensors; the allocator also sees the
-      scratch memory kernels take and give back inside one op.
+      on the meta device; ``measured_peak_node`` the node (or whose backward) running
+      then. The estimate counts tensors; the allocator also sees the scratch memory
+      kernels take and give back inside one op.
     """
 
     device: str
@@ -101,6 +102,7 @@ class MemoryRecord:
     measured_by: str | None = None
     measured_peak: int | None = None
     measured_forward_peak: int | None = None
+    measured_peak_node: str | None = None  # the node running at the allocator's peak (CPU)
 
     @property
     def resident(self) -> int:

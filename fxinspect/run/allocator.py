@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
 __all__ = ["AllocatorWatch"]
 
 _RANGE = "fxinspect::"
+_BACKWARD_OF = "autograd::engine::evaluate_function"
 
 
 @contextlib.contextmanager
@@ -45,11 +46,21 @@ def _no_profiler_chatter() -> Iterator[None]:
             os.close(saved)
 
 
+def _range(name: str) -> Any:
+    # the fast record function does not go through the dispatcher: a range opened by an
+    # aten op would nest under the dispatch mode's frame, not around the node's ops
+    opened = torch._C._profiler._RecordFunctionFast(name)
+    opened.__enter__()
+    return opened
+
+
 class AllocatorWatch:
     """The allocator's view of one run on ``device`` (``cpu`` or ``cuda``)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, owners: Any = None) -> None:
         self.device = device
+        self.owners = owners  # AutogradOwners: names the node whose backward allocated
+        self.peak_node: str | None = None
         self.cuda = device.type == "cuda"
         self.by = "torch.cuda" if self.cuda else "torch.profiler"
         self.peak: int | None = None
@@ -77,7 +88,7 @@ class AllocatorWatch:
         if self.cuda:
             self._open[name] = torch.cuda.memory_allocated(self.device)
         else:
-            self._open[name] = torch.autograd.profiler.record_function(_RANGE + name).__enter__()
+            self._open[name] = _range(_RANGE + name)
 
     def exit(self, name: str) -> None:
         """Called as node ``name`` ends."""
@@ -93,7 +104,7 @@ class AllocatorWatch:
             torch.cuda.synchronize(self.device)
             self.forward_peak = torch.cuda.max_memory_allocated(self.device) - self._start
         else:
-            self._backward = torch.autograd.profiler.record_function(_RANGE + "<backward>").__enter__()
+            self._backward = _range(_RANGE + "<backward>")
 
     def __exit__(self, *exc) -> None:
         if self.cuda:
@@ -113,7 +124,7 @@ class AllocatorWatch:
     def _read_profile(self) -> None:
         from torch._C._profiler import _EventType
 
-        allocations: list[tuple[int, int]] = []  # (time, bytes; negative when freed)
+        allocations: list[tuple[int, int, str | None]] = []  # (time, bytes or -bytes freed, node)
         backward_start = None
         stack = [(e, None) for e in self._profiler.profiler.kineto_results.experimental_event_tree()]
         while stack:
@@ -121,9 +132,7 @@ class AllocatorWatch:
             if event.tag == _EventType.Allocation:
                 fields = event.extra_fields
                 if fields.device.type == "cpu":
-                    allocations.append((event.start_time_ns, fields.alloc_size))
-                    if node is not None:
-                        self.growth[node] = self.growth.get(node, 0) + fields.alloc_size
+                    allocations.append((event.start_time_ns, fields.alloc_size, node))
                 continue
             name = event.name
             if name.startswith(_RANGE):
@@ -132,9 +141,17 @@ class AllocatorWatch:
                     backward_start = event.start_time_ns
                 else:
                     node = name
+            elif name.startswith(_BACKWARD_OF) and self.owners is not None:
+                node = self.owners.owner(event.extra_fields.sequence_number)
             stack.extend((child, node) for child in event.children)
-        allocations.sort()
-        running = list(itertools.accumulate(size for _, size in allocations))
+        allocations.sort(key=lambda a: a[0])
+        forward_end = backward_start if backward_start is not None else float("inf")
+        for t, size, node in allocations:  # growth is the forward's: what each node leaves held
+            if node is not None and t < forward_end:
+                self.growth[node] = self.growth.get(node, 0) + size
+        running = list(itertools.accumulate(size for _, size, _ in allocations))
         self.peak = max([0, *running])
-        forward = [r for (t, _), r in zip(allocations, running) if backward_start is None or t < backward_start]
+        if running and self.peak > 0:
+            self.peak_node = allocations[running.index(self.peak)][2]
+        forward = [r for (t, _, _), r in zip(allocations, running) if t < forward_end]
         self.forward_peak = max([0, *forward])

@@ -81,8 +81,8 @@ class MemoryPass:
         every = [*inputs, *params]
         device = _device(every)
         real = all(has_data(t) for t in every)
-        watch = AllocatorWatch(device) if self.measure and real and device.type in ("cpu", "cuda") else None
         owners = AutogradOwners()
+        watch = AllocatorWatch(device, owners) if self.measure and real and device.type in ("cpu", "cuda") else None
         outputs: dict[str, int] = {}
 
         def before(name: str) -> None:
@@ -157,6 +157,7 @@ class MemoryPass:
             measured_by=watch.by if watch is not None else None,
             measured_peak=watch.peak if watch is not None else None,
             measured_forward_peak=watch.forward_peak if watch is not None else None,
+            measured_peak_node=watch.peak_node if watch is not None else None,
         )
         if self.optimizer is not None:
             name, state, step = optimizer_footprint(self.optimizer, trainable)

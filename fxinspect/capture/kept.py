@@ -1,0 +1,122 @@
+"""Calls symbolic tracing keeps as one node, so that the program's backward is the model's.
+
+Traced through, these would leave a graph whose forward computes the same values but
+whose backward does not: a user-defined ``torch.autograd.Function`` would lose its own
+``backward``, and ``torch.utils.checkpoint`` would lose its recomputation (and so every
+activation it frees). While tracing, each call on proxies becomes one ``call_function``
+node whose target makes the real call at run time:
+
+* :class:`FunctionCall`: ``cls.apply(...)`` of a ``Function`` defined outside torch
+  (torch's own, such as reentrant checkpointing's, compute what their forward does);
+* :class:`CheckpointCall`: ``torch.utils.checkpoint.checkpoint(function, ...)``, found
+  as ``torch.utils.checkpoint.checkpoint``, as a name the model's modules imported, and
+  as the ``functools.partial`` of it that Hugging Face models keep
+  (``_gradient_checkpointing_func``). The node is charged to ``function``'s module when
+  it is one of the model's, and its backward includes the recomputation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.fx as fx
+import torch.utils.checkpoint
+from torch.utils import _pytree as pytree
+
+from .base import MODULE_KEY, type_name
+
+__all__ = ["CheckpointCall", "FunctionCall", "kept_calls"]
+
+_CHECKPOINT = torch.utils.checkpoint.checkpoint
+_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state"})
+
+
+class FunctionCall:
+    """Calls a custom ``torch.autograd.Function`` (``cls.apply``)."""
+
+    def __init__(self, function: type):
+        self.function = function
+        self.__name__ = f"{function.__name__}_apply"
+        self.__module__ = function.__module__  # (readable names: "mymodule.Clip.apply")
+        self.__qualname__ = f"{function.__qualname__}.apply"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function.apply(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.function.__qualname__}.apply"
+
+
+class CheckpointCall:
+    """Calls ``torch.utils.checkpoint.checkpoint(function, *args, **options, **kwargs)``."""
+
+    def __init__(self, function: Any, options: dict[str, Any]):
+        self.function, self.options = function, options
+        self.__name__ = "checkpoint"
+        self.__module__ = "torch.utils.checkpoint"
+        self.__qualname__ = "checkpoint"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _CHECKPOINT(self.function, *args, **self.options, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"checkpoint({getattr(self.function, '__qualname__', type(self.function).__name__)})"
+
+
+def _has_proxy(value: Any) -> bool:
+    return any(isinstance(a, fx.Proxy) for a in pytree.tree_leaves(value))
+
+
+@contextlib.contextmanager
+def kept_calls(tracer: fx.Tracer, model: torch.nn.Module) -> Iterator[None]:
+    """While ``tracer`` traces ``model``, keep autograd Functions and checkpoints as nodes."""
+    original_apply = torch.autograd.Function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        if cls.__module__.split(".")[0] != "torch" and _has_proxy((args, kwargs)):
+            return tracer.create_proxy("call_function", FunctionCall(cls), args, kwargs)
+        return original_apply.__func__(cls, *args, **kwargs)
+
+    paths = {id(m): p for p, m in model.named_modules()}
+
+    def checkpoint(function, *args, **kwargs):
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}
+        if not _has_proxy((args, kwargs)):
+            return _CHECKPOINT(function, *args, **options, **kwargs)
+        proxy = tracer.create_proxy("call_function", CheckpointCall(function, options), args, kwargs)
+        if id(function) in paths:  # the checkpointed module's work is its own
+            proxy.node.meta[MODULE_KEY] = (paths[id(function)], type_name(function))
+        return proxy
+
+    undo: list[Callable[[], None]] = []
+
+    def set_attr(owner: Any, name: str, value: Any) -> None:
+        old = vars(owner)[name]  # as stored (a classmethod stays one), not as looked up
+        setattr(owner, name, value)
+        undo.append(lambda: setattr(owner, name, old))
+
+    def set_item(namespace: dict, name: str, value: Any) -> None:
+        old = namespace[name]
+        namespace[name] = value
+        undo.append(lambda: namespace.__setitem__(name, old))
+
+    try:
+        set_attr(torch.autograd.Function, "apply", classmethod(apply))
+        set_attr(torch.utils.checkpoint, "checkpoint", checkpoint)
+        for module_name in {type(m).__module__ for m in model.modules()}:  # `from ... import checkpoint`
+            namespace = vars(sys.modules[module_name]) if module_name in sys.modules else {}
+            for name, value in list(namespace.items()):
+                if value is _CHECKPOINT:
+                    set_item(namespace, name, checkpoint)
+        for m in model.modules():  # transformers: self._gradient_checkpointing_func = partial(checkpoint, ...)
+            for name, value in list(vars(m).items()):
+                if isinstance(value, functools.partial) and value.func is _CHECKPOINT:
+                    set_attr(m, name, functools.partial(checkpoint, *value.args, **value.keywords))
+        yield
+    finally:
+        for restore in reversed(undo):
+            restore()
