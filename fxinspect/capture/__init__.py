@@ -65,7 +65,8 @@ def _method(method: Method | str) -> Method:
         raise InputError(f"method must be 'auto' or one of {sorted(map(str, TIERS))}, got {method!r}") from None
 
 
-def _finish(cap: Capture, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
+def _finish(cap: Capture, model: torch.nn.Module, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
+    cap.model = model
     cap.failures = [f for f in failures if f[0] != cap.method] + cap.failures
     cap.notes[:0] = notes
     return cap
@@ -123,9 +124,9 @@ def captures(
             failures.append((name, f"had to make {cap.auto_leaves} leaves; trying the next tier for a full breakdown"))
             continue
         found = True
-        yield _finish(cap, list(failures), list(notes))
+        yield _finish(cap, model, list(failures), list(notes))
     if partial is not None:
-        yield _finish(partial, list(failures), list(notes))
+        yield _finish(partial, model, list(failures), list(notes))
         return
     if found:
         return

@@ -59,6 +59,7 @@ class Capture:
     out_spec: Any = None
     auto_leaves: list[str] = field(default_factory=list)  # untraceable modules made leaves
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
+    model: torch.nn.Module | None = None  # the model captured (its parameters may live outside the graph)
 
     def user_path(self, target: str) -> str:
         """A graph target as a path in the user's model (``"model.fc"`` -> ``"fc"``)."""

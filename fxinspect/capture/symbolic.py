@@ -91,7 +91,7 @@ class ModuleTracer(fx.Tracer):
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         try:
-            with kept_calls(self, root):
+            with kept_calls(self, getattr(root, ROOT_ATTR, root)):
                 return super().trace(root, concrete_args)
         finally:
             if type(getattr(self, "graph", None)) is UncheckedGraph:

@@ -73,8 +73,10 @@ class MemoryPass:
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         gm = program.graph_module
-        params = list(dict.fromkeys(gm.parameters()))
-        buffers = list(dict.fromkeys(gm.buffers()))
+        # the model's too: a checkpointed block's parameters are called from a node, not held by the graph
+        model = program.capture.model
+        params = list(dict.fromkeys([*gm.parameters(), *(model.parameters() if model is not None else ())]))
+        buffers = list(dict.fromkeys([*gm.buffers(), *(model.buffers() if model is not None else ())]))
         constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
         inputs = list(program.inputs)
         tracker = StorageTracker([*params, *buffers, *constants, *inputs])
