@@ -77,7 +77,7 @@ FIELDS: tuple[Field, ...] = (
     Field("backward_bytes_written", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd written", "bytes it wrote"),
     # the memory pass: storage bytes (a view or in-place result shares its base's, counted once)
     Field("output_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "out mem", "new storage bytes of its outputs"),
-    Field("saved_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "saved", "bytes autograd saved for backward"),
+    Field("saved_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "saved", "bytes it allocated that autograd kept for the backward"),
     Field(
         "measured_growth", "int | None", Unit.BYTE, Aggregate.KNOWN, "alloc growth",
         "allocator bytes held after the node minus before (measured)",

@@ -171,3 +171,14 @@ def test_no_memory_pass_leaves_the_figures_unknown():
     model, x = mlp()
     r = fxinspect.analyze(model, x, timing=False, memory=False)
     assert r.memory is None and r.totals.output_bytes is None and r.node("_0").saved_bytes is None
+
+
+def test_memory_survives_json_and_shows_in_the_summary_and_tables():
+    model, x = mlp()
+    r = fxinspect.analyze(model, x, timing=False, backward=True, optimizer=torch.optim.SGD)
+    assert fxinspect.Report.from_json(r.to_json()) == r
+    text = str(r)
+    assert "memory       peak 2.32 MiB at node '_0' (backward)" in text  # 2,429,960 bytes
+    assert "saved        256.00 KiB kept by autograd" in text and "optimizer    SGD" in text
+    table = r.table(by="node")
+    assert "output grads" in table and "64×1024" in table and "saved" in table

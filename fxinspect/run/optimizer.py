@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..errors import InputError
 from ..tensors import tensors_in
@@ -46,9 +46,11 @@ def _make(optimizer: Any, params: list[torch.Tensor]) -> torch.optim.Optimizer:
 
 def optimizer_footprint(optimizer: Any, params: Iterable[torch.Tensor]) -> tuple[str, int, int]:
     """``(class name, state bytes, bytes one step allocates on top of its state)``."""
-    mode = FakeTensorMode(allow_non_fake_inputs=False)
+    params = list(dict.fromkeys(params))  # tied parameters once
+    # a virtual run's parameters are already fake: their mode is active, make the twins in it
+    mode = next((p.fake_mode for p in params if isinstance(p, FakeTensor)), None) or FakeTensorMode()
     fakes = []
-    for p in dict.fromkeys(params):  # tied parameters once
+    for p in params:
         fake = fake_like(p, mode)
         with mode:
             fake.grad = torch.zeros_like(fake)

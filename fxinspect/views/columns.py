@@ -22,7 +22,7 @@ from .. import formatting as fmt
 from ..choices import Choice
 from ..fields import SUMMED, Aggregate, Field, Unit
 
-__all__ = ["By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
+__all__ = ["BACKWARD_ONLY", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
 
 
 class By(Choice):
@@ -36,7 +36,7 @@ class By(Choice):
 # the columns that are not a declared figure: (member, name), in the order tables offer them
 _LEADING = (
     ("NAME", "name"), ("TYPE", "type"), ("LABEL", "op"), ("MODULE", "module"), ("INPUTS", "inputs"),
-    ("OUTPUTS", "outputs"), ("COUNT", "count"), ("CALLS", "calls"), ("PARAMS", "params"),
+    ("OUTPUTS", "outputs"), ("GRADIENTS", "gradients"), ("COUNT", "count"), ("CALLS", "calls"), ("PARAMS", "params"),
 )
 _DERIVED = (("BYTES", "bytes"), ("INTENSITY", "intensity"), ("SHARE", "share"), ("NONFINITE", "nonfinite"))
 
@@ -120,6 +120,7 @@ SPECS: dict[Column, Spec] = {
     Column.MODULE: Spec("module", _text, numeric=False),
     Column.INPUTS: Spec("inputs", _shapes, numeric=False),
     Column.OUTPUTS: Spec("outputs", _shapes, numeric=False),
+    Column.GRADIENTS: Spec("output grads", _shapes, numeric=False),
     Column.COUNT: Spec("nodes", lambda v, p: fmt.count(v)),
     Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
     Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
@@ -145,18 +146,30 @@ def _figures() -> tuple[Column, ...]:
 _AVAILABLE: dict[By, tuple[Column, ...]] = {
     By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures()),
     By.OP: (Column.LABEL, Column.COUNT, *_figures()),
-    By.NODE: (Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, *_figures(), Column.NONFINITE),
+    By.NODE: (
+        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, *_figures(),
+        Column.NONFINITE,
+    ),
 }
 
 DEFAULT: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY),
-    By.OP: (Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.SHARE),
+    By.MODULE: (
+        Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY,
+        Column.BACKWARD_FLOPS, Column.SAVED_BYTES,
+    ),
+    By.OP: (
+        Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS,
+        Column.SHARE,
+    ),
     By.NODE: (
-        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.FLOPS,
-        Column.MACS, Column.BYTES, Column.LATENCY, Column.NONFINITE,
+        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, Column.FLOPS,
+        Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.SAVED_BYTES, Column.NONFINITE,
     ),
 }
-"""The columns shown when ``columns=`` is not given (latency and NaN/Inf only when measured)."""
+"""The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
+found, gradients, backward FLOPs and saved bytes when a backward ran."""
+
+BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.SAVED_BYTES})
 
 
 def columns_for(by: By | str) -> tuple[Column, ...]:

@@ -168,6 +168,7 @@ def node_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
                 Column.MODULE: n.module_path,
                 Column.INPUTS: tuple(t.shape for t in n.inputs),
                 Column.OUTPUTS: tuple(t.shape for t in n.outputs),
+                Column.GRADIENTS: tuple(g.shape for g in n.grad_outputs) if n.grad_outputs is not None else None,
                 Column.NONFINITE: (n.nan_count, n.inf_count),
                 **_figures(report, [n]),
             },

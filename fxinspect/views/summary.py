@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import formatting as fmt
-from ..records import NonFinite, ReportRecord, TensorMeta, TimingInfo
+from ..records import MemoryRecord, NonFinite, ReportRecord, TensorMeta, TimingInfo
 
 __all__ = ["summary"]
 
@@ -98,6 +98,30 @@ def _timing(timing: TimingInfo) -> list[str]:
     return lines
 
 
+def _memory(m: MemoryRecord) -> list[str]:
+    where = f"at node {m.peak_node!r} ({m.peak_phase})" if m.peak_node else f"({m.peak_phase})"
+    resident = f"params {fmt.nbytes(m.params)}, buffers {fmt.nbytes(m.buffers)}, inputs {fmt.nbytes(m.inputs)}"
+    lines = [_line("memory", f"peak {fmt.nbytes(m.peak)} {where} on top of {fmt.nbytes(m.resident)} resident ({resident})")]
+    if m.measured_peak is not None:
+        gap = m.measured_peak / m.peak - 1 if m.peak else 0.0
+        lines.append(_line("", f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: "
+                               f"kernel scratch the tensor model does not see)" if abs(gap) > 0.005 else
+                               f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}"))
+    if m.alive_at_peak:
+        top = ", ".join(f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in m.alive_at_peak[:_LIST])
+        lines.append(_line("", f"{fmt.plural(len(m.alive_at_peak), 'tensor')} alive at the peak, largest: {top}"))
+    if m.saved:
+        lines.append(_line("saved", f"{fmt.nbytes(m.saved)} kept by autograd for the backward (each storage once)"))
+    if m.gradients is not None:
+        lines.append(_line("gradients", f"{fmt.nbytes(m.gradients)} in parameters' .grad after the backward"))
+    if m.optimizer is not None:
+        lines.append(_line("optimizer", f"{m.optimizer}: {fmt.nbytes(m.optimizer_state)} of state, "
+                                        f"+{fmt.nbytes(m.optimizer_step)} while step() runs"))
+    if m.backward_start is not None:
+        lines.append(_line("step peak", f"{fmt.nbytes(m.total_peak)} with everything resident"))
+    return lines
+
+
 def _capture(report: ReportRecord) -> list[str]:
     lines = [_line(f"{tier} failed", reason) for tier, reason in report.capture.failures]
     lines += [_line("note", note) for note in report.capture.notes]
@@ -136,6 +160,7 @@ def summary(report: ReportRecord) -> str:
     lines += _params(report)
     lines += _costs(report)
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
+    lines += _memory(report.memory) if report.memory else []
     lines += _capture(report)
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []
     if report.grad_nonfinite:

@@ -25,7 +25,7 @@ from tabulate import SEPARATING_LINE, tabulate
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .columns import DEFAULT, SPECS, By, Column, columns_for, parse_by, parse_column
+from .columns import BACKWARD_ONLY, DEFAULT, SPECS, By, Column, columns_for, parse_by, parse_column
 from .rows import Row, module_rows, node_rows, op_rows, totals_row
 
 __all__ = ["By", "Column", "table", "columns_for"]
@@ -102,8 +102,10 @@ def table(
     if columns is None:
         timed = report.totals.latency is not None
         found = any(n.nonfinite for n in report.nodes)
+        backward = report.totals.backward_flops is not None
         cols = [c for c in DEFAULT[by]
-                if (c is not Column.LATENCY or timed) and (c is not Column.NONFINITE or found)]
+                if (c is not Column.LATENCY or timed) and (c is not Column.NONFINITE or found)
+                and (c not in BACKWARD_ONLY or backward) and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)]
     else:
         cols = [parse_column(c, by, "columns") for c in columns]
     sort_column = None if sort is None else parse_column(sort, by, "sort")
