@@ -23,6 +23,7 @@ from typing import Any
 from .graph import to_networkx
 from .records import ReportRecord
 from .views import exports
+from .views.memory_plot import plot_memory as _plot_memory
 from .views.summary import summary as _summary
 from .views.table import table as _table
 
@@ -48,6 +49,10 @@ class Report(ReportRecord):
 
     def __str__(self) -> str:
         return self.summary()
+
+    def plot_memory(self, path: Any = None, **options: Any):
+        """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""
+        return _plot_memory(self, path, **options)
 
     def to_networkx(self, level: str = "node", depth: int | None = None):
         """The dataflow graph as a ``networkx.DiGraph``; see ``fxinspect.graph``."""

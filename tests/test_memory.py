@@ -182,3 +182,21 @@ def test_memory_survives_json_and_shows_in_the_summary_and_tables():
     assert "saved        256.00 KiB kept by autograd" in text and "optimizer    SGD" in text
     table = r.table(by="node")
     assert "output grads" in table and "64×1024" in table and "saved" in table
+
+
+def test_plot_memory_draws_the_timeline_the_peak_and_the_contributors(tmp_path):
+    model, x = mlp()
+    r = fxinspect.analyze(model, x, timing=False, backward=True)
+    fig = r.plot_memory(tmp_path / "memory.png")
+    assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
+    timeline, side = fig.axes
+    notes = [t.get_text() for t in timeline.texts]
+    # resident 2,102,272 params + 65,536 input, + the run's 2,429,960 at its peak = 4,597,768 B
+    assert "peak 4.38 MiB at _0 (backward)" in notes
+    assert "backward" in " ".join(notes) and timeline.get_ylabel() == "memory held (MiB)"
+    labels = [t.get_text() for t in side.get_yticklabels()]
+    # module "0" (fc1): weight 1,048,576 + bias 4,096 gradient bytes, the largest group
+    assert labels[:2] == ["0 · parameter gradient, 2 tensors", "2 · parameter gradient, 2 tensors"]
+    plain = fxinspect.analyze(model, x, timing=False, memory=False)
+    with pytest.raises(ValueError, match="memory=True"):
+        plain.plot_memory()

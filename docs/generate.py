@@ -1,0 +1,53 @@
+"""Regenerate every page and image under ``docs/`` from the examples.
+
+Run: ``python docs/generate.py``. Each example in ``PAGES`` is imported and its
+``main(images_dir)`` run; it saves its images into ``docs/images/`` and returns the text
+it printed. The page ``docs/<name>.md`` is the example's docstring, the command that
+runs it, its output and its images: nothing on a page is written by hand, so a page
+cannot drift from what the code does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+EXAMPLES = DOCS.parent / "examples"
+IMAGES = DOCS / "images"
+
+PAGES = {  # page name: (example file, images it writes)
+    "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
+}
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def generate(name: str) -> Path:
+    """Run one example and write its page; the page's path."""
+    example, images = PAGES[name]
+    module = _load(EXAMPLES / example)
+    output = module.main(IMAGES)
+    title, _, body = module.__doc__.strip().partition("\n")
+    body = body.split("\n", 2)[-1].strip() if body.lstrip().startswith("Run:") else body.strip()
+    lines = [f"# {title}", "", body, "", "```bash", f"python examples/{example}", "```", "", "```text", output, "```", ""]
+    lines += [f"![{image}](images/{image})\n" for image in images]
+    page = DOCS / f"{name}.md"
+    page.write_text("\n".join(lines))
+    return page
+
+
+def main() -> None:
+    IMAGES.mkdir(exist_ok=True)
+    for name in sys.argv[1:] or PAGES:
+        print(f"wrote {generate(name).relative_to(DOCS.parent)}")
+
+
+if __name__ == "__main__":
+    main()
