@@ -24,7 +24,7 @@ from .run.assemble import report_fields
 from .run.guard import preserved
 from .run.lazy import materialized
 from .run.choose import count_best
-from .run.passes.backward import BackwardPass
+from .run.passes.backward import BackwardPass, default_loss
 from .run.passes.memory import MemoryPass
 from .run.passes.timing import TimingPass
 from .run.program import InstrumentedProgram
@@ -74,7 +74,8 @@ def analyze(
         data: they are ``None`` then, never zero. ``None`` runs where the model is.
     backward : also run one backward of ``loss_fn(output)`` (default: the sum of every
         floating output that requires grad): per node its backward FLOPs, MACs and bytes,
-        priced by the same rules, and the shapes of the gradients reaching its outputs.
+        priced by the same rules, and the shapes of the gradients reaching its outputs;
+        with ``timing``, each node's backward latency (medians over ``repeats``).
         The model's ``.grad`` are left as they were.
     loss_fn : with ``backward``, ``loss_fn(output) -> scalar tensor`` on the model's output.
     memory : run once more under the memory model (``report.memory``: every storage the
@@ -93,13 +94,15 @@ def analyze(
         raise InputError(f"optimizer= adds to the training memory: it needs backward=True and memory=True, "
                          f"got backward={backward}, memory={memory}")
     passes = []
+    timing_loss = (loss_fn or default_loss) if backward else None
     if backward:
         passes.append(BackwardPass(loss_fn))
     if memory:
         passes.append(MemoryPass(backward=backward, loss_fn=loss_fn, optimizer=optimizer))
     with _no_gc_pauses():
         return _analyze(
-            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes
+            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes,
+            timing_loss,
         )
 
 
@@ -121,7 +124,9 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes) -> Report:
+def _analyze(
+    model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes, timing_loss
+) -> Report:
     model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)
     model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
@@ -136,7 +141,7 @@ def _analyze(model, example_inputs, kwargs, method, leaf_modules, timing, warmup
             # the counting run wrote these inputs as calling the model would; the timing
             # runs must not write them again (each gets copies of them as they are now)
             written = counted.extras.get("written_inputs", ())
-            results.append(TimingPass(warmup, repeats, copy_inputs=written).run(program))
+            results.append(TimingPass(warmup, repeats, copy_inputs=written, loss_fn=timing_loss).run(program))
         for p in passes:  # backward and memory: each runs the forward again
             with _kept(program, counted.extras.get("written_inputs", ())):
                 results.append(p.run(program))

@@ -75,6 +75,7 @@ FIELDS: tuple[Field, ...] = (
     Field("backward_macs", "int | None", Unit.MAC, Aggregate.KNOWN, "bwd MACs", "MACs of the node's backward"),
     Field("backward_bytes_read", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd read", "bytes its backward read"),
     Field("backward_bytes_written", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd written", "bytes it wrote"),
+    Field("backward_latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "bwd latency", "median seconds of its backward"),
     # the memory pass: storage bytes (a view or in-place result shares its base's, counted once)
     Field("output_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "out mem", "new storage bytes of its outputs"),
     Field("saved_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "saved", "bytes it allocated that autograd kept for the backward"),

@@ -135,3 +135,22 @@ def test_reading_large_gradients_is_not_counted_as_backward_work():
     assert node.backward_macs == macs
     assert node.backward_flops == 2 * macs + 8 * 64  # + the bias gradient: a sum of 8 rows of 64
     assert node.grad_outputs[0].stats is not None and node.grad_outputs[0].stats.finite
+
+
+def test_backward_latency_per_node_adds_up_within_the_timed_backward():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    before = [p.detach().clone() for p in model.parameters()]
+    r = fxinspect.analyze(model, torch.randn(32, 64), backward=True, warmup=1, repeats=3)
+    t = r.timing
+    ops = [n for n in r.nodes if n.is_op]
+    assert all(n.backward_latency > 0 for n in ops)  # each made autograd nodes: each was timed
+    # the node times are spans of the timed backward: never more than it, and summed as declared
+    assert t.backward_node_sum <= t.backward and t.plain_backward > 0
+    assert r.totals.backward_latency == pytest.approx(sum(n.backward_latency for n in ops))
+    assert r.modules["0"].backward_latency == r.node("_0").backward_latency
+    assert "bwd latency" in r.table() and "per backward" in str(r)
+    assert all(p.grad is None for p in model.parameters())  # timing left no gradients behind
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+    untimed = fxinspect.analyze(model, torch.randn(32, 64), backward=True, timing=False)
+    assert untimed.totals.backward_latency is None and "bwd latency" not in untimed.table()

@@ -129,7 +129,7 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None, partial=uncounted,
         # no backward ran: its figures are unknown, not zero
         backward_flops=None, backward_macs=None, backward_bytes_read=None, backward_bytes_written=None,
-        output_bytes=None, saved_bytes=None, measured_growth=None,  # nor did the memory pass
+        backward_latency=None, output_bytes=None, saved_bytes=None, measured_growth=None,  # nor the memory pass
     )
     head = next(n for n in nodes if n.name == "head")  # its input's stats are those of act1's output
     head_inputs = tuple(dataclasses.replace(t, stats=next(n for n in nodes if n.name == "act1").outputs[0].stats)

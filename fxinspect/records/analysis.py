@@ -92,11 +92,21 @@ class TimingInfo:
     node_sum: float  # sum of per-node medians
     batch_size: int | None
     throughput: float | None  # samples per second at ``plain_forward``, when a batch size is known
+    backward: float | None = None  # with a backward: the timed backward, hooks on every autograd node
+    plain_backward: float | None = None  # the backward of the program without probes or hooks
+    backward_node_sum: float | None = None  # sum of per-node backward medians
 
     @property
     def node_sum_ratio(self) -> float:
         """Per-node sum over the plain forward: 1.0 means the parts add up to the whole."""
         return self.node_sum / self.plain_forward if self.plain_forward else float("nan")
+
+    @property
+    def backward_node_sum_ratio(self) -> float | None:
+        """Per-node backward sum over the plain backward (``None`` without a backward)."""
+        if self.backward_node_sum is None or not self.plain_backward:
+            return None
+        return self.backward_node_sum / self.plain_backward
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,12 @@ class AutogradOwners:
         self._ranges: list[tuple[int, int, str]] = []
         self._starts: list[int] | None = None
 
+    def reset(self) -> None:
+        """Forget every range (a new forward numbers its autograd nodes afresh)."""
+        self._opened.clear()
+        self._ranges.clear()
+        self._starts = None
+
     def before(self, name: str) -> None:
         """Called as fx node ``name`` starts."""
         self._opened[name] = _sequence_nr()

@@ -155,6 +155,17 @@ class InstrumentedProgram:
             return self._plain
         return compile_graph(self.graph_module, probe.before, probe.after, self.capture.user_path)
 
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """Every parameter the program uses, once: the graph's and the captured model's (a
+        checkpointed block's parameters are called from a node, not held by the graph)."""
+        model = self.capture.model
+        return list(dict.fromkeys([*self.graph_module.parameters(), *(model.parameters() if model is not None else ())]))
+
+    def buffers(self) -> list[torch.Tensor]:
+        """Every buffer the program uses, once (as :meth:`parameters`)."""
+        model = self.capture.model
+        return list(dict.fromkeys([*self.graph_module.buffers(), *(model.buffers() if model is not None else ())]))
+
     def flat_inputs(self, args: Any, kwargs: dict | None = None) -> list[torch.Tensor]:
         """The tensors of ``(args, kwargs)``, as many as the example inputs had (their other
         arguments were constants of the capture)."""

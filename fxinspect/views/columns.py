@@ -22,7 +22,7 @@ from .. import formatting as fmt
 from ..choices import Choice
 from ..fields import SUMMED, Aggregate, Field, Unit
 
-__all__ = ["BACKWARD_ONLY", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
+__all__ = ["BACKWARD_ONLY", "TIMED_ONLY", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
 
 
 class By(Choice):
@@ -155,21 +155,23 @@ _AVAILABLE: dict[By, tuple[Column, ...]] = {
 DEFAULT: dict[By, tuple[Column, ...]] = {
     By.MODULE: (
         Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY,
-        Column.BACKWARD_FLOPS, Column.SAVED_BYTES,
+        Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
     ),
     By.OP: (
         Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS,
-        Column.SHARE,
+        Column.BACKWARD_LATENCY, Column.SHARE,
     ),
     By.NODE: (
         Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, Column.FLOPS,
-        Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.SAVED_BYTES, Column.NONFINITE,
+        Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
+        Column.NONFINITE,
     ),
 }
 """The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
 found, gradients, backward FLOPs and saved bytes when a backward ran."""
 
-BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.SAVED_BYTES})
+BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES})
+TIMED_ONLY = frozenset({Column.LATENCY, Column.BACKWARD_LATENCY})
 
 
 def columns_for(by: By | str) -> tuple[Column, ...]:

@@ -95,6 +95,13 @@ def _timing(timing: TimingInfo) -> list[str]:
         "node sum",
         f"{fmt.seconds(timing.node_sum)} = {fmt.ratio(ratio)} the plain forward{verdict}",
     ))
+    if timing.plain_backward is not None:
+        ratio = timing.backward_node_sum_ratio
+        verdict = "" if abs(ratio - 1) <= _RATIO_TOLERANCE else "; per-node times do not add up to the backward"
+        lines.append(_line("backward", f"{fmt.seconds(timing.plain_backward)} per backward, "
+                                       f"{fmt.seconds(timing.backward)} with a clock on every autograd node; node sum "
+                                       f"{fmt.seconds(timing.backward_node_sum)} = {fmt.ratio(ratio)} the plain backward"
+                                       f"{verdict}"))
     return lines
 
 

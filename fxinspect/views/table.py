@@ -25,7 +25,7 @@ from tabulate import SEPARATING_LINE, tabulate
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .columns import BACKWARD_ONLY, DEFAULT, SPECS, By, Column, columns_for, parse_by, parse_column
+from .columns import BACKWARD_ONLY, DEFAULT, TIMED_ONLY, SPECS, By, Column, columns_for, parse_by, parse_column
 from .rows import Row, module_rows, node_rows, op_rows, totals_row
 
 __all__ = ["By", "Column", "table", "columns_for"]
@@ -104,7 +104,7 @@ def table(
         found = any(n.nonfinite for n in report.nodes)
         backward = report.totals.backward_flops is not None
         cols = [c for c in DEFAULT[by]
-                if (c is not Column.LATENCY or timed) and (c is not Column.NONFINITE or found)
+                if (c not in TIMED_ONLY or timed) and (c is not Column.NONFINITE or found)
                 and (c not in BACKWARD_ONLY or backward) and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)]
     else:
         cols = [parse_column(c, by, "columns") for c in columns]

@@ -30,7 +30,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -46,7 +47,21 @@ from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
 
-__all__ = ["BackwardMode", "BackwardPass", "default_loss"]
+__all__ = ["BackwardMode", "BackwardPass", "default_loss", "fresh_grads"]
+
+@contextlib.contextmanager
+def fresh_grads(params: list[torch.Tensor]) -> Iterator[None]:
+    """Every ``.grad`` of ``params`` is ``None`` inside (as after ``zero_grad()``: a backward
+    allocates them afresh) and the user's own afterwards, the same tensors."""
+    kept = [(p, p.grad) for p in params]
+    try:
+        for p in params:
+            p.grad = None
+        yield
+    finally:
+        for p, grad in kept:
+            p.grad = grad
+
 
 def default_loss(output: Any) -> torch.Tensor:
     """The sum of every floating output that requires grad (each summed in float32 or wider)."""

@@ -44,7 +44,7 @@ from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
 from ..storages import Allocation, StorageTracker
 from . import PassResult
-from .backward import default_loss
+from .backward import default_loss, fresh_grads
 
 __all__ = ["MemoryPass"]
 
@@ -73,10 +73,7 @@ class MemoryPass:
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         gm = program.graph_module
-        # the model's too: a checkpointed block's parameters are called from a node, not held by the graph
-        model = program.capture.model
-        params = list(dict.fromkeys([*gm.parameters(), *(model.parameters() if model is not None else ())]))
-        buffers = list(dict.fromkeys([*gm.buffers(), *(model.buffers() if model is not None else ())]))
+        params, buffers = program.parameters(), program.buffers()
         constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
         inputs = list(program.inputs)
         tracker = StorageTracker([*params, *buffers, *constants, *inputs])
@@ -108,11 +105,8 @@ class MemoryPass:
             tracker.node = None
 
         trainable = [p for p in params if p.requires_grad]
-        user_grads = [(p, p.grad) for p in trainable]
         forward_peak, gradients, param_grads = None, None, set()
-        try:
-            for p in trainable:  # a step after zero_grad(): the backward allocates every .grad
-                p.grad = None
+        with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
             with contextlib.ExitStack() as stack:
                 if watch is not None:
                     stack.enter_context(watch)
@@ -137,9 +131,6 @@ class MemoryPass:
                     param_grads = {id(e) for g in grads if (e := tracker.allocation(g)) is not None}
                 tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
             del output
-        finally:
-            for p, grad in user_grads:
-                p.grad = grad
         forward_peak = forward_peak or (tracker.peak, tracker.peak_node)
         memory = MemoryRecord(
             device=str(device),

@@ -18,76 +18,33 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-import time
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ...records import TimingInfo
+from ..clock import Clock
 from ..program import InstrumentedProgram, Probe
 from . import PassResult
+from .backward_timing import time_backward
 
-__all__ = ["Clock", "TimingPass"]
-
-
-class Clock:
-    """Marks ``(node name, time)`` after each node; CUDA events on a CUDA device.
-
-    ``mark`` is the probe the timed program calls after every op: on CPU a closure over
-    the list and the clock, so that it adds as little as possible between two ops.
-    """
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.marks: list[tuple[str | None, Any]] = []  # cleared, never rebound: mark holds it
-        if self.cuda:
-            self.mark = self._event_mark
-        else:
-            append, clock = self.marks.append, time.perf_counter
-
-            def mark(name: str | None, _output: Any = None) -> None:
-                append((name, clock()))
-
-            self.mark = mark
-
-    def _event_mark(self, name: str | None, _output: Any = None) -> None:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        self.marks.append((name, event))
-
-    def start(self) -> None:
-        """Begin a run: forget the last run's marks and mark its start."""
-        self.marks.clear()
-        self.mark(None)
-
-    def intervals(self) -> list[tuple[str, float]]:
-        """``(node name, seconds since the previous mark)`` for each mark of the last run."""
-        m = self.marks
-        if self.cuda:
-            torch.cuda.synchronize()
-            return [(name, a.elapsed_time(b) / 1e3) for (_, a), (name, b) in zip(m, m[1:])]
-        return [(name, b - a) for (_, a), (name, b) in zip(m, m[1:])]
-
-    def time(self, program: Callable, inputs: list[torch.Tensor]) -> float:
-        """Seconds one call of ``program`` takes."""
-        self.start()
-        program(*inputs)
-        self.mark(None)
-        return self.intervals()[0][1]
+__all__ = ["TimingPass"]
 
 
 class TimingPass:
     """Warm-up, then ``repeats`` alternating plain and timed runs; per-node medians.
 
     ``copy_inputs`` names the inputs the forward writes in place: then every run gets
-    fresh copies of the inputs, made before its clock starts.
+    fresh copies of the inputs, made before its clock starts. With ``loss_fn``, the
+    backward of ``loss_fn(output)`` is timed too (:func:`.backward_timing.time_backward`).
     """
 
-    fields = ("latency",)
-
-    def __init__(self, warmup: int = 2, repeats: int = 10, copy_inputs: Sequence[str] = ()):
-        self.warmup, self.repeats, self.copy_inputs = warmup, repeats, copy_inputs
+    def __init__(self, warmup: int = 2, repeats: int = 10, copy_inputs: Sequence[str] = (),
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None):
+        self.warmup, self.repeats, self.copy_inputs, self.loss_fn = warmup, repeats, copy_inputs, loss_fn
+        self.fields = ("latency", "backward_latency") if loss_fn is not None else ("latency",)
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         tensors = program.inputs
@@ -127,11 +84,13 @@ class TimingPass:
             batch_size=batch,
             throughput=batch / plain_median if batch and plain_median > 0 else None,
         )
+        nodes = {name: {"latency": t} for name, t in latencies.items()}
+        if self.loss_fn is not None:
+            times = time_backward(program, self.loss_fn, self.warmup, self.repeats, self.copy_inputs)
+            for name, seconds in times.latencies.items():
+                nodes[name]["backward_latency"] = seconds
+            info = dataclasses.replace(info, backward=times.timed, plain_backward=times.plain,
+                                       backward_node_sum=sum(times.latencies.values()))
         written = ", ".join(self.copy_inputs)
         notes = [f"the forward writes its input(s) {written} in place: timing runs used copies"] if written else []
-        return PassResult(
-            nodes={name: {"latency": t} for name, t in latencies.items()},
-            fields=self.fields,
-            report={"timing": info},
-            notes=notes,
-        )
+        return PassResult(nodes=nodes, fields=self.fields, report={"timing": info}, notes=notes)
