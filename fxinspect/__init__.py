@@ -14,6 +14,8 @@ from .records import (
     AtenCall,
     CaptureInfo,
     Environment,
+    LiveTensor,
+    MemoryRecord,
     ModuleRecord,
     NodeRecord,
     NonFinite,
@@ -28,6 +30,7 @@ from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
+from .step import Inspection, inspect
 
 __all__ = [
     "AtenCall",
@@ -38,7 +41,10 @@ __all__ = [
     "FreeReason",
     "FxInspectError",
     "InputError",
+    "Inspection",
     "InstrumentedProgram",
+    "LiveTensor",
+    "MemoryRecord",
     "ModelChangedError",
     "ModuleRecord",
     "NodeExecutionError",
@@ -52,6 +58,7 @@ __all__ = [
     "UncountedOp",
     "ValueStats",
     "analyze",
+    "inspect",
     "instrument",
     "register_free",
     "register_rule",

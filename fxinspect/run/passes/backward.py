@@ -47,7 +47,7 @@ from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
 
-__all__ = ["BackwardMode", "BackwardPass", "default_loss", "fresh_grads"]
+__all__ = ["BackwardMode", "BackwardPass", "Gradients", "backward_result", "default_loss", "fresh_grads"]
 
 @contextlib.contextmanager
 def fresh_grads(params: list[torch.Tensor]) -> Iterator[None]:
@@ -86,6 +86,55 @@ class BackwardMode(CountingMode):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+class Gradients:
+    """The gradients reaching each node's floating outputs, in the order they arrive.
+
+    :meth:`watch` is the probe after a node: it hooks the node's outputs that require
+    grad. With a ``reader``, each gradient's statistics are read as it arrives.
+    """
+
+    def __init__(self, reader: ValueReader | None) -> None:
+        self.reader = reader
+        self.slots: dict[str, list[Any]] = {}  # per node, per floating output: (description, stats slot)
+        self.arrived: list[str] = []  # node names, in the order their gradients reached them
+
+    def watch(self, name: str, out: Any) -> None:
+        slots = self.slots[name] = []
+        for t in tensors_in(out):
+            if t.requires_grad and t.is_floating_point():
+                slots.append(None)
+                t.register_hook(_recorder(name, slots, len(slots) - 1, self.arrived, self.reader))
+
+    def metas(self, stats: list[Any]) -> dict[str, tuple[TensorMeta, ...]]:
+        """Per node, its output gradients as ``TensorMeta`` (with ``stats``: the reader's)."""
+        # (a slot stays None when no gradient reached that output: it is off the loss's path)
+        return {
+            name: tuple(TensorMeta.of(*d, stats[s] if s is not None else None) for d, s in filter(None, slots))
+            for name, slots in self.slots.items()
+        }
+
+
+def backward_result(program: InstrumentedProgram, costs: dict[Any, Any], gradients: Gradients,
+                    stats: list[Any]) -> PassResult:
+    """A backward's figures per node (``costs`` keyed by node, as a counting mode keeps
+    them), its output gradients, and where NaN/Inf first appeared in it."""
+    metas = gradients.metas(stats)
+    result = PassResult(fields=BackwardPass.fields)
+    for name in program.probe_points:
+        _, flops, macs, read, written = aten_calls(costs.get(name, {}))
+        entry = result.nodes[name] = {
+            "backward_flops": flops, "backward_macs": macs,
+            "backward_bytes_read": read, "backward_bytes_written": written,
+        }
+        if metas.get(name):
+            entry["grad_outputs"] = metas[name]
+    result.report["grad_nonfinite"] = gradient_root_cause(program, metas, gradients.arrived)
+    unattributed = costs.get(UNATTRIBUTED)
+    if unattributed:
+        result.extras["backward_unattributed"] = aten_calls(unattributed)[0]
+    return result
+
+
 class BackwardPass:
     """A forward with gradients on and one backward of ``loss_fn(output)``."""
 
@@ -96,17 +145,12 @@ class BackwardPass:
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         owners = AutogradOwners()
-        grads: dict[str, list[Any]] = {}  # per node, per floating output: (description, slot)
-        arrived: list[str] = []  # node names in the order their gradients reached them
         reader = ValueReader() if all(has_data(t) for t in program.inputs) else None
+        gradients = Gradients(reader)
 
         def after(name: str, out: Any) -> None:
             owners.after(name)
-            slots = grads[name] = []
-            for t in tensors_in(out):
-                if t.requires_grad and t.is_floating_point():
-                    slots.append(None)
-                    t.register_hook(_recorder(name, slots, len(slots) - 1, arrived, reader))
+            gradients.watch(name, out)
 
         with torch.enable_grad():
             output = program.run(program.inputs, Probe(owners.before, after))
@@ -114,26 +158,7 @@ class BackwardPass:
             mode = BackwardMode(owners, before_write=reader.flush if reader else None)
             with mode:
                 loss.backward()
-        stats = reader.finish() if reader else []
-        # (a slot stays None when no gradient reached that output: it is off the loss's path)
-        metas = {
-            name: tuple(TensorMeta.of(*d, stats[s] if s is not None else None) for d, s in filter(None, slots))
-            for name, slots in grads.items()
-        }
-        result = PassResult(fields=self.fields)
-        for name in program.probe_points:
-            _, flops, macs, read, written = aten_calls(mode.costs.get(name, {}))
-            entry = result.nodes[name] = {
-                "backward_flops": flops, "backward_macs": macs,
-                "backward_bytes_read": read, "backward_bytes_written": written,
-            }
-            if metas.get(name):
-                entry["grad_outputs"] = metas[name]
-        result.report["grad_nonfinite"] = gradient_root_cause(program, metas, arrived)
-        unattributed = mode.costs.get(UNATTRIBUTED)
-        if unattributed:
-            result.extras["backward_unattributed"] = aten_calls(unattributed)[0]
-        return result
+        return backward_result(program, mode.costs, gradients, reader.finish() if reader else [])
 
 
 def _recorder(name: str, slots: list, index: int, arrived: list[str], reader: ValueReader | None):

@@ -29,7 +29,7 @@ from ..program import InstrumentedProgram, Probe
 from ..values import Description, ValueReader, describe, nonfinite_tensors, version
 from . import PassResult
 
-__all__ = ["CountPass", "uncounted"]
+__all__ = ["CountPass", "ForwardRecorder", "uncounted"]
 
 Described = list[tuple[Description, "int | None"]]
 """Tensors as recorded: each one's ``describe`` tuple and its statistics slot."""
@@ -77,14 +77,30 @@ class CountPass:
         self.model = model  # searched for non-finite weights when a NaN shows up
 
     def run(self, program: InstrumentedProgram) -> PassResult:
-        reader = ValueReader() if self.check_finite else None
+        recorder = ForwardRecorder(program, self.check_finite)
+        with recorder.mode:
+            program.run(program.inputs, recorder.probe)
+        return recorder.result(self.model)
+
+
+class ForwardRecorder:
+    """The counting pass's probes and what they gather, for one run of ``program``.
+
+    ``mode`` (a :class:`CountingMode` unless given) must be active while the program
+    runs with ``probe``; :meth:`result` then makes the pass's result. Inputs and weights
+    are read at construction, before the run: the model may write them in place.
+    """
+
+    def __init__(self, program: InstrumentedProgram, check_finite: bool = True, mode: Any = None) -> None:
+        self.program = program
+        self.reader = reader = ValueReader() if check_finite else None
         read = reader.read if reader else None
-        mode = CountingMode(before_write=reader.flush if reader else None)
-        described: dict[str, Described] = {}
-        # inputs and weights are read before the run: the model may write them in place
-        sources = self._static_values(program, read, described)
-        tensors = program.inputs
-        versions = [version(t) for t in tensors]
+        self.mode = mode = mode if mode is not None else CountingMode()
+        mode.before_write = reader.flush if reader else None
+        self.described: dict[str, Described] = {}
+        self.sources = self._static_values(program, read, self.described)
+        self.versions = [version(t) for t in program.inputs]
+        described = self.described
 
         def before(name: str) -> None:
             mode.node = name
@@ -97,26 +113,33 @@ class CountPass:
                 described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
             mode.node = UNATTRIBUTED
 
-        with mode:
-            program.run(tensors, Probe(before, after))
-        stats = reader.finish() if reader else []
-        result = PassResult(fields=self.fields)
-        self._records(program, described, mode.costs, stats, result.nodes)
+        self.probe = Probe(before, after)
+
+    def result(self, model: torch.nn.Module | None = None, stats: list[Any] | None = None) -> PassResult:
+        """The counting pass's result; ``stats``: the reader's, when the caller finished it."""
+        program, mode = self.program, self.mode
+        if stats is None:
+            stats = self.reader.finish() if self.reader else []
+        result = PassResult(fields=CountPass.fields)
+        self._records(program, self.described, mode.costs, stats, result.nodes)
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
             result.report["unattributed"] = aten_calls(unattributed)[0]
-        written = [n for n, t, v in zip(program.capture.inputs.names, tensors, versions) if v is not None and version(t) != v]
+        tensors = program.inputs
+        written = [n for n, t, v in zip(program.capture.inputs.names, tensors, self.versions)
+                   if v is not None and version(t) != v]
         if written:
             result.extras["written_inputs"] = written
             result.notes.append(
                 f"the forward writes its input(s) {', '.join(written)} in place: the analysed run wrote them "
                 "once, as calling the model does"
             )
-        bad = [name for name, slot in sources if slot is not None and stats[slot] is not None and not stats[slot].finite]
+        bad = [name for name, slot in self.sources if slot is not None and stats[slot] is not None
+               and not stats[slot].finite]
         # where a NaN came from matters only when one appeared: a pass over every weight
         # (5 ms on resnet50) is skipped when every value read was finite
-        if self.model is not None and any(s is not None and not s.finite for s in stats):
-            bad += nonfinite_tensors(self.model)
+        if model is not None and any(s is not None and not s.finite for s in stats):
+            bad += nonfinite_tensors(model)
         result.extras["nonfinite_sources"] = bad
         return result
 

@@ -1,0 +1,172 @@
+"""``inspect``: a report of the user's own training step, forward and backward, as it ran.
+
+Inside ``with fxinspect.inspect(model) as ins:``, the model's first call is captured on
+its actual arguments and answered by the instrumented program, which calls the model's
+own modules and parameters: the output is the model's, gradients flow into the model's
+``.grad`` and an optimizer step inside the block updates the real parameters. One
+dispatch mode stays on for the block: forward ops are charged to the running node,
+backward ops to the node whose autograd node runs (as :mod:`.run.passes.backward`),
+and the user's own ops around the model (the loss, the optimizer) are listed apart as
+run outside the nodes. ``ins.report`` is then a :class:`~fxinspect.Report` with the
+fields ``analyze(..., backward=True, timing=False, memory=False)`` gives, of what ran.
+
+Capturing may run the model once (the export and eager tiers do); its effects are undone
+before the real call, so the model ends as the same step without fxinspect leaves it.
+Only the first call is analysed: later calls in the block run the model as usual, and
+their ops are listed as run outside the nodes.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+>>> with fxinspect.inspect(model) as ins:
+...     loss = (model(torch.randn(16, 8)) - 1).pow(2).mean()
+...     loss.backward()
+>>> ins.report.totals.macs, ins.report.totals.backward_macs     # 16*8*4 + 16*4*1; 16*8*4 + 2 * 16*4*1
+(576, 640)
+>>> model[0].weight.grad.shape                                  # the user's gradients
+torch.Size([4, 8])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+
+from .capture import capture, normalize, unwrap
+from .errors import InputError
+from .report import Report
+from .run.assemble import report_fields
+from .run.guard import preserved
+from .run.owners import AutogradOwners
+from .run.passes.backward import Gradients, backward_result
+from .run.passes.count import ForwardRecorder
+from .run.dispatch import CountingMode
+from .run.program import InstrumentedProgram, Probe
+
+__all__ = ["Inspection", "inspect"]
+
+_current_node = torch._C._current_autograd_node
+
+
+class StepMode(CountingMode):
+    """Counts a live step: forward ops to ``node`` (set by the probes), backward ops to
+    the fx node whose autograd node runs them, each in its own table of costs."""
+
+    def __init__(self, owners: AutogradOwners) -> None:
+        super().__init__()
+        self.owners = owners
+        self.forward_costs = self.costs
+        self.backward_costs: dict[Any, Any] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        current = _current_node()
+        if current is None:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        node = self.node
+        self.costs, self.node = self.backward_costs, self.owners.owner(current._sequence_nr())
+        try:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        finally:
+            self.costs, self.node = self.forward_costs, node
+
+
+class Inspection:
+    """The context manager :func:`inspect` returns; ``report`` once the block has run."""
+
+    def __init__(self, model: torch.nn.Module, method: str, leaf_modules: Iterable[Any], check_finite: bool) -> None:
+        self.model, _ = unwrap(model)
+        self.method, self.leaf_modules, self.check_finite = method, tuple(leaf_modules), check_finite
+        self.called = False
+        self._report: Report | None = None
+        self._live: dict[str, Any] | None = None
+
+    @property
+    def report(self) -> Report:
+        """The report of the block's first call of the model, forward and backward."""
+        if self._report is None:
+            raise InputError("inspect(): no report yet: the model was not called inside the `with` block"
+                             if not self.called else
+                             "inspect(): the report is made when the `with` block ends; read it afterwards")
+        return self._report
+
+    def __enter__(self) -> "Inspection":
+        model = self.model
+        self._restore = ("forward" in vars(model), vars(model).get("forward"))
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            self.called = True
+            self._unpatch()  # capture, the program and later calls use the model's own forward
+            return self._first_call(args, kwargs)
+
+        model.forward = forward
+        return self
+
+    def _first_call(self, args: tuple, kwargs: dict) -> Any:
+        model = self.model
+        args, kwargs = normalize(args, kwargs)
+        with preserved(model):  # a tier that runs the model to capture it leaves no trace
+            cap = capture(model, args, kwargs, method=self.method, leaf_modules=self.leaf_modules)
+        program = InstrumentedProgram(cap)
+        owners = AutogradOwners()
+        mode = StepMode(owners)
+        recorder = ForwardRecorder(program, self.check_finite, mode)
+        gradients = Gradients(recorder.reader)
+
+        def before(name: str) -> None:
+            owners.before(name)
+            recorder.probe.before(name)
+
+        def after(name: str, out: Any) -> None:
+            owners.after(name)
+            recorder.probe.after(name, out)
+            gradients.watch(name, out)
+
+        mode.__enter__()  # on until the block ends: the user's backward runs under it
+        self._live = {"program": program, "mode": mode, "recorder": recorder, "gradients": gradients}
+        output = program.run(program.flat_inputs(args, kwargs), Probe(before, after))
+        return program.output_structure(output)
+
+    def _unpatch(self) -> None:
+        had_own_forward, original = self._restore
+        if had_own_forward:
+            self.model.forward = original
+        else:
+            vars(self.model).pop("forward", None)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.called:
+            self._unpatch()
+        live, self._live = self._live, None
+        if live is None:
+            return
+        live["mode"].__exit__(None, None, None)
+        if exc_type is not None:
+            return  # the user's exception goes on as theirs
+        self._report = _assemble(self.model, live)
+
+
+def _assemble(model: torch.nn.Module, live: dict[str, Any]) -> Report:
+    program, mode, recorder = live["program"], live["mode"], live["recorder"]
+    stats = recorder.reader.finish() if recorder.reader else []
+    forward = recorder.result(model, stats)
+    backward = backward_result(program, mode.backward_costs, live["gradients"], stats) if mode.backward_costs else None
+    results = [forward] + ([backward] if backward is not None else [])
+    return Report(**report_fields(model, program, results, virtual=False))
+
+
+def inspect(model: torch.nn.Module, *, method: str = "auto", leaf_modules: Iterable[Any] = (),
+            check_finite: bool = True) -> Inspection:
+    """Analyse the model's next call and its backward, inside your own training step.
+
+    >>> with fxinspect.inspect(model) as ins:          # doctest: +SKIP
+    ...     loss = criterion(model(x), y)
+    ...     loss.backward()
+    ...     optimizer.step()
+    >>> print(ins.report.table())                      # doctest: +SKIP
+
+    ``method``, ``leaf_modules`` and ``check_finite`` as for :func:`fxinspect.analyze`.
+    Nothing is timed and no memory is modelled (use ``analyze`` for those).
+    """
+    return Inspection(model, method, leaf_modules, check_finite)

@@ -1,0 +1,73 @@
+"""``fxinspect.inspect`` around the user's own training step."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torchvision
+
+import fxinspect
+
+
+def _step(model, x, y, optimizer):
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_a_resnet18_training_step_counts_as_analyze_and_ends_as_without_fxinspect():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).train()
+    twin = copy.deepcopy(model)
+    x, y = torch.randn(2, 3, 224, 224), torch.tensor([3, 7])
+    opt, twin_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(twin.parameters(), lr=0.1)
+
+    torch.manual_seed(1)
+    with fxinspect.inspect(model) as ins:
+        loss = _step(model, x, y, opt)
+    torch.manual_seed(1)
+    twin_loss = _step(twin, x, y, twin_opt)
+
+    assert torch.equal(loss, twin_loss)
+    for (name, p), q in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert torch.equal(p, q), name  # parameters after the step, running statistics too
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), twin.parameters()))
+
+    r = ins.report
+    reference = fxinspect.analyze(twin, x, timing=False, memory=False, backward=True,
+                                  loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y))
+    assert (r.totals.flops, r.totals.macs) == (reference.totals.flops, reference.totals.macs)
+    assert r.totals.backward_flops == reference.totals.backward_flops  # the loss's backward is outside the nodes
+    assert r.totals.backward_macs == reference.totals.backward_macs > 0
+    assert {m: r.modules[m].backward_flops for m in r.modules} == {m: reference.modules[m].backward_flops
+                                                                   for m in reference.modules}
+    assert r.node("fc").grad_outputs[0].shape == (2, 1000)
+    assert any(c.op.startswith("aten._log_softmax") for c in r.unattributed)  # the user's loss: listed apart
+    assert "forward" not in vars(model)  # the patch is gone
+
+
+def test_nothing_called_or_an_error_inside_the_block():
+    model = torch.nn.Linear(4, 2)
+    with fxinspect.inspect(model) as ins:
+        pass
+    with pytest.raises(fxinspect.InputError, match="not called inside"):
+        ins.report
+    assert "forward" not in vars(model)
+    with pytest.raises(ZeroDivisionError):  # the user's own exception, as theirs
+        with fxinspect.inspect(model) as ins:
+            model(torch.randn(3, 4)).sum().backward()
+            1 / 0
+    assert "forward" not in vars(model) and model(torch.ones(1, 4)).shape == (1, 2)
+    assert torch._C._len_torch_dispatch_stack() == 0  # the counting mode is off again
+
+
+def test_only_a_forward_gives_no_backward_figures():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    with torch.no_grad(), fxinspect.inspect(model) as ins:
+        out = model(torch.randn(2, 8))
+    assert out.shape == (2, 4) and ins.report.totals.macs == 2 * 8 * 4
+    assert ins.report.totals.backward_flops is None
