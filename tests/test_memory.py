@@ -200,3 +200,15 @@ def test_plot_memory_draws_the_timeline_the_peak_and_the_contributors(tmp_path):
     plain = fxinspect.analyze(model, x, timing=False, memory=False)
     with pytest.raises(ValueError, match="memory=True"):
         plain.plot_memory()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_memory_is_measured_by_the_cuda_allocator():
+    model, x = mlp()
+    model, x = model.cuda(), x.cuda()
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False).memory
+    assert m.measured_by == "torch.cuda" and m.device.startswith("cuda")
+    # the caching allocator rounds blocks up (512 bytes) and may keep a cuBLAS workspace:
+    # never below the tensors, and not far above them
+    assert m.peak == 2 * HIDDEN and m.peak <= m.measured_peak <= m.peak + 2**20

@@ -94,14 +94,8 @@ class MemoryPass:
             owners.after(name)
             if watch is not None:
                 watch.exit(name)
-            counted = outputs[name] = 0
-            seen = set()
-            for t in tensors_in(out):
-                entry = tracker.allocation(t)
-                if entry is not None and entry.node == name and id(entry) not in seen:
-                    seen.add(id(entry))
-                    counted += entry.nbytes
-            outputs[name] = counted
+            made = {id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name}
+            outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
             tracker.node = None
 
         trainable = [p for p in params if p.requires_grad]
