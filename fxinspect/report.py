@@ -23,6 +23,7 @@ from typing import Any
 from .graph import to_networkx
 from .records import ReportRecord
 from .views import exports
+from .views.diagram import plot as _plot
 from .views.memory_plot import plot_memory as _plot_memory
 from .views.summary import summary as _summary
 from .views.table import table as _table
@@ -49,6 +50,10 @@ class Report(ReportRecord):
 
     def __str__(self) -> str:
         return self.summary()
+
+    def plot(self, path: Any = None, **options: Any):
+        """The dataflow diagram as a matplotlib Figure; see ``fxinspect.views.diagram.plot``."""
+        return _plot(self, path, **options)
 
     def plot_memory(self, path: Any = None, **options: Any):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""

@@ -1,0 +1,100 @@
+"""``report.plot``: boxes folded by structure, a layout without overlaps, colours from the figures."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torchvision
+from matplotlib.patches import FancyBboxPatch
+
+import fxinspect
+from fxinspect.views.diagram import boxes
+from fxinspect.views.folding import Folds
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    return fxinspect.analyze(torchvision.models.resnet18(weights=None), torch.randn(1, 3, 64, 64), timing=False,
+                             memory=False)
+
+
+def _rectangles(fig):
+    ax = fig.axes[0]
+    return [p.get_extents() for p in ax.patches if isinstance(p, FancyBboxPatch)]
+
+
+def test_repeated_blocks_fold_by_structure_whatever_their_names(resnet18):
+    folds = Folds(resnet18)
+    # layer1's two BasicBlocks are identical; layer2.0 has a downsample, layer2.1 does not
+    assert folds.display("layer1.1.conv2") == "layer1.0–1.conv2" and folds.repeats("layer1.1.conv2") == 2
+    assert folds.display("layer2.1") == "layer2.1" and folds.repeats("layer2.1") == 1
+
+    class Named(torch.nn.Module):  # blocks named like torchvision's ViT encoder
+        def __init__(self):
+            super().__init__()
+            for i in range(3):
+                self.add_module(f"encoder_layer_{i}", torch.nn.Linear(4, 4))
+
+        def forward(self, x):
+            for i in range(3):
+                x = getattr(self, f"encoder_layer_{i}")(x)
+            return x
+
+    r = fxinspect.analyze(Named(), torch.randn(2, 4), timing=False, memory=False)
+    assert Folds(r).display("encoder_layer_2") == "encoder_layer_0–2"
+    found, _ = boxes(r, depth=1)
+    folded = found["encoder_layer_0–2"]
+    assert folded.repeats == 3 and len(folded.nodes) == 3
+
+
+def test_folded_boxes_sum_their_blocks_and_a_layered_gpt2_stays_small():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
+    r = fxinspect.analyze(GPT2LMHeadModel(config), {"input_ids": torch.randint(0, 512, (1, 16))}, timing=False,
+                          memory=False)
+    found, edges = boxes(r, depth=2)
+    assert len(found) <= 30
+    blocks = found["transformer.h.0–3"]  # the ModuleList of 4 identical blocks shows the block, folded
+    assert blocks.repeats == 4 and blocks.type == "GPT2Block"
+    assert sum(n.flops for n in blocks.nodes) == sum(r.modules[f"transformer.h.{i}"].flops for i in range(4))
+    # every op is in exactly one box: the boxes' FLOPs add up to the model's
+    assert sum(n.flops for b in found.values() for n in b.nodes) == r.totals.flops
+    assert ("transformer.h.0–3", "transformer.ln_f") in edges
+
+
+def test_the_drawing_has_no_overlapping_boxes_and_saves_the_same_bytes(resnet18, tmp_path):
+    for depth, direction in ((2, "TB"), (None, "LR")):
+        fig = resnet18.plot(depth=depth, direction=direction)
+        rects = _rectangles(fig)
+        assert len(rects) == len(boxes(resnet18, depth)[0])
+        for a, b in itertools.combinations(rects, 2):
+            overlap = min(a.x1, b.x1) - max(a.x0, b.x0), min(a.y1, b.y1) - max(a.y0, b.y0)
+            assert overlap[0] <= 0 or overlap[1] <= 0, (a, b)
+    for suffix in ("png", "svg", "pdf"):
+        resnet18.plot(tmp_path / f"a.{suffix}", depth=2)
+        resnet18.plot(tmp_path / f"b.{suffix}", depth=2)
+        assert (tmp_path / f"a.{suffix}").read_bytes() == (tmp_path / f"b.{suffix}").read_bytes(), suffix
+
+
+def test_colours_follow_the_figure_and_the_nan_root_cause_is_framed():
+    class Bad(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.log(self.fc(x) - 100)  # log of negatives: NaN made here
+
+    r = fxinspect.analyze(Bad(), torch.randn(2, 4), timing=False, memory=False)
+    fig = r.plot(depth=None, color_by="nonfinite")
+    ax = fig.axes[0]
+    framed = [p for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_linewidth() > 2]
+    assert len(framed) == 1 and r.nonfinite.root_cause == "log"
+    assert "NaN/Inf values per box" in fig.axes[1].get_ylabel()
+    with pytest.raises(ValueError, match="color_by"):
+        r.plot(color_by="colour")
+    with pytest.raises(ValueError, match="direction"):
+        r.plot(direction="up")
