@@ -273,7 +273,9 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
     if norm is not None:
         from matplotlib.cm import ScalarMappable
 
-        cax = fig.add_axes((1 - (bar - 0.75) / fig.get_figwidth(), 0.15, 0.18 / fig.get_figwidth(), 0.7))
+        tall = min(4.0, 0.7 * fig_h) / fig_h  # at most 4 inches, near the top of a tall drawing
+        top = 1 - (head + 0.3) / fig_h if fig_h > 5 else 0.5 + tall / 2
+        cax = fig.add_axes((1 - (bar - 0.75) / fig.get_figwidth(), top - tall, 0.18 / fig.get_figwidth(), tall))
         colorbar = fig.colorbar(ScalarMappable(norm=norm, cmap=colormap), cax=cax)
         seconds = " (seconds)" if figure in FIELD and FIELD[figure].unit is Unit.SECOND else ""
         colorbar.set_label(f"{COLOR_BY[color_by][1]} per box{seconds}", fontsize=FONT)
