@@ -20,7 +20,7 @@ IMAGES = DOCS / "images"
 PAGES = {  # page name: (example file, images it writes)
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
     "diagrams": ("diagrams.py", ["mlp_ops.png", "resnet50_depth1.png", "resnet50_depth2.png", "vit_b_16_depth2.png",
-                                 "gpt2_depth2.png"]),
+                                 "gpt2_depth2.png", "gpt2_bytes_by_op.png"]),
 }
 
 

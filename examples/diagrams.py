@@ -1,4 +1,4 @@
-"""Diagrams: the dataflow of a model, collapsed to modules, repeated blocks folded.
+"""Diagrams and charts: the dataflow of a model, collapsed to modules, repeated blocks folded.
 
 Run: ``python examples/diagrams.py [OUT_DIR]`` (writes the PNGs named below).
 
@@ -8,7 +8,8 @@ identical blocks are folded into one box whose figures are their sum, boxes are 
 in layers along the dataflow and coloured by a figure (``flops``, ``macs``, ``bytes``,
 ``latency``, ``memory``, ``backward_flops``, ``nonfinite``). A module's own ops (a
 reshape, a residual add) sit in boxes of their own where they run. The same report gives
-the same file, byte for byte.
+the same file, byte for byte. ``report.plot_breakdown(metric, by="module"|"op")`` shows
+where a figure goes as sorted bars: the largest parts, then the rest as one bar.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def main(out_dir: Path = Path(".")) -> str:
         fig = report.plot(out_dir / name, **options)
         boxes = sum(1 for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch")
         lines.append(f"{name:22} {boxes:5d}  {report.totals.flops / 1e9:8.2f} G")
+        if name.startswith("gpt2"):
+            report.plot_breakdown("bytes", out_dir / "gpt2_bytes_by_op.png", by="op", top=8)
     text = "\n".join(lines)
     print(text)
     return text

@@ -23,6 +23,7 @@ from typing import Any
 from .graph import to_networkx
 from .records import ReportRecord
 from .views import exports
+from .views.breakdown import plot_breakdown as _plot_breakdown
 from .views.diagram import plot as _plot
 from .views.memory_plot import plot_memory as _plot_memory
 from .views.summary import summary as _summary
@@ -54,6 +55,10 @@ class Report(ReportRecord):
     def plot(self, path: Any = None, **options: Any):
         """The dataflow diagram as a matplotlib Figure; see ``fxinspect.views.diagram.plot``."""
         return _plot(self, path, **options)
+
+    def plot_breakdown(self, metric: str = "flops", path: Any = None, **options: Any):
+        """Where ``metric`` goes, by module or op type, as bars; see ``fxinspect.views.breakdown``."""
+        return _plot_breakdown(self, metric, path, **options)
 
     def plot_memory(self, path: Any = None, **options: Any):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""

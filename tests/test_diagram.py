@@ -98,3 +98,22 @@ def test_colours_follow_the_figure_and_the_nan_root_cause_is_framed():
         r.plot(color_by="colour")
     with pytest.raises(ValueError, match="direction"):
         r.plot(direction="up")
+
+
+def test_breakdown_bars_add_up_to_the_total(resnet18, tmp_path):
+    from fxinspect.views.breakdown import breakdown
+
+    parts = breakdown(resnet18, "flops", by="module", depth=2, top=4)
+    assert len(parts) == 5 and parts[-1][0].startswith("other (")
+    assert sum(v for _, v in parts) == resnet18.totals.flops
+    assert [v for _, v in parts[:4]] == sorted((v for _, v in parts[:4]), reverse=True)
+    assert any(label.startswith("layer1.0–1  BasicBlock ×2") for label, _ in breakdown(resnet18, "flops", depth=2, top=20))
+    ops = dict(breakdown(resnet18, "bytes", by="op", top=50))
+    assert sum(ops.values()) == resnet18.totals.bytes_read + resnet18.totals.bytes_written
+    assert 0 not in ops.values()  # an op type that costs nothing has no bar
+    fig = resnet18.plot_breakdown("macs", tmp_path / "macs.svg", top=3)
+    assert (tmp_path / "macs.svg").exists() and "MACs" in fig.axes[0].get_xlabel()
+    with pytest.raises(ValueError, match="no latency figures"):
+        resnet18.plot_breakdown("latency")  # timing did not run: unknown, not zero
+    with pytest.raises(ValueError, match="metric"):
+        breakdown(resnet18, "speed")
