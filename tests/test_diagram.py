@@ -47,6 +47,10 @@ def test_repeated_blocks_fold_by_structure_whatever_their_names(resnet18):
     found, _ = boxes(r, depth=1)
     folded = found["encoder_layer_0–2"]
     assert folded.repeats == 3 and len(folded.nodes) == 3
+    table = r.table()  # tables fold by the same structure: one row for the three layers
+    row = next(line for line in table.splitlines() if "encoder_layer_0–2" in line)
+    assert "3 × Linear" in row and "encoder_layer_1" not in table
+    assert "encoder_layer_1" in r.table(fold=False)
 
 
 def test_folded_boxes_sum_their_blocks_and_a_layered_gpt2_stays_small():

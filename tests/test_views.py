@@ -286,9 +286,9 @@ def test_fold_sums_repeated_blocks():
     report = make_report()
     rows = {r.values[Column.NAME].strip(): r.values
             for r in module_rows(report, depth=None, fold=True, indent=True, uncounted=set())}
-    assert rows["blocks.0-1"][Column.TYPE] == "2 × Block"
-    assert rows["blocks.0-1"][Column.FLOPS] == 2 * (512 + 16)
-    assert rows["blocks.0-1.fc"][Column.MACS] == 2 * 256
+    assert rows["blocks.0–1"][Column.TYPE] == "2 × Block"
+    assert rows["blocks.0–1"][Column.FLOPS] == 2 * (512 + 16)
+    assert rows["blocks.0–1.fc"][Column.MACS] == 2 * 256
     assert "blocks.0" not in rows
 
 
@@ -297,7 +297,7 @@ def test_fold_sums_repeated_blocks():
     ("op", "count", 0, ["ReLU", "Linear", "Conv2d", "mean"]),  # 3, 3, 1, 1; ties keep first-seen order
     ("op", "op", 0, ["Conv2d", "Linear", "ReLU", "mean"]),  # text columns sort ascending
     ("node", "bytes", 0, ["relu", "conv", "mean", "fc0", "fc1"]),  # 8192, 6656, 4160, 1216, 1216 ...
-    ("module", "params", 0, ["blocks", "blocks.0-1", "blocks.0-1.fc", "features", "features.0"]),  # 544 x3, 448
+    ("module", "params", 0, ["blocks", "blocks.0–1", "blocks.0–1.fc", "features", "features.0"]),  # 544 x3, 448
 ])
 def test_sort_is_numeric_and_descending(by, sort, column, expected):
     text = table(make_report(), by=by, sort=sort, tablefmt="tsv")

@@ -40,7 +40,7 @@ class Folds:
         self._signature: dict[str, tuple] = {}
         self.run_of: dict[str, tuple[str, ...]] = {}  # a member's path -> every member of its run
         for kids in self.children.values():
-            for run in self._runs(kids):
+            for run in self.runs(kids):
                 if len(run) > 1:
                     for member in run:
                         self.run_of[member] = run
@@ -54,7 +54,8 @@ class Folds:
             found = self._signature[path] = (m.type, m.params, m.trainable_params, m.buffers, kids)
         return found
 
-    def _runs(self, kids: list[str]) -> list[tuple[str, ...]]:
+    def runs(self, kids: list[str]) -> list[tuple[str, ...]]:
+        """``kids`` (siblings, in model order) grouped into runs of the same block."""
         runs: list[list[str]] = []
         for path in kids:
             if runs and self.signature(path) == self.signature(runs[-1][0]):

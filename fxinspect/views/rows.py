@@ -19,6 +19,7 @@ from .. import formatting as fmt
 from .. import paths
 from ..fields import sums
 from ..records import ModuleRecord, NodeRecord, ReportRecord, Totals
+from .folding import Folds
 from .columns import Column
 
 __all__ = ["Row", "module_rows", "node_rows", "op_rows", "totals_row"]
@@ -50,57 +51,18 @@ def _figures(report: ReportRecord, records: Sequence[NodeRecord | ModuleRecord |
 # ------------------------------------------------------------------ module rows
 
 
-def _children(report: ReportRecord) -> dict[str, list[str]]:
-    """Child paths of every module, in model order, derived from the paths themselves
-    (a module whose parent is unknown hangs under its nearest known ancestor)."""
-    kids: dict[str, list[str]] = {"": []}
-    for path in report.modules:
-        kids.setdefault(path, [])
-    for path in report.modules:
-        if path:
-            kids[paths.nearest(paths.parent(path), kids)].append(path)
-    return kids
-
-
-def _fold_runs(children: list[str], signature: Callable[[str], tuple] | None) -> list[list[int]]:
-    """Positions of ``children`` grouped into runs of repeated blocks.
-
-    A run is consecutive siblings named by consecutive integers (a ``ModuleList`` or
-    ``Sequential``) whose subtrees have the same names, types and parameter counts, so
-    their descendants line up one to one and can be summed row by row.
-    """
-    if signature is None:
-        return [[i] for i in range(len(children))]
-    runs: list[list[int]] = []
-    for i, path in enumerate(children):
-        if runs:
-            name, prev_name = paths.name(path), paths.name(children[runs[-1][-1]])
-            if (name.isdigit() and prev_name.isdigit() and int(name) == int(prev_name) + 1
-                    and signature(path) == signature(children[runs[-1][0]])):
-                runs[-1].append(i)
-                continue
-        runs.append([i])
-    return runs
-
-
 def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Iterator[tuple[str, int, list[str]]]:
     """``(display path, repeats, member module paths)`` in model order, root excluded
-    (the totals row stands for it). A folded row's members are every repeat's module."""
-    kids = _children(report)
-    memo: dict[str, tuple] = {}
-
-    def signature(path: str) -> tuple:
-        """What two blocks must share to be folded: names, types, parameter counts."""
-        if path not in memo:
-            m = report.modules[path]
-            memo[path] = (m.type, m.params, m.trainable_params, m.buffers,
-                          tuple((paths.name(c), signature(c)) for c in kids[path]))
-        return memo[path]
+    (the totals row stands for it). A folded row's members are every repeat's module:
+    runs of identical sibling blocks are found by structure (:mod:`.folding`)."""
+    folds = Folds(report)
+    kids = folds.children
 
     def walk(group: list[str], prefix: str) -> Iterator[tuple[str, int, list[str]]]:
         first = kids[group[0]]
-        for run in _fold_runs(first, signature if fold else None):
-            members = [kids[g][i] for g in group for i in run]
+        position = {c: i for i, c in enumerate(first)}
+        for run in folds.runs(first) if fold else [(c,) for c in first]:
+            members = [kids[g][position[c]] for g in group for c in run]
             if depth is not None and report.modules[members[0]].depth > depth:
                 continue
             if report.modules[members[0]].counted_in is not None:  # ran inside one op: no figures of its own
@@ -108,9 +70,7 @@ def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Itera
             if len(members) == 1:  # nothing folded here or above: the module's own path
                 name = members[0]
             else:
-                local = paths.name(first[run[0]])
-                if len(run) > 1:
-                    local += "-" + paths.name(first[run[-1]])
+                local = folds.label(run[0]) if len(run) > 1 else paths.name(run[0])
                 name = f"{prefix}.{local}" if prefix else local
             yield name, len(run), members
             yield from walk(members, name)
