@@ -1,8 +1,14 @@
 """Command line: ``fxinspect MODULE:CALLABLE --input-shape 1,3,224,224``.
 
-``MODULE:CALLABLE`` names a function or class that returns (or is) the model, called
-with no arguments, e.g. ``torchvision.models:resnet18``. Prints the summary and a table;
-``--json`` writes the report.
+``MODULE:CALLABLE`` names what makes the model: a function or class called with no
+arguments (``torchvision.models:resnet18``), a file (``path/to/file.py:build_model``),
+or a Hugging Face config class (``transformers:GPT2Config``, its model built with
+``AutoModel.from_config``; ``--config '{"n_layer": 2}'`` sets its fields). Inputs are
+positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``; names
+ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
+keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png`` and
+``--svg`` write files. Every option is checked before the model is built; any failure
+is one line on stderr and exit status 2 (``--debug`` shows the traceback).
 
 Example
 -------
@@ -15,8 +21,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
+import json
 import sys
-from typing import Sequence
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 
@@ -24,27 +34,88 @@ from .analyze import analyze
 from .capture import TIERS, Method
 from .capture.base import one_line
 from .errors import FxInspectError
-from .views.table import By
+from .views.columns import By, parse_column
+from .views.diagram import COLOR_BY
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64, "int64": torch.int64}
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
+           "int64": torch.int64}
 
 
 def _shape(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in text.split(","))
+        shape = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,3,224,224, got {text!r}")
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"a shape has no negative sizes, got {text!r}")
+    return shape
 
 
-def load_model(spec: str) -> torch.nn.Module:
-    """``"package.module:factory"`` -> ``factory()`` (or the object itself if a module)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not attr:
+def _named(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, shape = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=SHAPE such as input_ids=1,128, got {text!r}")
+    return name, _shape(shape)
+
+
+def _json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as {{\"n_layer\": 2}}, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text}")
+    return value
+
+
+def _import(spec: str) -> Any:
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
         raise FxInspectError(f"expected MODULE:CALLABLE such as torchvision.models:resnet18, got {spec!r}")
-    obj = importlib.import_module(module_name)
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise FxInspectError(f"no file {module_name!r}")
+        loader = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            missing = exc.name or module_name
+            hint = "" if missing != module_name.split(".")[0] else f" (is it installed? pip install {missing})"
+            raise FxInspectError(f"cannot import {module_name!r}: no module named {missing!r}{hint}") from None
+    obj = module
     for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise FxInspectError(f"{module_name!r} has no {attr!r}")
         obj = getattr(obj, part)
-    model = obj if isinstance(obj, torch.nn.Module) else obj()
+    return obj
+
+
+def load_model(spec: str, config: dict | None = None) -> torch.nn.Module:
+    """What ``spec`` names, as a model: see the module's docstring."""
+    obj = _import(spec)
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if isinstance(obj, type) and obj.__name__.endswith("Config") and hasattr(obj, "model_type"):
+        from transformers import AutoModel
+
+        return AutoModel.from_config(obj(**(config or {})))
+    if config:
+        raise FxInspectError("--config applies to a Hugging Face config class (such as transformers:GPT2Config)")
+    try:
+        model = obj()
+    except TypeError as exc:
+        raise FxInspectError(f"{spec} cannot be called without arguments ({exc}); name a factory that can") from None
     if not isinstance(model, torch.nn.Module):
         raise FxInspectError(f"{spec} returned {type(model).__name__}, expected a torch.nn.Module")
     return model
@@ -52,45 +123,92 @@ def load_model(spec: str) -> torch.nn.Module:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fxinspect", description="Analyse a PyTorch model: every op and module.")
-    parser.add_argument("model", help="MODULE:CALLABLE returning the model, e.g. torchvision.models:resnet18")
-    parser.add_argument("--input-shape", type=_shape, action="append", required=True,
+    parser.add_argument("model", help="MODULE:CALLABLE (or file.py:CALLABLE, or a transformers config class)")
+    parser.add_argument("--input-shape", type=_shape, action="append", default=[],
                         help="shape of one positional input (repeat for several), e.g. 1,3,224,224")
+    parser.add_argument("--input", type=_named, action="append", default=[], metavar="NAME=SHAPE",
+                        help="a keyword input, e.g. input_ids=1,128 (names ending in ids/mask: integer tokens/ones)")
+    parser.add_argument("--kwargs", type=_json, default={}, help="other keyword arguments as JSON")
+    parser.add_argument("--config", type=_json, default=None, help="fields of a Hugging Face config class, as JSON")
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32", help="input dtype (int64 gives token ids)")
     parser.add_argument("--by", choices=[b.value for b in By], default="module", help="table rows")
-    parser.add_argument("--depth", type=int, default=None, help="module depth shown (by=module)")
-    parser.add_argument("--top", type=int, default=None, help="keep the first N rows")
+    parser.add_argument("--depth", type=_positive, default=None, help="module depth shown (tables and diagrams)")
+    parser.add_argument("--top", type=_positive, default=None, help="keep the first N rows")
     parser.add_argument("--sort", default=None, help="sort rows by a column, e.g. flops")
     parser.add_argument("--method", choices=[str(m) for m in (Method.AUTO, *TIERS)], default="auto", help="capture tier")
-    parser.add_argument("--train", action="store_true", help="analyse in train mode with gradients on (default: eval, no_grad)")
+    parser.add_argument("--train", action="store_true", help="train mode with gradients on (default: eval, no_grad)")
+    parser.add_argument("--backward", action="store_true", help="also run a backward (implies --train)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing runs")
-    parser.add_argument("--device", default=None, help="'meta' analyses without allocating weights")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
+    parser.add_argument("--device", choices=["meta"], default=None, help="'meta' analyses without allocating weights")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    parser.add_argument("--csv", metavar="PATH", help="also write the table's rows (--by) as CSV")
+    parser.add_argument("--png", metavar="PATH", help="also draw the diagram (--depth; every op without it)")
+    parser.add_argument("--svg", metavar="PATH", help="the diagram as SVG")
+    parser.add_argument("--color-by", choices=sorted(COLOR_BY), default="flops", help="what colours the diagram")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     return parser
 
 
+def _inputs(opts: argparse.Namespace) -> tuple[tuple, dict]:
+    dtype = _DTYPES[opts.dtype]
+
+    def make(shape: tuple[int, ...], name: str = "") -> torch.Tensor:
+        if name.endswith("mask"):
+            return torch.ones(shape, dtype=torch.long)
+        if dtype == torch.int64 or name.endswith("ids"):
+            return torch.randint(0, 100, shape)
+        return torch.randn(shape, dtype=dtype)
+
+    return tuple(make(s) for s in opts.input_shape), {**opts.kwargs, **{n: make(s, n) for n, s in opts.input}}
+
+
+def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
+    """Every option that can be wrong, before anything is built."""
+    if not opts.input_shape and not opts.input and not opts.kwargs:
+        parser.error("give the model's inputs: --input-shape 1,3,224,224 and/or --input NAME=SHAPE")
+    if opts.sort is not None:
+        try:
+            parse_column(opts.sort, By(opts.by), "--sort")
+        except ValueError as exc:
+            parser.error(str(exc))
+    if opts.csv and opts.by == "op":
+        parser.error("--csv writes nodes or modules: use --by node or --by module with it")
+    if opts.depth is not None and opts.by != "module" and not (opts.png or opts.svg):
+        parser.error("--depth applies to --by module tables and to diagrams")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = build_parser().parse_args(argv)
+    parser = build_parser()
+    opts = parser.parse_args(argv)
+    _check(parser, opts)
     try:
-        model = load_model(opts.model)
-        dtype = _DTYPES[opts.dtype]
-        inputs = tuple(
-            torch.randint(0, 100, shape) if dtype == torch.int64 else torch.randn(shape, dtype=dtype)
-            for shape in opts.input_shape
-        )
-        model.train(opts.train)
-        with torch.set_grad_enabled(opts.train):
-            report = analyze(model, inputs, method=opts.method, timing=not opts.no_timing, device=opts.device)
-    except FxInspectError as exc:
-        print(f"fxinspect: {exc}", file=sys.stderr)
+        model = load_model(opts.model, opts.config)
+        args, kwargs = _inputs(opts)
+        train = opts.train or opts.backward
+        model.train(train)
+        with torch.set_grad_enabled(train):
+            report = analyze(model, args, kwargs=kwargs, method=opts.method, timing=not opts.no_timing,
+                             device=opts.device, backward=opts.backward, memory=not opts.no_memory)
+        print(report)
+        print()
+        options = {"depth": opts.depth} if opts.by == "module" else {}
+        print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
+        if opts.json:
+            report.to_json(opts.json)
+        if opts.csv:
+            report.to_csv(opts.csv, by=opts.by)
+        for path in (opts.png, opts.svg):
+            if path:
+                report.plot(path, depth=opts.depth, color_by=opts.color_by)
+    except Exception as exc:
+        if opts.debug:
+            traceback.print_exc()
+        if isinstance(exc, FxInspectError):
+            print(f"fxinspect: {exc}", file=sys.stderr)
+        else:  # the model's own error, on one line with where it was raised
+            where = "; ".join(note.removeprefix("fxinspect: ") for note in getattr(exc, "__notes__", ()))
+            print(f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""),
+                  file=sys.stderr)
         return 2
-    except Exception as exc:  # the model's own error, on one line with where it was raised
-        where = "; ".join(note.removeprefix("fxinspect: ") for note in getattr(exc, "__notes__", ()))
-        print(f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""), file=sys.stderr)
-        return 2
-    print(report)
-    print()
-    options = {"depth": opts.depth} if opts.by == "module" else {}
-    print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
-    if opts.json:
-        report.to_json(opts.json)
     return 0

@@ -38,3 +38,53 @@ def test_cli_errors_are_one_clear_line(argv, message, capsys):
 def test_cli_rejects_a_bad_shape():
     with pytest.raises(SystemExit):
         main(["torchvision.models:resnet18", "--input-shape", "1,x"])
+
+
+def test_cli_keyword_inputs_hf_config_and_every_file(tmp_path, capsys):
+    files = {suffix: tmp_path / f"r.{suffix}" for suffix in ("json", "csv", "png", "svg")}
+    code = main(["transformers:GPT2Config", "--config", '{"n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}',
+                 "--input", "input_ids=1,16", "--input", "attention_mask=1,16", "--kwargs", '{"use_cache": false}',
+                 "--no-timing", "--no-memory", "--depth", "2",
+                 *(a for suffix, path in files.items() for a in (f"--{suffix}", str(path)))])
+    assert code == 0, capsys.readouterr().err
+    report = fxinspect.Report.from_json(files["json"].read_text())
+    assert report.modules[""].type == "GPT2Model" and [t.shape for t in report.inputs] == [(1, 16), (1, 16)]
+    assert files["csv"].read_text().startswith("path,") and files["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in files["svg"].read_text()[:500]
+
+
+def test_cli_a_file_factory_and_a_backward(tmp_path, capsys):
+    source = tmp_path / "net.py"
+    source.write_text("import torch\n\ndef build_model():\n    return torch.nn.Sequential(torch.nn.Linear(4, 2))\n")
+    assert main([f"{source}:build_model", "--input-shape", "3,4", "--no-timing", "--backward"]) == 0
+    assert "backward     " in capsys.readouterr().out  # 3*4*2 MACs of the weight gradient in the summary
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["no_such_package:thing", "--input-shape", "1"], "no module named 'no_such_package'"),
+        (["torch.nn:Linear", "--input-shape", "1,4"], "cannot be called without arguments"),
+        (["torch.nn:NoSuchLayer", "--input-shape", "1"], "has no 'NoSuchLayer'"),
+    ],
+)
+def test_cli_loading_errors_are_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["torch.nn:Identity", "--input-shape", "1", "--sort", "bogus"], "unknown column 'bogus'"),
+        (["torch.nn:Identity", "--input-shape", "1", "--depth", "0"], "expected a number >= 1"),
+        (["torch.nn:Identity"], "give the model's inputs"),
+        (["torch.nn:Identity", "--input", "1,2"], "expected NAME=SHAPE"),
+        (["torch.nn:Identity", "--input-shape", "1", "--kwargs", "[1]"], "expected a JSON object"),
+    ],
+)
+def test_cli_options_are_checked_before_the_model_is_built(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
