@@ -52,6 +52,14 @@ class Report(ReportRecord):
     def __str__(self) -> str:
         return self.summary()
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the summary, then the module table (depth 2) as an HTML table."""
+        import html
+
+        table, _, notes = _table(self, by="module", depth=2, tablefmt="html").partition("</table>")
+        footnotes = "".join(f"<p>{html.escape(line)}</p>" for line in notes.splitlines() if line.strip())
+        return f"<pre>{html.escape(self.summary())}</pre>{table}</table>{footnotes}"
+
     def plot(self, path: Any = None, **options: Any):
         """The dataflow diagram as a matplotlib Figure; see ``fxinspect.views.diagram.plot``."""
         return _plot(self, path, **options)

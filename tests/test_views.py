@@ -593,3 +593,22 @@ def test_resnet18_table_and_round_trip():
     assert "layer1" in text and "total" in text
     assert Report.from_json(report.to_json()) == report
     assert "resnet" in str(report).lower()
+
+
+def test_op_table_hides_op_types_that_cost_nothing_unless_asked():
+    import torch
+
+    import fxinspect
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x.reshape(-1)) * 2
+
+    r = fxinspect.analyze(Net(), torch.randn(4, 8), timing=False, memory=False)
+    shown = r.table(by="op")
+    assert "reshape" not in shown and "relu" in shown and "mul" in shown
+    assert "1 op type that cost nothing (no FLOPs, no bytes) not shown: zeros=True" in shown
+    assert "reshape" in r.table(by="op", zeros=True)
+    page = r._repr_html_()  # Jupyter: the summary and an HTML table
+    assert page.startswith("<pre>Net · captured by symbolic") and "<table>" in page
+    assert page.endswith("<p>total includes 3 ops of the root module itself: reshape, relu, mul</p>")

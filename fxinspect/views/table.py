@@ -63,6 +63,7 @@ def table(
     top: int | None = None,
     tablefmt: str = "simple",
     fold: bool = True,
+    zeros: bool = False,
 ) -> str:
     """A text table of ``report`` by module, op label or op node, with a totals row.
 
@@ -79,9 +80,11 @@ def table(
         ascending. Without it rows keep model or graph order.
     top : keep the first ``top`` rows (after sorting). The totals row stays the model's.
     tablefmt : any ``tabulate`` format.
-    fold : merge runs of identical repeated blocks (``layer.0`` .. ``layer.11`` of the
-        same structure) into one row ``layer.0-11`` of type ``12 × Block`` with their
-        summed figures, their descendants likewise (``by="module"`` only).
+    fold : merge runs of identical sibling blocks (found by structure, whatever their
+        names) into one row ``layer.0–11`` of type ``12 × Block`` with their summed
+        figures, their descendants likewise (``by="module"`` only).
+    zeros : ``by="op"`` only: also list the op types that cost nothing (no FLOPs, no
+        bytes: views, shape queries); by default they are counted in a footnote.
 
     Totals that miss uncounted ops carry :data:`fxinspect.formatting.PARTIAL` and a
     footnote; unmeasured figures print as :data:`fxinspect.formatting.MISSING`.
@@ -111,11 +114,16 @@ def table(
     sort_column = None if sort is None else parse_column(sort, by, "sort")
 
     uncounted = {name for u in report.uncounted for name in u.nodes}
+    hidden_free = 0
     if by is By.MODULE:
         # indentation shows the hierarchy, which a sorted table no longer follows
         rows = module_rows(report, depth, fold, indent=sort_column is None, uncounted=uncounted)
     elif by is By.OP:
         rows = op_rows(report, uncounted)
+        if not zeros:  # a view or a shape query moves nothing: a footnote counts them
+            free = [r for r in rows if not r.values.get(Column.FLOPS) and not r.values.get(Column.BYTES)]
+            rows = [r for r in rows if r not in free]
+            hidden_free = len(free)
     else:
         rows = node_rows(report, uncounted)
     if sort_column is not None:
@@ -135,7 +143,10 @@ def table(
         disable_numparse=True,  # cells are already text; keep them exactly as formatted
         preserve_whitespace=True,  # the indentation of module names is meaningful
     )
-    return "\n".join([text, *_footnotes(report, by, cols, shown, rows, total)])
+    notes = _footnotes(report, by, cols, shown, rows, total)
+    if hidden_free:
+        notes.append(f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
+    return "\n".join([text, *notes])
 
 
 def _footnotes(
