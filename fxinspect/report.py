@@ -25,6 +25,7 @@ from .records import ReportRecord
 from .views import exports
 from .views.breakdown import plot_breakdown as _plot_breakdown
 from .views.diagram import plot as _plot
+from .views.diff import diff as _diff
 from .views.memory_plot import plot_memory as _plot_memory
 from .views.summary import summary as _summary
 from .views.table import table as _table
@@ -76,13 +77,18 @@ class Report(ReportRecord):
         """The dataflow graph as a ``networkx.DiGraph``; see ``fxinspect.graph``."""
         return to_networkx(self, level=level, depth=depth)
 
+    def diff(self, other: "ReportRecord"):
+        """Per-module differences from this report to ``other``; see ``fxinspect.views.diff``."""
+        return _diff(self, other)
+
     def to_dict(self) -> dict[str, Any]:
         """The report as nested plain dicts and lists (what ``to_json`` writes)."""
         return exports.report_to_dict(self)
 
-    def to_json(self, path: Any = None) -> str:
-        """The report as JSON text, also written to ``path`` when given."""
-        return exports.to_json(self, path)
+    def to_json(self, path: Any = None, layout: str = "flat") -> str:
+        """The report as JSON text, also written to ``path`` when given; ``layout="nested"``
+        writes the module tree (model -> fields + children) instead of the flat record."""
+        return exports.to_json(self, path, layout=layout)
 
     @classmethod
     def from_json(cls, source: Any) -> "Report":

@@ -612,3 +612,29 @@ def test_op_table_hides_op_types_that_cost_nothing_unless_asked():
     page = r._repr_html_()  # Jupyter: the summary and an HTML table
     assert page.startswith("<pre>Net · captured by symbolic") and "<table>" in page
     assert page.endswith("<p>total includes 3 ops of the root module itself: reshape, relu, mul</p>")
+
+
+def test_diff_matches_modules_by_path_and_nested_json_is_the_module_tree():
+    import json
+
+    import torch
+
+    import fxinspect
+
+    def net(width):
+        return torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.ReLU(), torch.nn.Linear(width, 2))
+
+    a = fxinspect.analyze(net(4), torch.randn(3, 8), timing=False, memory=False)
+    b = fxinspect.analyze(torch.nn.Sequential(*net(16), torch.nn.Tanh()), torch.randn(3, 8), timing=False,
+                          memory=False)
+    d = a.diff(b)
+    assert d.modules["0"].macs == (3 * 8 * 4, 3 * 8 * 16) and d.modules["0"].params == (8 * 4 + 4, 8 * 16 + 16)
+    assert d.modules["3"].types == (None, "Tanh") and d.modules["1"].flops == (3 * 4, 3 * 16)  # ReLU: 1 per element
+    text = str(d)
+    assert "+300.0%" in text and "added" in text
+    assert str(a.diff(a)) == "no module differs" and not any(m.changed for m in a.diff(a).modules.values())
+    tree = json.loads(a.to_json(layout="nested"))["model"]
+    assert tree["type"] == "Sequential" and [c["path"] for c in tree["children"]] == ["0", "1", "2"]
+    assert sum(c["flops"] for c in tree["children"]) == tree["flops"]
+    with pytest.raises(ValueError, match="layout"):
+        a.to_json(layout="tree")

@@ -31,7 +31,7 @@ from typing import Any, TypeVar, Union
 from ..records import SCHEMA_VERSION, NodeRecord, ReportRecord
 from .columns import By
 
-__all__ = ["from_json", "report_to_dict", "to_csv", "to_dataframe", "to_json", "to_plain"]
+__all__ = ["from_json", "module_tree", "report_to_dict", "to_csv", "to_dataframe", "to_json", "to_plain"]
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -149,9 +149,37 @@ def report_to_dict(report: ReportRecord) -> dict[str, Any]:
     return to_plain(report)
 
 
-def to_json(report: ReportRecord, path: str | os.PathLike | None = None, indent: int | None = 1) -> str:
-    """The report as strict JSON text, also written to ``path`` (UTF-8) when given."""
-    text = json.dumps(report_to_dict(report), indent=indent, allow_nan=False, ensure_ascii=False)
+def module_tree(report: ReportRecord) -> dict[str, Any]:
+    """The modules as one nested dict: each module's record fields, then ``children``
+    (the layout torch_inspector's users know). For reading; ``from_json`` reads the flat
+    layout only.
+
+    >>> tree = module_tree(report)                                   # doctest: +SKIP
+    >>> tree["type"], [c["path"] for c in tree["children"]][:2]      # doctest: +SKIP
+    ('ResNet', ['conv1', 'bn1'])
+    """
+
+    def node(path: str) -> dict[str, Any]:
+        record = report.modules[path]
+        fields = {f.name: to_plain(getattr(record, f.name)) for f in dataclasses.fields(record)
+                  if f.name not in ("children", "nodes")}
+        return {**fields, "children": [node(c) for c in record.children if c in report.modules]}
+
+    return node("") if "" in report.modules else {"children": [node(p) for p in report.modules if "." not in p]}
+
+
+def to_json(report: ReportRecord, path: str | os.PathLike | None = None, indent: int | None = 1,
+            layout: str = "flat") -> str:
+    """The report as strict JSON text, also written to ``path`` (UTF-8) when given.
+
+    ``layout="flat"`` (the default) is the whole report, which ``from_json`` reads back;
+    ``"nested"`` is the module tree of :func:`module_tree` with the report's version.
+    """
+    if layout not in ("flat", "nested"):
+        raise ValueError(f"layout must be 'flat' or 'nested', got {layout!r}")
+    data = report_to_dict(report) if layout == "flat" else {"schema_version": report.schema_version,
+                                                            "model": module_tree(report)}
+    text = json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text
