@@ -68,6 +68,7 @@ FIELDS: tuple[Field, ...] = (
     Field("bytes_read", "int", Unit.BYTE, Aggregate.EXACT, "read", "tensor bytes the node's aten ops read", 0),
     Field("bytes_written", "int", Unit.BYTE, Aggregate.EXACT, "written", "tensor bytes they wrote", 0),
     Field("latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "latency", "median seconds; None when not timed"),
+    Field("latency_iqr", "float | None", Unit.SECOND, Aggregate.NONE, "IQR", "interquartile range of its times"),
     Field("nan_count", "int | None", Unit.COUNT, Aggregate.NONE, "NaN", "NaN values in the outputs; None when unread"),
     Field("inf_count", "int | None", Unit.COUNT, Aggregate.NONE, "Inf", "Inf values in the outputs; None when unread"),
     # the backward of the autograd ops a node created; None when no backward ran

@@ -145,6 +145,7 @@ def test_backward_latency_per_node_adds_up_within_the_timed_backward():
     t = r.timing
     ops = [n for n in r.nodes if n.is_op]
     assert all(n.backward_latency > 0 for n in ops)  # each made autograd nodes: each was timed
+    assert all(n.latency_iqr is not None and n.latency_iqr >= 0 for n in ops) and t.plain_forward_iqr >= 0
     # the node times are spans of the timed backward: never more than it, and summed as declared
     assert t.backward_node_sum <= t.backward and t.plain_backward > 0
     assert r.totals.backward_latency == pytest.approx(sum(n.backward_latency for n in ops))

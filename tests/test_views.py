@@ -638,3 +638,11 @@ def test_diff_matches_modules_by_path_and_nested_json_is_the_module_tree():
     assert sum(c["flops"] for c in tree["children"]) == tree["flops"]
     with pytest.raises(ValueError, match="layout"):
         a.to_json(layout="tree")
+
+
+def test_latency_spread_and_a_busy_machine_warning():
+    summary = make_report(timed=True)
+    quiet = dataclasses.replace(summary, timing=dataclasses.replace(summary.timing, plain_forward_iqr=0.5e-5))
+    busy = dataclasses.replace(summary, timing=dataclasses.replace(summary.timing, plain_forward_iqr=0.4e-4))
+    assert "IQR 5.00 µs = 3.1% of the median" in str(quiet) and "busy" not in str(quiet)  # of 160 µs
+    assert "IQR 40.00 µs = 25.0% of the median; the machine was busy" in str(busy)

@@ -95,6 +95,7 @@ class TimingInfo:
     backward: float | None = None  # with a backward: the timed backward, hooks on every autograd node
     plain_backward: float | None = None  # the backward of the program without probes or hooks
     backward_node_sum: float | None = None  # sum of per-node backward medians
+    plain_forward_iqr: float | None = None  # interquartile range of the plain forward's times
 
     @property
     def node_sum_ratio(self) -> float:

@@ -22,7 +22,8 @@ __all__ = ["summary"]
 _WIDTH = 12  # width of the label column
 _LIST = 3  # names listed before "… (+n)"
 _UNCOUNTED = 5  # uncounted ops listed one per line; the rest are counted
-_RATIO_TOLERANCE = 0.1  # node-sum vs plain forward: beyond 10 % the parts do not add up
+_RATIO_TOLERANCE = 0.1
+_BUSY = 0.1  # an IQR above 10 % of the median: other work shared the machine  # node-sum vs plain forward: beyond 10 % the parts do not add up
 _KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
 
 
@@ -86,6 +87,11 @@ def _timing(timing: TimingInfo) -> list[str]:
             f" ({timing.device}, median of {fmt.count(timing.repeats)} after {fmt.count(timing.warmup)} warm-up)",
         )
     ]
+    spread = timing.plain_forward_iqr
+    if spread is not None and timing.plain_forward:
+        busy = spread / timing.plain_forward > _BUSY
+        lines.append(_line("spread", f"IQR {fmt.seconds(spread)} = {fmt.percent(spread / timing.plain_forward)} of the median"
+                                     + ("; the machine was busy: times are noisy (re-run, or raise repeats)" if busy else "")))
     if timing.throughput is not None:
         batch = "" if timing.batch_size is None else f" (batch {fmt.count(timing.batch_size)})"
         lines.append(_line("throughput", f"{fmt.count(timing.throughput)} samples/s{batch}"))

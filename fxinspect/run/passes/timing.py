@@ -33,6 +33,14 @@ from .backward_timing import time_backward
 __all__ = ["TimingPass"]
 
 
+def iqr(times: list[float]) -> float:
+    """The interquartile range of ``times`` (0 for a single run)."""
+    if len(times) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return q3 - q1
+
+
 class TimingPass:
     """Warm-up, then ``repeats`` alternating plain and timed runs; per-node medians.
 
@@ -44,7 +52,7 @@ class TimingPass:
     def __init__(self, warmup: int = 2, repeats: int = 10, copy_inputs: Sequence[str] = (),
                  loss_fn: Callable[[Any], torch.Tensor] | None = None):
         self.warmup, self.repeats, self.copy_inputs, self.loss_fn = warmup, repeats, copy_inputs, loss_fn
-        self.fields = ("latency", "backward_latency") if loss_fn is not None else ("latency",)
+        self.fields = ("latency", "latency_iqr", "backward_latency") if loss_fn is not None else ("latency", "latency_iqr")
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         tensors = program.inputs
@@ -83,8 +91,9 @@ class TimingPass:
             node_sum=sum(latencies.values()),
             batch_size=batch,
             throughput=batch / plain_median if batch and plain_median > 0 else None,
+            plain_forward_iqr=iqr(plain_times),
         )
-        nodes = {name: {"latency": t} for name, t in latencies.items()}
+        nodes = {name: {"latency": t, "latency_iqr": iqr(per_node[name])} for name, t in latencies.items()}
         if self.loss_fn is not None:
             times = time_backward(program, self.loss_fn, self.warmup, self.repeats, self.copy_inputs)
             for name, seconds in times.latencies.items():
