@@ -259,3 +259,27 @@ def stats(s: Any) -> str:
     flags = [f"{count(s.nan_count)} NaN"] if s.nan_count else []
     flags += [f"{count(s.inf_count)} Inf"] if s.inf_count else []
     return ", ".join([text, *flags])
+
+
+def middle(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters from the middle, keeping its start and end.
+
+    A dotted path loses whole middle components first, so that its last ones (the
+    module itself) stay readable.
+
+    >>> middle("encoder.layers.encoder_layer_0–11.mlp", 32)
+    'encoder.….encoder_layer_0–11.mlp'
+    >>> middle("layer4.1.conv2", 30), middle("abcdefghijklmnop", 9)
+    ('layer4.1.conv2', 'abcd…mnop')
+    """
+    if len(text) <= limit or limit < 5:
+        return text
+    indent = len(text) - len(text.lstrip(" "))
+    parts = text.strip(" ").split(".")
+    if len(parts) > 2:
+        for keep in range(len(parts) - 2, 0, -1):  # drop middle components, keep the first and the tail
+            shorter = " " * indent + ".".join([parts[0], "…", *parts[len(parts) - keep:]])
+            if len(shorter) <= limit:
+                return shorter
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]

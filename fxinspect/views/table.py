@@ -19,6 +19,8 @@ total   1.82 G
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import Any, Sequence
 
 from tabulate import SEPARATING_LINE, tabulate
@@ -64,6 +66,7 @@ def table(
     tablefmt: str = "simple",
     fold: bool = True,
     zeros: bool = False,
+    width: int | None = 100,
 ) -> str:
     """A text table of ``report`` by module, op label or op node, with a totals row.
 
@@ -85,6 +88,9 @@ def table(
         figures, their descendants likewise (``by="module"`` only).
     zeros : ``by="op"`` only: also list the op types that cost nothing (no FLOPs, no
         bytes: views, shape queries); by default they are counted in a footnote.
+    width : characters the table may take: names, module paths and shapes are cut from
+        the middle (``encoder.layers…self_attention``) and footnotes wrapped to fit it,
+        as far as 16 characters a column allow; ``None`` keeps everything whole.
 
     Totals that miss uncounted ops carry :data:`fxinspect.formatting.PARTIAL` and a
     footnote; unmeasured figures print as :data:`fxinspect.formatting.MISSING`.
@@ -130,11 +136,12 @@ def table(
         rows = sorted(rows, key=lambda r: _sort_key(sort_column, r))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
 
-    body: list[Any] = [_render(r, cols) for r in shown]
     total = totals_row(report, cols)
+    cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
+    body: list[Any] = cells[:-1]
     if tablefmt in _RULED_FORMATS:
         body.append(SEPARATING_LINE)
-    body.append(_render(total, cols))
+    body.append(cells[-1])
     text = tabulate(
         body,
         headers=[SPECS[c].header for c in cols],
@@ -146,7 +153,36 @@ def table(
     notes = _footnotes(report, by, cols, shown, rows, total)
     if hidden_free:
         notes.append(f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
+    if width is not None:
+        notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
     return "\n".join([text, *notes])
+
+
+_SHRINKABLE = frozenset({Column.NAME, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS})
+_NARROWEST = 16
+
+
+def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: By) -> list[list[str]]:
+    """Cut the widest text columns from the middle until the table fits ``width``.
+
+    A node's name is how ``report.node(name)`` finds it: never cut. A module path is
+    (its indentation keeps the hierarchy readable), after every other column.
+    """
+    if width is None or not cells:
+        return cells
+    shrinkable = _SHRINKABLE - {Column.NAME} if by is By.NODE else _SHRINKABLE
+    widths = [max(len(SPECS[c].header), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    caps = list(widths)
+    while sum(caps) + 2 * (len(caps) - 1) > width:
+        candidates = [i for i, c in enumerate(cols) if c in shrinkable and c is not Column.NAME
+                      and caps[i] > _NARROWEST]
+        candidates = candidates or [i for i, c in enumerate(cols) if c in shrinkable and caps[i] > _NARROWEST]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: caps[i])
+        caps[widest] -= 1
+    return [[fmt.middle(cell, caps[i]) if cols[i] in shrinkable else cell for i, cell in enumerate(row)]
+            for row in cells]
 
 
 def _footnotes(
