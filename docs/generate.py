@@ -18,6 +18,11 @@ EXAMPLES = DOCS.parent / "examples"
 IMAGES = DOCS / "images"
 
 PAGES = {  # page name: (example file, images it writes)
+    "tables": ("tables.py", []),
+    "exports": ("exports.py", []),
+    "training": ("training_step.py", []),
+    "meta_device": ("meta_device.py", []),
+    "cli": ("command_line.py", []),
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
     "diagrams": ("diagrams.py", ["mlp_ops.png", "resnet50_depth1.png", "resnet50_depth2.png", "vit_b_16_depth2.png",
                                  "gpt2_depth2.png", "gpt2_bytes_by_op.png"]),
@@ -45,10 +50,23 @@ def generate(name: str) -> Path:
     return page
 
 
+def index() -> Path:
+    """``docs/README.md``: every page, by its title (the first line of its example's docstring)."""
+    lines = ["# fxinspect documentation", "", "Every page is written by `python docs/generate.py` from an example in",
+             "`examples/`: the output and images are what the code printed and drew.", ""]
+    for name, (example, _) in PAGES.items():
+        title = (EXAMPLES / example).read_text().split('"""')[1].strip().splitlines()[0]
+        lines.append(f"* [{title}]({name}.md) (`examples/{example}`)")
+    page = DOCS / "README.md"
+    page.write_text("\n".join(lines) + "\n")
+    return page
+
+
 def main() -> None:
     IMAGES.mkdir(exist_ok=True)
     for name in sys.argv[1:] or PAGES:
         print(f"wrote {generate(name).relative_to(DOCS.parent)}")
+    print(f"wrote {index().relative_to(DOCS.parent)}")
 
 
 if __name__ == "__main__":

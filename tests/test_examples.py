@@ -1,0 +1,30 @@
+"""Every example runs as written and draws the images its docs page shows."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+DOCS = EXAMPLES.parent / "docs"
+
+
+def _pages():
+    spec = importlib.util.spec_from_file_location("generate", DOCS / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PAGES
+
+
+@pytest.mark.parametrize("page, example, images", [(p, e, i) for p, (e, i) in _pages().items()])
+def test_example_runs_and_draws_its_images(page, example, images, tmp_path):
+    spec = importlib.util.spec_from_file_location(Path(example).stem, EXAMPLES / example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.main(tmp_path)
+    assert text.strip()
+    for image in images:
+        assert (tmp_path / image).read_bytes()[:4] == b"\x89PNG", image
+    assert (DOCS / f"{page}.md").exists()  # the page generate.py writes from it is committed
