@@ -289,6 +289,9 @@ def test_fold_sums_repeated_blocks():
     assert rows["blocks.0–1"][Column.TYPE] == "2 × Block"
     assert rows["blocks.0–1"][Column.FLOPS] == 2 * (512 + 16)
     assert rows["blocks.0–1.fc"][Column.MACS] == 2 * 256
+    # the child row stands for both blocks' fc: it says so, and gives one block's share
+    assert rows["blocks.0–1.fc"][Column.TYPE] == "2 × Linear"
+    assert rows["blocks.0–1.fc"][Column.PER_BLOCK] == rows["blocks.0–1.fc"][Column.FLOPS] // 2 == 2 * 256
     assert "blocks.0" not in rows
 
 

@@ -38,7 +38,8 @@ _LEADING = (
     ("NAME", "name"), ("TYPE", "type"), ("LABEL", "op"), ("MODULE", "module"), ("INPUTS", "inputs"),
     ("OUTPUTS", "outputs"), ("GRADIENTS", "gradients"), ("COUNT", "count"), ("CALLS", "calls"), ("PARAMS", "params"),
 )
-_DERIVED = (("BYTES", "bytes"), ("INTENSITY", "intensity"), ("SHARE", "share"), ("NONFINITE", "nonfinite"))
+_DERIVED = (("BYTES", "bytes"), ("INTENSITY", "intensity"), ("SHARE", "share"), ("NONFINITE", "nonfinite"),
+            ("PER_BLOCK", "per_block"))
 
 
 def _members() -> list[tuple[str, str]]:
@@ -125,10 +126,11 @@ SPECS: dict[Column, Spec] = {
     Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
     Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
     **{Column(f.name): _figure_spec(f) for f in SUMMED},
-    Column.BYTES: Spec("bytes", fmt.nbytes, marks_partial=True),  # bytes_read + bytes_written
+    Column.BYTES: Spec("bytes r+w", fmt.nbytes, marks_partial=True),  # traffic: bytes_read + bytes_written
     Column.INTENSITY: Spec("FLOP/B", lambda v, p: fmt.number(v)),
     Column.SHARE: Spec("FLOPs %", lambda v, p: fmt.percent(v)),
     Column.NONFINITE: Spec("NaN/Inf", _nonfinite),
+    Column.PER_BLOCK: Spec("FLOPs/block", lambda v, p: "" if v is None else fmt.count(v, p), marks_partial=True),
 }
 
 
@@ -144,7 +146,7 @@ def _figures() -> tuple[Column, ...]:
 
 
 _AVAILABLE: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures()),
+    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK),
     By.OP: (Column.LABEL, Column.COUNT, *_figures()),
     By.NODE: (
         Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, *_figures(),
@@ -154,8 +156,8 @@ _AVAILABLE: dict[By, tuple[Column, ...]] = {
 
 DEFAULT: dict[By, tuple[Column, ...]] = {
     By.MODULE: (
-        Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY,
-        Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
+        Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, Column.MACS, Column.BYTES,
+        Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
     ),
     By.OP: (
         Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS,
@@ -168,7 +170,8 @@ DEFAULT: dict[By, tuple[Column, ...]] = {
     ),
 }
 """The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
-found, gradients, backward FLOPs and saved bytes when a backward ran."""
+found, gradients, backward FLOPs and saved bytes when a backward ran, FLOPs per block
+when a row folds repeated blocks."""
 
 BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES})
 TIMED_ONLY = frozenset({Column.LATENCY, Column.BACKWARD_LATENCY})

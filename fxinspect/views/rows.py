@@ -90,11 +90,15 @@ def module_rows(report: ReportRecord, depth: int | None, fold: bool, indent: boo
         first = records[0]
         values = {
             Column.NAME: ("  " * (first.depth - 1) if indent else "") + name,
-            Column.TYPE: first.type if repeats == 1 else f"{fmt.count(repeats)} × {first.type}",
+            # a row stands for every member: the blocks it folds, or their same child in each
+            Column.TYPE: first.type if len(records) == 1 else f"{fmt.count(len(records))} × {first.type}",
             Column.CALLS: sum(r.calls for r in records),
             Column.PARAMS: sum(r.params for r in records),
             **_figures(report, records),
         }
+        if len(records) > 1:  # the row is the members' total; this is one member's (their mean)
+            total = values[Column.FLOPS]
+            values[Column.PER_BLOCK] = total // len(records) if total % len(records) == 0 else total / len(records)
         partial = any(n in uncounted for r in records for n in r.nodes)
         rows.append(Row(values, partial))
     return rows

@@ -5,7 +5,7 @@ Example
 >>> print(report)                                                # doctest: +SKIP
 ResNet · captured by symbolic · torch 2.14.1 on cpu
 inputs       1×3×224×224 f32 -> 1×1000 f32
-params       11.69 M (11.69 M trainable, 0 frozen), 9.60 K buffers; 44.59 MiB + 37.63 KiB
+params       11.69 M (11.69 M trainable, 0 frozen), 9.60 K buffer elements; 44.59 MiB + 37.63 KiB
 FLOPs        3.64 G (MACs 1.82 G)
 bytes        120.85 MiB read, 79.74 MiB written; 18.07 FLOP/B
 """
@@ -44,7 +44,7 @@ def _params(report: ReportRecord) -> list[str]:
     lines = [_line(
         "params",
         f"{fmt.count(t.params)} ({fmt.count(t.trainable_params)} trainable, {fmt.count(t.frozen_params)} frozen),"
-        f" {fmt.count(t.buffers)} buffers; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
+        f" {fmt.count(t.buffers)} buffer elements; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
     )]
     for s in report.shared:
         lines.append(_line("shared", f"{s.name} also as {_names(s.aliases)} ({fmt.count(s.numel)}, counted once)"))

@@ -132,6 +132,8 @@ def table(
             hidden_free = len(free)
     else:
         rows = node_rows(report, uncounted)
+    if columns is None and not any(r.values.get(Column.PER_BLOCK) is not None for r in rows):
+        cols = [c for c in cols if c is not Column.PER_BLOCK]  # nothing folded: no per-block figure
     if sort_column is not None:
         rows = sorted(rows, key=lambda r: _sort_key(sort_column, r))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
