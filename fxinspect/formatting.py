@@ -12,6 +12,8 @@ Example
 
 from __future__ import annotations
 
+import re
+
 import math
 from typing import Any, Iterable, Sequence
 
@@ -262,24 +264,26 @@ def stats(s: Any) -> str:
 
 
 def middle(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters from the middle, keeping its start and end.
+    """``text`` cut to ``limit`` characters, keeping its end.
 
-    A dotted path loses whole middle components first, so that its last ones (the
-    module itself) stay readable.
+    A path or a node name (words joined by ``.`` or ``_``) keeps the longest run of its
+    last words that fits, so the module or op itself, and as much of the block index as
+    there is room for, stay whole; other text is cut in the middle.
 
-    >>> middle("encoder.layers.encoder_layer_0–11.mlp", 32)
-    'encoder.….encoder_layer_0–11.mlp'
+    >>> middle("encoder.layers.encoder_layer_0–11.mlp", 24)
+    '…encoder_layer_0–11.mlp'
+    >>> middle("encoder_layers_encoder_layer_3_self_attention", 24)
+    '…layer_3_self_attention'
     >>> middle("layer4.1.conv2", 30), middle("abcdefghijklmnop", 9)
     ('layer4.1.conv2', 'abcd…mnop')
     """
     if len(text) <= limit or limit < 5:
         return text
-    indent = len(text) - len(text.lstrip(" "))
-    parts = text.strip(" ").split(".")
-    if len(parts) > 2:
-        for keep in range(len(parts) - 2, 0, -1):  # drop middle components, keep the first and the tail
-            shorter = " " * indent + ".".join([parts[0], "…", *parts[len(parts) - keep:]])
-            if len(shorter) <= limit:
-                return shorter
+    indent = " " * (len(text) - len(text.lstrip(" ")))
+    pieces = re.split(r"([._])", text.lstrip(" "))  # words, with the separators between them
+    for start in range(2, len(pieces), 2):  # drop leading words (and their separators) one by one
+        shorter = indent + "…" + "".join(pieces[start:])
+        if len(shorter) <= limit:
+            return shorter
     head = (limit - 1) // 2
     return text[:head] + "…" + text[len(text) - (limit - 1 - head):]

@@ -130,7 +130,7 @@ SPECS: dict[Column, Spec] = {
     Column.INTENSITY: Spec("FLOP/B", lambda v, p: fmt.number(v)),
     Column.SHARE: Spec("FLOPs %", lambda v, p: fmt.percent(v)),
     Column.NONFINITE: Spec("NaN/Inf", _nonfinite),
-    Column.PER_BLOCK: Spec("FLOPs/block", lambda v, p: "" if v is None else fmt.count(v, p), marks_partial=True),
+    Column.PER_BLOCK: Spec("per block", lambda v, p: "" if v is None else fmt.count(v, p), marks_partial=True),
 }
 
 

@@ -140,6 +140,13 @@ def table(
 
     total = totals_row(report, cols)
     cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
+    per_block_dropped = False
+    if columns is None and Column.PER_BLOCK in cols and width is not None and _width(cells, cols) > width:
+        # the per-block figure is the one default column a narrow table does without
+        cols = [c for c in cols if c is not Column.PER_BLOCK]
+        total = totals_row(report, cols)
+        cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
+        per_block_dropped = True
     body: list[Any] = cells[:-1]
     if tablefmt in _RULED_FORMATS:
         body.append(SEPARATING_LINE)
@@ -153,6 +160,8 @@ def table(
         preserve_whitespace=True,  # the indentation of module names is meaningful
     )
     notes = _footnotes(report, by, cols, shown, rows, total)
+    if per_block_dropped:
+        notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
     if hidden_free:
         notes.append(f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
     if width is not None:
@@ -164,16 +173,25 @@ _SHRINKABLE = frozenset({Column.NAME, Column.MODULE, Column.INPUTS, Column.OUTPU
 _NARROWEST = 16
 
 
+_HEADER_PADDING = 2  # tabulate's MIN_PADDING: a column is at least its header and two spaces wide
+
+
+def _width(cells: list[list[str]], cols: Sequence[Column]) -> int:
+    return sum(max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells))
+               for i, c in enumerate(cols)) + 2 * (len(cols) - 1)
+
+
 def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: By) -> list[list[str]]:
     """Cut the widest text columns from the middle until the table fits ``width``.
 
-    A node's name is how ``report.node(name)`` finds it: never cut. A module path is
-    (its indentation keeps the hierarchy readable), after every other column.
+    A node's name is how ``report.node(name)`` finds it: never cut. A module path is,
+    last, keeping its block index (``…encoder_layer_0–11.mlp``; indentation keeps the
+    hierarchy readable).
     """
     if width is None or not cells:
         return cells
     shrinkable = _SHRINKABLE - {Column.NAME} if by is By.NODE else _SHRINKABLE
-    widths = [max(len(SPECS[c].header), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    widths = [max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     caps = list(widths)
     while sum(caps) + 2 * (len(caps) - 1) > width:
         candidates = [i for i, c in enumerate(cols) if c in shrinkable and c is not Column.NAME

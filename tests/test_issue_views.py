@@ -1,0 +1,91 @@
+"""What the views promise on real models: folded tables that add up, diffs, tables that
+fit 100 columns, the CLI's table equal to the API's."""
+
+from __future__ import annotations
+
+import io
+import contextlib
+
+import pytest
+import torch
+import torchvision
+
+import fxinspect
+from fxinspect.cli import main
+from fxinspect.views.columns import Column
+from fxinspect.views.rows import module_rows
+
+
+def _gpt2(layers: int = 12):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=layers, n_embd=64, n_head=4, vocab_size=256, n_positions=64)
+    return GPT2LMHeadModel(config), {"input_ids": torch.randint(0, 256, (1, 16))}
+
+
+def _bert():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                        vocab_size=256)
+    return BertModel(config), {"input_ids": torch.randint(0, 256, (1, 16)),
+                               "attention_mask": torch.ones(1, 16, dtype=torch.long)}
+
+
+def test_gpt2_table_folds_its_12_blocks_into_one_row_that_adds_up():
+    model, inputs = _gpt2()
+    r = fxinspect.analyze(model, inputs, timing=False, memory=False)
+    folded = {row.values[Column.NAME].strip(): row.values for row in module_rows(r, None, True, True, set())}
+    unfolded = {row.values[Column.NAME].strip(): row.values for row in module_rows(r, None, False, True, set())}
+    row = folded["transformer.h.0–11"]
+    assert row[Column.TYPE] == "12 × GPT2Block"
+    blocks = [unfolded[f"transformer.h.{i}"] for i in range(12)]
+    for column in (Column.FLOPS, Column.MACS, Column.PARAMS, Column.BYTES_READ):
+        assert row[column] == sum(b[column] for b in blocks), column
+    assert row[Column.PER_BLOCK] * 12 == sum(b[Column.FLOPS] for b in blocks)
+    assert "transformer.h.0–11" in r.table(width=None) and "transformer.h.5" not in r.table(width=None)
+
+
+def test_resnet34_diff_resnet18_shows_the_extra_blocks_and_the_flop_difference():
+    x = torch.randn(1, 3, 64, 64)
+    r34 = fxinspect.analyze(torchvision.models.resnet34(weights=None), x, timing=False, memory=False)
+    r18 = fxinspect.analyze(torchvision.models.resnet18(weights=None), x, timing=False, memory=False)
+    d = r34.diff(r18)
+    extra = [p for p, m in d.modules.items() if m.types[1] is None]
+    assert "layer1.2" in extra and "layer3.5" in extra and "layer4.2" in extra  # 3-4-6-3 against 2-2-2-2 blocks
+    flops = d.modules[""].flops
+    assert flops[1] - flops[0] == r18.totals.flops - r34.totals.flops
+    assert "removed" in d.table() and "layer3.5" in d.table(depth=None)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "vit_b_16", "gpt2", "bert"])
+def test_default_module_and_op_tables_fit_100_columns(name):
+    if name == "gpt2":
+        model, inputs = _gpt2()
+    elif name == "bert":
+        model, inputs = _bert()
+    else:
+        model, inputs = torchvision.models.get_model(name, weights=None), torch.randn(1, 3, 224, 224)
+    r = fxinspect.analyze(model.eval(), inputs, warmup=1, repeats=1, memory=False)
+    for by in ("module", "op"):
+        widest = max(len(line) for line in r.table(by=by).splitlines())
+        assert widest <= 100, (by, widest)
+    assert max(len(line) for line in r.table(width=None).splitlines()) >= widest  # nothing is cut without a width
+
+
+def test_cli_prints_the_same_table_as_the_api_and_a_bert_from_the_shell(tmp_path, capsys):
+    png, js = tmp_path / "r.png", tmp_path / "r.json"
+    code = main(["torchvision.models:resnet18", "--input-shape", "1,3,64,64", "--no-timing", "--no-memory",
+                 "--depth", "2", "--png", str(png), "--json", str(js)])
+    out = capsys.readouterr().out
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    report = fxinspect.Report.from_json(js)
+    assert report.table(depth=2) in out
+    api = fxinspect.analyze(torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 64, 64),
+                            timing=False, memory=False)
+    assert api.table(depth=2) == report.table(depth=2)
+    config = '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}'
+    code = main(["transformers:BertConfig", "--config", config, "--input", "input_ids=1,16",
+                 "--input", "attention_mask=1,16", "--no-timing", "--no-memory"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("BertModel · captured by") and "encoder.layer.0–1" in out
