@@ -31,6 +31,7 @@ from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
 from .step import Inspection, inspect
+from .track import Stash, Tracker, track
 
 __all__ = [
     "AtenCall",
@@ -52,9 +53,11 @@ __all__ = [
     "NonFinite",
     "Report",
     "SharedParameter",
+    "Stash",
     "TensorMeta",
     "TimingInfo",
     "Totals",
+    "Tracker",
     "UncountedOp",
     "ValueStats",
     "analyze",
@@ -62,6 +65,7 @@ __all__ = [
     "instrument",
     "register_free",
     "register_rule",
+    "track",
 ]
 
 __version__ = "0.1.0"

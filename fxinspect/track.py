@@ -1,0 +1,175 @@
+"""``track``: stash selected activations and gradients of the user's own steps.
+
+``with fxinspect.track(model, include=r"layer1") as tracker:`` around the user's
+unchanged forward and backward keeps, in call order, one :class:`Stash` per call of
+each selected module (its output) and, with ``grad=True``, one per gradient reaching
+that output (in the order the backward delivers them). The value kept is
+``stash_value(tensor)``: by default a detached copy on the CPU; ``lambda t: t.std()``
+keeps a number instead. ``stash=`` replaces the whole record: it receives the
+:class:`Event` (module, args, kwargs, output) and returns what to keep.
+
+Gradients are taken with a hook on each output tensor, not a module backward hook, so
+in-place ops that follow (``nn.ReLU(inplace=True)``, ``out += identity``) are fine: the
+gradient kept is the one with respect to the output as the module returned it.
+``register()``/``unregister()`` do what entering and leaving the block do.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+>>> with fxinspect.track(model, include=r"^0$") as tracker:
+...     model(torch.ones(2, 4)).sum().backward()
+>>> [(s.name, s.kind, tuple(s.value.shape)) for s in tracker.stashes]
+[('0', 'output', (2, 3)), ('0', 'grad', (2, 3))]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .errors import InputError
+from .tensors import tensors_in
+
+__all__ = ["Event", "Stash", "Tracker", "track"]
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A detached copy on the CPU (never a view of the live tensor)."""
+    t = t.detach()
+    return t.to("cpu", copy=True) if t.device.type != "meta" else t
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a custom ``stash=`` receives for a module call."""
+
+    name: str
+    module: torch.nn.Module
+    args: tuple
+    kwargs: dict
+    output: Any
+
+
+@dataclass(frozen=True)
+class Stash:
+    """One kept value: which module, output or gradient, which step and call, the value."""
+
+    name: str
+    type: str
+    kind: str  # "output" or "grad"
+    step: int  # how many forward calls of the whole model came before this one's
+    call: int  # how many calls of this module came before, within the step
+    value: Any
+
+
+def _pattern(value: str | None, option: str) -> re.Pattern | None:
+    if value is None:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise InputError(f"{option}= must be a regular expression, got {value!r}: {exc}") from None
+
+
+class Tracker:
+    """Hooks on the selected modules of ``model``; ``stashes`` in call order."""
+
+    def __init__(self, model: torch.nn.Module, include: str | None = None, exclude: str | None = None,
+                 grad: bool = True, stash_value: Callable[[torch.Tensor], Any] | None = None,
+                 stash: Callable[[Event], Any] | None = None) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise InputError(f"track() expects a torch.nn.Module, got {type(model).__name__}")
+        self.model = model
+        self.include, self.exclude = _pattern(include, "include"), _pattern(exclude, "exclude")
+        self.grad = grad
+        self.stash_value = stash_value or _copy
+        self.stash = stash
+        self.stashes: list[Stash] = []
+        self.step = 0
+        self._calls: dict[str, int] = {}
+        self._handles: list[Any] = []
+
+    def selected(self) -> list[tuple[str, torch.nn.Module]]:
+        """The ``(name, module)`` pairs the filters keep (the root is named ``""``)."""
+        return [(name, m) for name, m in self.model.named_modules()
+                if (self.include is None or self.include.search(name))
+                and (self.exclude is None or not self.exclude.search(name))]
+
+    def register(self) -> "Tracker":
+        """Put the hooks on (entering the ``with`` block does)."""
+        if self._handles:
+            return self
+        self._handles.append(self.model.register_forward_pre_hook(self._new_step))
+        for name, module in self.selected():
+            self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
+        return self
+
+    def unregister(self) -> None:
+        """Take every hook off; the stashes stay."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def __enter__(self) -> "Tracker":
+        return self.register()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unregister()
+
+    def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
+        if self._calls:
+            self.step += 1
+        self._calls = {}
+
+    def _hook(self, name: str) -> Callable:
+        def hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+            call = self._calls[name] = self._calls.get(name, -1) + 1
+            kind = type(module).__name__
+            tensors = tensors_in(output)
+            if self.stash is not None:
+                value = self.stash(Event(name, module, args, kwargs, output))
+            else:
+                values = [self.stash_value(t.detach()) for t in tensors]
+                value = values[0] if len(values) == 1 else tuple(values)
+            self.stashes.append(Stash(name, kind, "output", self.step, call, value))
+            if self.grad and torch.is_grad_enabled():
+                step = self.step
+                for t in tensors:
+                    if t.requires_grad:
+                        t.register_hook(self._grad_hook(name, kind, step, call))
+
+        return hook
+
+    def _grad_hook(self, name: str, kind: str, step: int, call: int) -> Callable:
+        def keep(grad: torch.Tensor) -> None:
+            self.stashes.append(Stash(name, kind, "grad", step, call, self.stash_value(grad.detach())))
+
+        return keep
+
+    def to_frame(self, stat: Callable[[Any], Any] | None = None):
+        """The stashes as a pandas DataFrame, ``stat(value)`` in place of each value when given."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
+        rows = [{"name": s.name, "type": s.type, "kind": s.kind, "step": s.step, "call": s.call,
+                 "value": stat(s.value) if stat is not None else s.value} for s in self.stashes]
+        return pd.DataFrame(rows, columns=["name", "type", "kind", "step", "call", "value"])
+
+
+def track(model: torch.nn.Module, include: str | None = None, exclude: str | None = None, grad: bool = True,
+          stash_value: Callable[[torch.Tensor], Any] | None = None,
+          stash: Callable[[Event], Any] | None = None) -> Tracker:
+    """A :class:`Tracker` of ``model``: use it as a context manager, or ``register()`` it.
+
+    ``include``/``exclude``: regular expressions searched in module names (``""`` is the
+    model). ``grad``: also keep the gradients reaching the outputs. ``stash_value``:
+    what to keep of each tensor (default: a detached CPU copy). ``stash``: what to keep
+    of a whole module call (receives an :class:`Event`; gradients are not kept then
+    unless ``grad``).
+    """
+    return Tracker(model, include, exclude, grad, stash_value, stash)
