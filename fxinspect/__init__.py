@@ -32,6 +32,7 @@ from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
 from .step import Inspection, inspect
 from .track import Stash, Tracker, track
+from .watch import Watch, watch
 
 __all__ = [
     "AtenCall",
@@ -60,12 +61,14 @@ __all__ = [
     "Tracker",
     "UncountedOp",
     "ValueStats",
+    "Watch",
     "analyze",
     "inspect",
     "instrument",
     "register_free",
     "register_rule",
     "track",
+    "watch",
 ]
 
 __version__ = "0.1.0"

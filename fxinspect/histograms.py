@@ -1,0 +1,142 @@
+"""Histograms that keep every value: signed log2-magnitude bins, NaN/±Inf/zero counted apart.
+
+A finite nonzero value ``x`` falls in the bin of its sign and its binary exponent ``e``
+(``2**e <= |x| < 2**(e + 1)``), read exactly with ``torch.frexp``: no range to choose, no
+value clipped or dropped as an outlier, whatever the scale of activations or gradients,
+and bins that read as orders of magnitude (what vanishing and exploding look like).
+Zeros, NaN, +Inf and -Inf are counted exactly beside the bins. Everything runs on the
+tensor's device (one ``bincount``); numbers reach the host only when read.
+
+Example
+-------
+>>> import torch
+>>> h = log2_histogram(torch.tensor([0.3, -3.0, 0.0, float("nan"), float("inf"), 5.0, 7.0]))
+>>> h.zeros, h.nan, h.pos_inf, h.neg_inf, h.total
+(1, 1, 1, 0, 7)
+>>> h.bins()          # (sign, exponent, count): 0.3 in [2**-2, 2**-1), -3 in [2, 4), 5 and 7 in [4, 8)
+[(-1, 1, 1), (1, -2, 1), (1, 2, 2)]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Histogram", "log2_histogram"]
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of one tensor: ``negative[i]``/``positive[i]`` hold the values whose exponent
+    is ``low + i``; ``zeros``, ``nan``, ``pos_inf``, ``neg_inf`` apart; ``total`` of all."""
+
+    low: int
+    negative: tuple[int, ...]
+    positive: tuple[int, ...]
+    zeros: int
+    nan: int
+    pos_inf: int
+    neg_inf: int
+    total: int
+
+    def bins(self) -> list[tuple[int, int, int]]:
+        """``(sign, exponent, count)`` of every nonempty bin, negative values first."""
+        out = [(-1, self.low + i, c) for i, c in enumerate(self.negative) if c]
+        return out + [(1, self.low + i, c) for i, c in enumerate(self.positive) if c]
+
+    @property
+    def finite_nonzero(self) -> int:
+        return sum(self.negative) + sum(self.positive)
+
+    @property
+    def nonfinite(self) -> int:
+        return self.nan + self.pos_inf + self.neg_inf
+
+    def typical_exponent(self) -> float | None:
+        """The median binary exponent of the finite nonzero values (``None`` without any)."""
+        counts = [a + b for a, b in zip(self.negative, self.positive)]
+        half, seen = sum(counts) / 2, 0
+        for i, c in enumerate(counts):
+            seen += c
+            if c and seen >= half:
+                return float(self.low + i)
+        return None
+
+    def merged(self, other: "Histogram") -> "Histogram":
+        """The histogram of both tensors' values together."""
+        low = min(self.low, other.low)
+        high = max(self.low + len(self.positive), other.low + len(other.positive))
+
+        def add(a: tuple[int, ...], la: int, b: tuple[int, ...], lb: int) -> tuple[int, ...]:
+            out = [0] * (high - low)
+            for i, c in enumerate(a):
+                out[la - low + i] += c
+            for i, c in enumerate(b):
+                out[lb - low + i] += c
+            return tuple(out)
+
+        return Histogram(low, add(self.negative, self.low, other.negative, other.low),
+                         add(self.positive, self.low, other.positive, other.low), self.zeros + other.zeros,
+                         self.nan + other.nan, self.pos_inf + other.pos_inf, self.neg_inf + other.neg_inf,
+                         self.total + other.total)
+
+
+class PendingHistogram:
+    """A histogram still on the device (counts not read yet): :meth:`read` makes it one."""
+
+    __slots__ = ("counts", "emin", "size")
+
+    def __init__(self, counts: torch.Tensor, emin: int, size: int) -> None:
+        self.counts, self.emin, self.size = counts, emin, size
+
+    def read(self) -> Histogram:
+        counts = self.counts.tolist()
+        n = self.size
+        negative, positive = counts[:n], counts[n:2 * n]
+        zeros, nan, pos_inf, neg_inf = counts[2 * n:2 * n + 4]
+        used = [i for i in range(n) if negative[i] or positive[i]]
+        lo, hi = (used[0], used[-1] + 1) if used else (0, 0)
+        return Histogram(self.emin + lo, tuple(negative[lo:hi]), tuple(positive[lo:hi]), zeros, nan, pos_inf,
+                         neg_inf, sum(counts))
+
+
+_MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23, torch.float64: 52}
+
+
+def _range(dtype: torch.dtype) -> tuple[int, int]:
+    """The binary exponents of ``dtype``'s smallest subnormal and largest finite value."""
+    info = torch.finfo(dtype)
+    return round(math.log2(info.smallest_normal)) - _MANTISSA[dtype], math.floor(math.log2(info.max))
+
+
+def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | PendingHistogram:
+    """The signed log2 histogram of ``t``'s values (``pending=True``: leave it on the device)."""
+    x = t.detach().reshape(-1)
+    if x.dtype not in _MANTISSA:  # integers, booleans, float8: their values as float64 / float32
+        x = x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
+    low, high = _range(x.dtype)
+    size = high - low + 1
+    _, k = torch.frexp(x)
+    exponent = k.to(torch.int64) - 1
+    finite = torch.isfinite(x)
+    nonzero = x != 0
+    index = (exponent - low) + (x > 0).to(torch.int64) * size  # negatives first, then positives
+    special = torch.where(~finite & (x != x), 2 * size + 1,  # NaN
+                          torch.where(x == float("inf"), 2 * size + 2, torch.where(x == float("-inf"), 2 * size + 3, 2 * size)))
+    index = torch.where(finite & nonzero, index, special)  # zeros at 2 * size
+    counts = torch.bincount(index, minlength=2 * size + 4)
+    found = PendingHistogram(counts, low, size)
+    return found if pending else found.read()
+
+
+def to_plain(h: Histogram) -> dict[str, Any]:
+    return {"low": h.low, "negative": list(h.negative), "positive": list(h.positive), "zeros": h.zeros,
+            "nan": h.nan, "pos_inf": h.pos_inf, "neg_inf": h.neg_inf, "total": h.total}
+
+
+def from_plain(d: dict[str, Any]) -> Histogram:
+    return Histogram(d["low"], tuple(d["negative"]), tuple(d["positive"]), d["zeros"], d["nan"], d["pos_inf"],
+                     d["neg_inf"], d["total"])

@@ -1,0 +1,226 @@
+"""``watch``: histograms of activations, gradients and parameters over training steps.
+
+``watcher = fxinspect.watch(model, every=10)`` hooks the model for a training loop that
+does not otherwise change. A *step* is one forward of the whole model in training mode
+(its backward and optimizer step follow); every ``every`` steps, starting with the
+first, each selected module logs, as :mod:`~fxinspect.histograms` (signed log2 bins,
+NaN/±Inf/zero counted exactly):
+
+* ``"io"``: its outputs;
+* ``"io_grad"``: per-sample gradient norms of its outputs (l2 over all but the batch
+  dimension), taken by a hook on the output tensor (in-place ops after it are fine);
+* ``"params"``: its own parameters (not its children's), at its forward;
+* ``"params_grad"``: their gradients, as they are accumulated.
+
+Steps in eval mode are not logged, and between logged steps the hooks only check a
+flag. Memory grows with (non-empty bins × logged steps × tensors). ``remove()`` takes
+every hook off. ``summary()`` lists findings (:mod:`.watch_findings`), ``plot()`` draws
+heat maps, ``save()``/``Watch.load()`` keep a run, ``to_frame()`` tabulates it.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+>>> watcher = fxinspect.watch(model, every=2)
+>>> for _ in range(4):
+...     model(torch.randn(16, 4)).sum().backward()
+>>> watcher.remove()
+>>> watcher.steps("0", "io"), watcher.histogram("0", "io", 2).total     # steps 0 and 2; 16 * 8 values
+([0, 2], 128)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import InputError
+from .histograms import Histogram, PendingHistogram, from_plain, log2_histogram, to_plain
+from .tensors import tensors_in
+
+__all__ = ["QUANTITIES", "Watch", "watch"]
+
+QUANTITIES = ("io", "io_grad", "params", "params_grad")
+
+
+def _merge(found: list[Histogram]) -> Histogram | None:
+    out = None
+    for h in found:
+        out = h if out is None else out.merged(h)
+    return out
+
+
+class Watch:
+    """Histograms per (module, quantity, step); see :func:`watch`."""
+
+    def __init__(self, model: torch.nn.Module | None, every: int = 10, log: tuple[str, ...] = QUANTITIES,
+                 include: str | None = None, exclude: str | None = None) -> None:
+        if every < 1:
+            raise InputError(f"every= must be at least 1, got {every}")
+        unknown = [q for q in log if q not in QUANTITIES]
+        if unknown:
+            raise InputError(f"log= takes {list(QUANTITIES)}, got {unknown}")
+        self.every, self.log = every, tuple(log)
+        self.step = -1  # the current training step (-1: none yet)
+        self.logging = False
+        self.order: list[str] = []  # module names in the order they first ran
+        self.types: dict[str, str] = {}
+        self.fingerprints: dict[str, list[tuple[int, float]]] = {}  # module -> (step, sum |params|)
+        self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
+        self._handles: list[Any] = []
+        if model is not None:
+            self._attach(model, include, exclude)
+
+    # ---------------------------------------------------------------- hooks
+    def _attach(self, model: torch.nn.Module, include: str | None, exclude: str | None) -> None:
+        try:
+            inc, exc = (re.compile(p) if p is not None else None for p in (include, exclude))
+        except re.error as error:
+            raise InputError(f"include=/exclude= must be regular expressions: {error}") from None
+        self._handles.append(model.register_forward_pre_hook(self._new_step))
+        for name, module in model.named_modules():
+            if (inc and not inc.search(name)) or (exc and exc.search(name)):
+                continue
+            self.types[name] = type(module).__name__
+            self._handles.append(module.register_forward_hook(self._forward_hook(name)))
+            if "params_grad" in self.log:
+                for p in module.parameters(recurse=False):
+                    if p.requires_grad:
+                        self._handles.append(p.register_post_accumulate_grad_hook(self._param_grad_hook(name)))
+
+    def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
+        if not module.training:  # evaluation: nothing logged
+            self.logging = False
+            return
+        self.step += 1
+        self.logging = self.step % self.every == 0
+
+    def _keep(self, name: str, quantity: str, histogram: Any) -> None:
+        self._records.setdefault((name, quantity), {}).setdefault(self.step, []).append(histogram)
+
+    def _forward_hook(self, name: str):
+        def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
+            if not self.logging:
+                return
+            if name not in self.order:
+                self.order.append(name)
+            outputs = [t for t in tensors_in(output) if t.is_floating_point()]
+            if "io" in self.log:
+                for t in outputs:
+                    self._keep(name, "io", log2_histogram(t, pending=True))
+            if "io_grad" in self.log and torch.is_grad_enabled():
+                step = self.step
+                for t in outputs:
+                    if t.requires_grad:
+                        t.register_hook(self._grad_hook(name, step))
+            params = [p for p in module.parameters(recurse=False)]
+            if "params" in self.log and params:
+                for p in params:
+                    self._keep(name, "params", log2_histogram(p, pending=True))
+                with torch.no_grad():
+                    size = sum(float(p.detach().double().abs().sum()) for p in params)
+                self.fingerprints.setdefault(name, []).append((self.step, size))
+
+        return hook
+
+    def _grad_hook(self, name: str, step: int):
+        def hook(grad: torch.Tensor) -> None:
+            norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
+            self._records.setdefault((name, "io_grad"), {}).setdefault(step, []).append(
+                log2_histogram(norms, pending=True))
+
+        return hook
+
+    def _param_grad_hook(self, name: str):
+        def hook(p: torch.Tensor) -> None:
+            if self.logging and p.grad is not None:
+                self._keep(name, "params_grad", log2_histogram(p.grad, pending=True))
+
+        return hook
+
+    def remove(self) -> None:
+        """Take every hook off the model (the histograms stay)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    # ---------------------------------------------------------------- reading
+    def names(self, quantity: str | None = None) -> list[str]:
+        """Modules with histograms (of ``quantity``), in the order they first ran."""
+        have = {n for (n, q) in self._records if quantity is None or q == quantity}
+        return [n for n in self.order if n in have] + sorted(have - set(self.order))
+
+    def steps(self, name: str, quantity: str) -> list[int]:
+        """The logged steps of one module's quantity."""
+        return sorted(self._records.get((name, quantity), {}))
+
+    def histogram(self, name: str, quantity: str, step: int) -> Histogram:
+        """One module's histogram of ``quantity`` at ``step`` (its output tensors together)."""
+        parts = self._records[(name, quantity)][step]
+        read = [p.read() if isinstance(p, PendingHistogram) else p for p in parts]
+        self._records[(name, quantity)][step] = read  # read once
+        return _merge(read)
+
+    def to_frame(self):
+        """One row per (module, quantity, step): counts and the typical magnitude (pandas)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
+        rows = []
+        for (name, quantity) in self._records:
+            for step in self.steps(name, quantity):
+                h = self.histogram(name, quantity, step)
+                rows.append({"module": name, "type": self.types.get(name, ""), "quantity": quantity, "step": step,
+                             "total": h.total, "zeros": h.zeros, "nan": h.nan, "inf": h.pos_inf + h.neg_inf,
+                             "typical_log2": h.typical_exponent()})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        """Findings: vanishing or exploding gradients, dead units, frozen weights, first NaN/Inf."""
+        from .watch_findings import findings
+
+        found = findings(self)
+        return "\n".join(found) if found else "nothing unusual in the logged steps"
+
+    def plot(self, module_or_pattern: str, path: str | Path | None = None, quantities: tuple[str, ...] | None = None):
+        """Heat maps over steps of the matching modules' histograms; see ``views.watch_plot``."""
+        from .views.watch_plot import plot_watch
+
+        return plot_watch(self, module_or_pattern, path, quantities)
+
+    # ---------------------------------------------------------------- files
+    def save(self, path: str | Path) -> None:
+        """Write every histogram as JSON (read back with :meth:`Watch.load`)."""
+        data = {"every": self.every, "log": list(self.log), "order": self.order, "types": self.types,
+                "fingerprints": self.fingerprints,
+                "records": [{"module": n, "quantity": q, "step": s, "histogram": to_plain(self.histogram(n, q, s))}
+                            for (n, q) in self._records for s in self.steps(n, q)]}
+        Path(path).write_text(json.dumps(data))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Watch":
+        """A watch read from :meth:`save`'s file (not attached to any model)."""
+        data = json.loads(Path(path).read_text())
+        w = cls(None, data["every"], tuple(data["log"]))
+        w.order, w.types = data["order"], data["types"]
+        w.fingerprints = {k: [tuple(x) for x in v] for k, v in data["fingerprints"].items()}
+        for r in data["records"]:
+            w._records.setdefault((r["module"], r["quantity"]), {})[r["step"]] = [from_plain(r["histogram"])]
+        return w
+
+
+def watch(model: torch.nn.Module, every: int = 10, log: tuple[str, ...] = QUANTITIES, include: str | None = None,
+          exclude: str | None = None) -> Watch:
+    """Watch ``model`` train: histograms every ``every`` steps; see the module's docstring.
+
+    ``log``: any of ``"io"``, ``"io_grad"``, ``"params"``, ``"params_grad"``.
+    ``include``/``exclude``: regular expressions searched in module names.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"watch() expects a torch.nn.Module, got {type(model).__name__}")
+    return Watch(model, every, log, include, exclude)

@@ -1,0 +1,139 @@
+"""``fxinspect.watch``: exact histograms over steps, and the findings they reveal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fxinspect
+from fxinspect.histograms import log2_histogram
+
+
+def cnn() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
+                               torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(16, 10))
+
+
+def train(model, steps, lr=0.05, seed=0):
+    torch.manual_seed(seed)
+    x, y = torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return x
+
+
+def test_histograms_keep_every_value_and_equal_numpy_on_power_of_two_edges():
+    torch.manual_seed(0)
+    x = torch.randn(50_000, dtype=torch.float64) * 1e-3
+    x[::5] = 0
+    x[1], x[2], x[3] = float("nan"), float("inf"), float("-inf")
+    x[4] = 5e-324  # the smallest subnormal: still in a bin
+    h = log2_histogram(x)
+    assert (h.zeros, h.nan, h.pos_inf, h.neg_inf, h.total) == (10_000, 1, 1, 1, 50_000)
+    assert h.finite_nonzero + h.zeros + h.nonfinite == h.total
+    for sign, counts in ((1, h.positive), (-1, h.negative)):
+        values = (sign * x[(sign * x > 0) & torch.isfinite(x)]).numpy()
+        edges = [2.0 ** e for e in range(h.low, h.low + len(counts) + 1)]
+        assert list(np.histogram(values, bins=edges)[0]) == list(counts)
+    assert h.low == -1074
+
+
+def test_watch_logs_every_n_training_steps_and_leaves_the_model_as_it_was(tmp_path):
+    model = cnn()
+    watcher = fxinspect.watch(model, every=5)
+    x = train(model, 12)
+    model.eval()
+    with torch.no_grad():
+        model(x)  # evaluation: not a step, not logged
+    watcher.remove()
+    assert watcher.steps("0", "io") == [0, 5, 10] and watcher.step == 11
+    assert not model._forward_hooks and not model._forward_pre_hooks and not model[0]._forward_hooks
+    out = model[0](x)  # the first conv's output at step 11 is not logged; step 10's count is all of it
+    assert watcher.histogram("0", "io", 10).total == out.numel()
+    assert watcher.histogram("0", "io_grad", 10).total == 16  # one norm per sample
+    assert watcher.histogram("0", "params", 10).total == 8 * 3 * 9 + 8
+    assert watcher.histogram("7", "params_grad", 5).total == 16 * 10 + 10
+    watcher.save(tmp_path / "w.json")
+    back = fxinspect.Watch.load(tmp_path / "w.json")
+    assert back.histogram("3", "io", 5) == watcher.histogram("3", "io", 5)
+    fig = back.plot("^3$", tmp_path / "w.png")
+    assert len(fig.axes) == 8 and (tmp_path / "w.png").exists()  # 4 quantities, each with its colour bar
+    frame = watcher.to_frame()
+    assert set(frame["quantity"]) == {"io", "io_grad", "params", "params_grad"}
+
+
+def test_findings_name_the_dead_layer_the_exploding_run_and_the_first_nan():
+    dead = cnn()
+    with torch.no_grad():
+        dead[3].weight.zero_()
+        dead[3].bias.zero_()
+    w = fxinspect.watch(dead, every=5)
+    train(dead, 11)
+    w.remove()
+    assert "dead units: '3' (Conv2d): 100% of its outputs are exactly 0 at step 10" in w.summary()
+
+    wild = cnn()
+    w = fxinspect.watch(wild, every=5)
+    train(wild, 26, lr=50.0)
+    w.remove()
+    assert "exploding gradients" in w.summary()
+
+    class NanAt(torch.nn.Module):  # a layer that goes wrong at its 8th call
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x * float("nan") if self.calls == 8 else x
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), NanAt(), torch.nn.Linear(4, 2))
+    w = fxinspect.watch(model, every=1)
+    for _ in range(10):
+        model(torch.randn(3, 4)).sum().backward()
+    w.remove()
+    assert w.summary().splitlines()[0].startswith("first NaN/Inf: step 7, module '1' (NanAt), io: 12 NaN")
+
+
+def test_watch_rejects_bad_options():
+    with pytest.raises(fxinspect.InputError, match="every"):
+        fxinspect.watch(cnn(), every=0)
+    with pytest.raises(fxinspect.InputError, match="log="):
+        fxinspect.watch(cnn(), log=("activations",))
+
+
+def test_watch_and_track_on_resnet18_and_bert_in_train_mode_change_nothing():
+    import torchvision
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(weights=None).train()
+    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                vocab_size=100)).train()
+    cases = [(resnet, (torch.randn(2, 3, 32, 32),), {}),
+             (bert, (), {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)})]
+    for model, args, kwargs in cases:
+        def loss():
+            out = model(*args, **kwargs)
+            return (out if isinstance(out, torch.Tensor) else out.last_hidden_state).pow(2).mean()
+
+        torch.manual_seed(1)
+        plain = loss()
+        plain.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        model.zero_grad()
+        torch.manual_seed(1)
+        with fxinspect.track(model, include=r"layer1|encoder.layer.0") as tracker:
+            w = fxinspect.watch(model, every=1)
+            watched = loss()
+            watched.backward()
+            w.remove()
+        assert torch.equal(watched, plain)  # the same forward, the same gradients
+        assert all(torch.equal(p.grad, g) for p, g in zip([p for p in model.parameters() if p.grad is not None], grads))
+        assert any(s.kind == "grad" for s in tracker.stashes) and w.names("io_grad")
+        model.zero_grad()
