@@ -55,11 +55,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--only", choices=["cnn", "gpt2"], default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
+    if args.only != "gpt2":
+        measure_cnn(args)
+    if args.only != "cnn":
+        measure_gpt2(args)
+
+
+def measure_cnn(args) -> None:
     images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
     measure("small CNN", cnn, images, lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), 10,
             args.steps, args.repeats, 1.25)
+
+
+def measure_gpt2(args) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     ids = torch.randint(0, 50257, (2, 64))

@@ -1,7 +1,7 @@
 """Histograms that keep every value: signed log2-magnitude bins, NaN/±Inf/zero counted apart.
 
 A finite nonzero value ``x`` falls in the bin of its sign and its binary exponent ``e``
-(``2**e <= |x| < 2**(e + 1)``), read exactly with ``torch.frexp``: no range to choose, no
+(``2**e <= |x| < 2**(e + 1)``), read exactly from its bits: no range to choose, no
 value clipped or dropped as an outlier, whatever the scale of activations or gradients,
 and bins that read as orders of magnitude (what vanishing and exploding look like).
 Zeros, NaN, +Inf and -Inf are counted exactly beside the bins. Everything runs on the
@@ -19,7 +19,6 @@ Example
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,40 +102,58 @@ class PendingHistogram:
                          neg_inf, sum(counts))
 
 
-_MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23, torch.float64: 52}
-
-
-def _range(dtype: torch.dtype) -> tuple[int, int]:
-    """The binary exponents of ``dtype``'s smallest subnormal and largest finite value."""
-    info = torch.finfo(dtype)
-    return round(math.log2(info.smallest_normal)) - _MANTISSA[dtype], math.floor(math.log2(info.max))
+_LAYOUT = {  # dtype -> (integer view, mantissa bits, exponent bits)
+    torch.float32: (torch.int32, 23, 8),
+    torch.float64: (torch.int64, 52, 11),
+    torch.float16: (torch.int16, 10, 5),
+    torch.bfloat16: (torch.int16, 7, 8),
+}
 
 
 def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | PendingHistogram:
-    """The signed log2 histogram of ``t``'s values (``pending=True``: leave it on the device)."""
+    """The signed log2 histogram of ``t``'s values (``pending=True``: leave it on the device).
+
+    The binary exponent is read from the bits: one shift, one mask and one ``bincount``
+    over (sign, exponent field). The field that zeros share with subnormals, and the one
+    infinities share with NaN, are split by exact counts, computed only when such
+    values are present.
+    """
     x = t.detach().reshape(-1)
-    if x.dtype not in _MANTISSA:  # integers, booleans, float8: their values as float64 / float32
+    if x.dtype not in _LAYOUT:  # integers, booleans, float8: their values as float64 / float32
         x = x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
-    low, high = _range(x.dtype)
-    size = high - low + 1
-    _, k = torch.frexp(x)
-    exponent = k.to(torch.int64) - 1
-    finite = torch.isfinite(x)
-    nonzero = x != 0
-    index = (exponent - low) + (x > 0).to(torch.int64) * size  # negatives first, then positives
-    special = torch.where(~finite & (x != x), 2 * size + 1,  # NaN
-                          torch.where(x == float("inf"), 2 * size + 2, torch.where(x == float("-inf"), 2 * size + 3, 2 * size)))
-    index = torch.where(finite & nonzero, index, special)  # zeros at 2 * size
-    counts = torch.bincount(index, minlength=2 * size + 4)
-    found = PendingHistogram(counts, low, size)
+    view, mantissa, exponent_bits = _LAYOUT[x.dtype]
+    fields = 1 << exponent_bits
+    bias = fields // 2 - 1
+    key = ((x.contiguous().view(view) >> mantissa) & (2 * fields - 1)).long()  # sign bit, then exponent field
+    counts = torch.bincount(key, minlength=2 * fields)  # positives: [0, fields), negatives: [fields, 2 * fields)
+    low = 1 - bias - mantissa  # the smallest subnormal's exponent
+    size = fields - 2 + mantissa  # exponents low .. the largest finite one
+    out = torch.zeros(2 * size + 4, dtype=torch.int64, device=x.device)
+    # normal numbers: field f holds exponent f - bias, i.e. slot f - bias - low
+    out[mantissa:mantissa + fields - 2] = counts[fields:2 * fields][1:-1]
+    out[size + mantissa:size + mantissa + fields - 2] = counts[:fields][1:-1]
+    zeros = (x == 0).sum()
+    out[2 * size] = zeros
+    if int(counts[0] + counts[fields]) > int(zeros):  # subnormals: rare, binned exactly by frexp
+        sub = x[(x != 0) & (key % fields == 0)]
+        _, k = torch.frexp(sub)
+        slot = (k.long() - 1 - low) + (sub > 0).long() * size
+        out[:2 * size] += torch.bincount(slot, minlength=2 * size)
+    if int(counts[fields - 1] + counts[2 * fields - 1]):  # NaN or Inf present
+        out[2 * size + 1] = torch.isnan(x).sum()
+        out[2 * size + 2] = (x == float("inf")).sum()
+        out[2 * size + 3] = (x == float("-inf")).sum()
+    found = PendingHistogram(out, low, size)
     return found if pending else found.read()
 
 
 def to_plain(h: Histogram) -> dict[str, Any]:
+    """``h`` as JSON-ready values."""
     return {"low": h.low, "negative": list(h.negative), "positive": list(h.positive), "zeros": h.zeros,
             "nan": h.nan, "pos_inf": h.pos_inf, "neg_inf": h.neg_inf, "total": h.total}
 
 
 def from_plain(d: dict[str, Any]) -> Histogram:
+    """The histogram :func:`to_plain` wrote."""
     return Histogram(d["low"], tuple(d["negative"]), tuple(d["positive"]), d["zeros"], d["nan"], d["pos_inf"],
                      d["neg_inf"], d["total"])

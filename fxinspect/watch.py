@@ -72,6 +72,7 @@ class Watch:
         self.fingerprints: dict[str, list[tuple[int, float]]] = {}  # module -> (step, sum |params|)
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []
+        self._param_cache: dict[tuple[int, int], Any] = {}
         if model is not None:
             self._attach(model, include, exclude)
 
@@ -120,12 +121,20 @@ class Watch:
             params = [p for p in module.parameters(recurse=False)]
             if "params" in self.log and params:
                 for p in params:
-                    self._keep(name, "params", log2_histogram(p, pending=True))
-                with torch.no_grad():
-                    size = sum(float(p.detach().double().abs().sum()) for p in params)
+                    self._keep(name, "params", self._param_histogram(p))
+                with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
+                    size = sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
                 self.fingerprints.setdefault(name, []).append((self.step, size))
 
         return hook
+
+    def _param_histogram(self, p: torch.Tensor) -> Any:
+        # a tied weight (an embedding and the output layer) is binned once per step
+        key = (id(p), self.step)
+        if key not in self._param_cache:
+            self._param_cache = {k: v for k, v in self._param_cache.items() if k[1] == self.step}
+            self._param_cache[key] = log2_histogram(p, pending=True)
+        return self._param_cache[key]
 
     def _grad_hook(self, name: str, step: int):
         def hook(grad: torch.Tensor) -> None:
