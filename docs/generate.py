@@ -23,6 +23,7 @@ PAGES = {  # page name: (example file, images it writes)
     "training": ("training_step.py", []),
     "meta_device": ("meta_device.py", []),
     "cli": ("command_line.py", []),
+    "watch": ("watch_training.py", ["watch_heatmaps.png"]),
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
     "diagrams": ("diagrams.py", ["mlp_ops.png", "resnet50_depth1.png", "resnet50_depth2.png", "vit_b_16_depth2.png",
                                  "gpt2_depth2.png", "gpt2_bytes_by_op.png"]),

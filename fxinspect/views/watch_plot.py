@@ -64,6 +64,8 @@ def plot_watch(w: Any, module_or_pattern: str, path: str | Path | None = None,
         zero = labels.index("0")
         fixed = {0, 1, zero, len(labels) - 1}  # NaN, +Inf, 0, -Inf always; bins between, spaced out
         bins = [t for t in range(2, len(labels) - 1, every) if min(abs(t - f) for f in fixed) >= max(2, every // 2)]
+        if not bins and zero > 2:  # at least one bin named, however few there are
+            bins = [2 + (zero - 2) // 2]
         ticks = sorted(fixed | set(bins))
         ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
         xticks = list(range(0, len(steps), max(1, len(steps) // 8)))
