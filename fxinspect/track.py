@@ -13,6 +13,11 @@ in-place ops that follow (``nn.ReLU(inplace=True)``, ``out += identity``) are fi
 gradient kept is the one with respect to the output as the module returned it.
 ``register()``/``unregister()`` do what entering and leaving the block do.
 
+With ``ops=True`` the stashes are per op node instead: the model's first call in the
+block is captured on its actual arguments (as :func:`fxinspect.inspect` does) and every
+call is answered by the instrumented program, whose probe after each node keeps the
+nodes whose name or op (``conv2d``, ``add``, ``Conv2d``) the filters select.
+
 Example
 -------
 >>> import torch, fxinspect
@@ -58,8 +63,8 @@ class Event:
 class Stash:
     """One kept value: which module, output or gradient, which step and call, the value."""
 
-    name: str
-    type: str
+    name: str  # the module's path, or with ops=True the graph node's name
+    type: str  # the module's class, or the node's op
     kind: str  # "output" or "grad"
     step: int  # how many forward calls of the whole model came before this one's
     call: int  # how many calls of this module came before, within the step
@@ -80,7 +85,7 @@ class Tracker:
 
     def __init__(self, model: torch.nn.Module, include: str | None = None, exclude: str | None = None,
                  grad: bool = True, stash_value: Callable[[torch.Tensor], Any] | None = None,
-                 stash: Callable[[Event], Any] | None = None) -> None:
+                 stash: Callable[[Event], Any] | None = None, ops: bool = False) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InputError(f"track() expects a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -92,6 +97,8 @@ class Tracker:
         self.step = 0
         self._calls: dict[str, int] = {}
         self._handles: list[Any] = []
+        self.ops = ops
+        self._program: Any = None
 
     def selected(self) -> list[tuple[str, torch.nn.Module]]:
         """The ``(name, module)`` pairs the filters keep (the root is named ``""``)."""
@@ -104,6 +111,9 @@ class Tracker:
         if self._handles:
             return self
         self._handles.append(self.model.register_forward_pre_hook(self._new_step))
+        if self.ops:
+            self._handles.append(_ForwardPatch(self.model, self._run_program))
+            return self
         for name, module in self.selected():
             self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
         return self
@@ -120,6 +130,30 @@ class Tracker:
     def __exit__(self, *exc: Any) -> None:
         self.unregister()
 
+    def _run_program(self, args: tuple, kwargs: dict) -> Any:
+        """ops=True: answer a call of the model with the instrumented program, probed."""
+        from .analyze import instrument
+        from .run.assemble import node_label
+        from .run.program import Probe
+
+        if self._program is None:
+            self._program = instrument(self.model, args, kwargs=kwargs)
+            gm = self._program.graph_module
+            self._labels = {n.name: node_label(n, type(gm.get_submodule(str(n.target))).__name__
+                                               if n.op == "call_module" else "")
+                            for n in self._program.graph.nodes}
+        labels = self._labels
+
+        def after(name: str, out: Any) -> None:
+            label = labels[name]
+            chosen = (self.include is None or self.include.search(name) or self.include.search(label)) and not (
+                self.exclude is not None and (self.exclude.search(name) or self.exclude.search(label)))
+            if chosen:
+                self._stash(name, label, None, args, kwargs, out)
+
+        program = self._program
+        return program.output_structure(program.run(program.flat_inputs(args, kwargs), Probe(after=after)))
+
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
         if self._calls:
             self.step += 1
@@ -127,22 +161,24 @@ class Tracker:
 
     def _hook(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            call = self._calls[name] = self._calls.get(name, -1) + 1
-            kind = type(module).__name__
-            tensors = tensors_in(output)
-            if self.stash is not None:
-                value = self.stash(Event(name, module, args, kwargs, output))
-            else:
-                values = [self.stash_value(t.detach()) for t in tensors]
-                value = values[0] if len(values) == 1 else tuple(values)
-            self.stashes.append(Stash(name, kind, "output", self.step, call, value))
-            if self.grad and torch.is_grad_enabled():
-                step = self.step
-                for t in tensors:
-                    if t.requires_grad:
-                        t.register_hook(self._grad_hook(name, kind, step, call))
+            self._stash(name, type(module).__name__, module, args, kwargs, output)
 
         return hook
+
+    def _stash(self, name: str, kind: str, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        call = self._calls[name] = self._calls.get(name, -1) + 1
+        tensors = tensors_in(output)
+        if self.stash is not None:
+            value = self.stash(Event(name, module, args, kwargs, output))
+        else:
+            values = [self.stash_value(t.detach()) for t in tensors]
+            value = values[0] if len(values) == 1 else tuple(values)
+        self.stashes.append(Stash(name, kind, "output", self.step, call, value))
+        if self.grad and torch.is_grad_enabled():
+            step = self.step
+            for t in tensors:
+                if t.requires_grad:
+                    t.register_hook(self._grad_hook(name, kind, step, call))
 
     def _grad_hook(self, name: str, kind: str, step: int, call: int) -> Callable:
         def keep(grad: torch.Tensor) -> None:
@@ -161,15 +197,42 @@ class Tracker:
         return pd.DataFrame(rows, columns=["name", "type", "kind", "step", "call", "value"])
 
 
+class _ForwardPatch:
+    """The model's ``forward`` answered by ``call(args, kwargs)`` until :meth:`remove`."""
+
+    def __init__(self, model: torch.nn.Module, call: Callable[[tuple, dict], Any]) -> None:
+        self.model = model
+        self.had = "forward" in vars(model)
+        self.original = vars(model).get("forward")
+        busy = [False]
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if busy[0]:  # capturing (or the program) calls the model's own forward
+                return (self.original or type(model).forward.__get__(model))(*args, **kwargs)
+            busy[0] = True
+            try:
+                return call(args, kwargs)
+            finally:
+                busy[0] = False
+
+        model.forward = forward
+
+    def remove(self) -> None:
+        if self.had:
+            self.model.forward = self.original
+        else:
+            vars(self.model).pop("forward", None)
+
+
 def track(model: torch.nn.Module, include: str | None = None, exclude: str | None = None, grad: bool = True,
           stash_value: Callable[[torch.Tensor], Any] | None = None,
-          stash: Callable[[Event], Any] | None = None) -> Tracker:
+          stash: Callable[[Event], Any] | None = None, ops: bool = False) -> Tracker:
     """A :class:`Tracker` of ``model``: use it as a context manager, or ``register()`` it.
 
     ``include``/``exclude``: regular expressions searched in module names (``""`` is the
     model). ``grad``: also keep the gradients reaching the outputs. ``stash_value``:
     what to keep of each tensor (default: a detached CPU copy). ``stash``: what to keep
     of a whole module call (receives an :class:`Event`; gradients are not kept then
-    unless ``grad``).
+    unless ``grad``). ``ops``: stash per graph node (filters match node names and ops).
     """
-    return Tracker(model, include, exclude, grad, stash_value, stash)
+    return Tracker(model, include, exclude, grad, stash_value, stash, ops)

@@ -84,3 +84,27 @@ def test_stash_value_custom_stash_steps_and_frame():
     assert [s.value for s in events.stashes] == [torch.Size([5, 4])]
     with pytest.raises(fxinspect.InputError, match="regular expression"):
         fxinspect.track(model, include="(")
+
+
+def test_op_level_stashes_through_the_instrumented_program():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = torch.relu(self.fc(x))
+            return (h * 2 + x).sum(dim=1)
+
+    model = Net()
+    x = torch.randn(3, 4)
+    expected = torch.relu(model.fc(x)) * 2
+    with fxinspect.track(model, include=r"^(relu|mul)$", ops=True) as tracker:
+        out = model(x)
+        out.sum().backward()
+    assert torch.equal(out, (expected + x).sum(dim=1))  # the program answered the call, unchanged
+    assert [(s.name, s.type, s.kind) for s in tracker.stashes] == [
+        ("relu", "relu", "output"), ("mul", "mul", "output"), ("mul", "mul", "grad"), ("relu", "relu", "grad")]
+    assert torch.equal(tracker.stashes[1].value, expected)
+    assert torch.equal(tracker.stashes[3].value, torch.full((3, 4), 2.0))  # d(sum(2h + x))/dh
+    assert model.fc.weight.grad is not None and "forward" not in vars(model)  # the user's gradients; unpatched

@@ -13,7 +13,7 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .. import formatting as fmt
 from .. import paths
