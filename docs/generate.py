@@ -18,6 +18,7 @@ EXAMPLES = DOCS.parent / "examples"
 IMAGES = DOCS / "images"
 
 PAGES = {  # page name: (example file, images it writes)
+    "capture": ("capture_tiers.py", []),
     "tables": ("tables.py", []),
     "exports": ("exports.py", []),
     "training": ("training_step.py", []),
