@@ -68,6 +68,7 @@ class AllocatorWatch:
         self.growth: dict[str, int] = {}
         self._open: dict[str, object] = {}
         self._profiler = None
+        self._backward: Any = None  # the open profiler range of the backward
         self._start = 0
 
     def __enter__(self) -> "AllocatorWatch":
@@ -113,9 +114,8 @@ class AllocatorWatch:
             if self.forward_peak is None:
                 self.forward_peak = self.peak
             return
-        backward = getattr(self, "_backward", None)
-        if backward is not None:
-            backward.__exit__(None, None, None)
+        if self._backward is not None:
+            self._backward.__exit__(None, None, None)
         with _no_profiler_chatter():
             self._profiler.__exit__(*exc)
         if exc[0] is None:
