@@ -20,6 +20,7 @@ IMAGES = DOCS / "images"
 PAGES = {  # page name: (example file, images it writes)
     "capture": ("capture_tiers.py", []),
     "tables": ("tables.py", []),
+    "conventions": ("conventions.py", []),
     "exports": ("exports.py", []),
     "training": ("training_step.py", []),
     "meta_device": ("meta_device.py", []),
