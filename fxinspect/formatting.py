@@ -118,6 +118,24 @@ def seconds(s: float | None) -> str:
     raise AssertionError("unreachable: the last unit always returns")
 
 
+def axis_unit(largest: float, kind: str) -> tuple[float, str]:
+    """``(size of one unit, its name)`` to draw an axis reaching ``largest`` in round numbers.
+
+    ``kind`` is ``"byte"`` (KiB, MiB, ...), ``"second"`` (ns .. s) or anything else
+    (decimal: K, M, G); the units are those of :func:`nbytes`, :func:`seconds`, :func:`count`.
+
+    >>> axis_unit(3 * 2**20, "byte"), axis_unit(0.0123, "second"), axis_unit(2.5e9, "flop")
+    ((1048576, 'MiB'), (0.001, 'ms'), (1000000000, 'G'))
+    """
+    if kind == "second":
+        return next(((size, name) for size, name in reversed(_TIME_UNITS) if largest >= size), _TIME_UNITS[0])
+    base, names = (1024, _BYTE_UNITS) if kind == "byte" else (1000, _COUNT_UNITS)
+    power = 0
+    while power + 1 < len(names) and largest >= base ** (power + 1):
+        power += 1
+    return base**power, names[power].strip()
+
+
 def percent(fraction: float | None, digits: int = 1) -> str:
     """A fraction as a percentage.
 

@@ -43,6 +43,7 @@ from .run.owners import AutogradOwners
 from .run.passes.backward import Gradients, backward_result
 from .run.passes.count import ForwardRecorder
 from .run.dispatch import CountingMode
+from .run.forward_patch import ForwardPatch
 from .run.program import InstrumentedProgram, Probe
 
 __all__ = ["Inspection", "inspect"]
@@ -92,16 +93,14 @@ class Inspection:
         return self._report
 
     def __enter__(self) -> "Inspection":
-        model = self.model
-        self._restore = ("forward" in vars(model), vars(model).get("forward"))
-
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            self.called = True
-            self._unpatch()  # capture, the program and later calls use the model's own forward
-            return self._first_call(args, kwargs)
-
-        model.forward = forward
+        self._patch = ForwardPatch(self.model, self._call)
         return self
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        if self.called:  # only the first call is analysed (the patch gave the model its forward)
+            return self.model.forward(*args, **kwargs)
+        self.called = True
+        return self._first_call(args, kwargs)
 
     def _first_call(self, args: tuple, kwargs: dict) -> Any:
         model = self.model
@@ -128,16 +127,8 @@ class Inspection:
         output = program.run(program.flat_inputs(args, kwargs), Probe(before, after))
         return program.output_structure(output)
 
-    def _unpatch(self) -> None:
-        had_own_forward, original = self._restore
-        if had_own_forward:
-            self.model.forward = original
-        else:
-            vars(self.model).pop("forward", None)
-
     def __exit__(self, exc_type, exc, tb) -> None:
-        if not self.called:
-            self._unpatch()
+        self._patch.remove()
         live, self._live = self._live, None
         if live is None:
             return

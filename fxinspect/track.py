@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 
 from .errors import InputError
+from .run.forward_patch import ForwardPatch
 from .tensors import tensors_in
 
 __all__ = ["Event", "Stash", "Tracker", "track"]
@@ -112,7 +113,7 @@ class Tracker:
             return self
         self._handles.append(self.model.register_forward_pre_hook(self._new_step))
         if self.ops:
-            self._handles.append(_ForwardPatch(self.model, self._run_program))
+            self._handles.append(ForwardPatch(self.model, self._run_program))
             return self
         for name, module in self.selected():
             self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
@@ -195,33 +196,6 @@ class Tracker:
         rows = [{"name": s.name, "type": s.type, "kind": s.kind, "step": s.step, "call": s.call,
                  "value": stat(s.value) if stat is not None else s.value} for s in self.stashes]
         return pd.DataFrame(rows, columns=["name", "type", "kind", "step", "call", "value"])
-
-
-class _ForwardPatch:
-    """The model's ``forward`` answered by ``call(args, kwargs)`` until :meth:`remove`."""
-
-    def __init__(self, model: torch.nn.Module, call: Callable[[tuple, dict], Any]) -> None:
-        self.model = model
-        self.had = "forward" in vars(model)
-        self.original = vars(model).get("forward")
-        busy = [False]
-
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            if busy[0]:  # capturing (or the program) calls the model's own forward
-                return (self.original or type(model).forward.__get__(model))(*args, **kwargs)
-            busy[0] = True
-            try:
-                return call(args, kwargs)
-            finally:
-                busy[0] = False
-
-        model.forward = forward
-
-    def remove(self) -> None:
-        if self.had:
-            self.model.forward = self.original
-        else:
-            vars(self.model).pop("forward", None)
 
 
 def track(model: torch.nn.Module, include: str | None = None, exclude: str | None = None, grad: bool = True,

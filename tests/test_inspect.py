@@ -71,3 +71,17 @@ def test_only_a_forward_gives_no_backward_figures():
         out = model(torch.randn(2, 8))
     assert out.shape == (2, 4) and ins.report.totals.macs == 2 * 8 * 4
     assert ins.report.totals.backward_flops is None
+
+
+def test_a_second_call_in_the_block_runs_the_model_as_usual_hooks_once():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    calls = []
+    # (symbolic capture runs the hook once more, on a Proxy: only tensors are the user's calls)
+    handle = model.register_forward_hook(lambda m, a, out: calls.append(out.shape) if isinstance(out, torch.Tensor)
+                                         else None)
+    x = torch.randn(2, 4)
+    with fxinspect.inspect(model) as ins:
+        first, second = model(x), model(x)
+    handle.remove()
+    assert torch.equal(first, second) and calls == [(2, 3), (2, 3)]  # each call's hooks ran once
+    assert ins.report.totals.macs == 2 * 4 * 3  # the first call only: 2*4*3

@@ -18,26 +18,13 @@ from .. import formatting as fmt
 from .. import paths
 from ..fields import FIELD, Unit
 from ..records import ReportRecord
-from .diagram import COLOR_BY, _save
+from .columns import UNIT_TEXT
+from .diagram import COLOR_BY, node_figure
+from .figures import save_figure
 from .folding import Folds
 
 __all__ = ["breakdown", "plot_breakdown"]
 
-_SCALES = {  # per unit, (size, suffix) from the largest: the axis is drawn in round numbers of one of them
-    Unit.BYTE: ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")),
-    Unit.SECOND: ((1, "s"), (1e-3, "ms"), (1e-6, "µs")),
-}
-_DECIMAL = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1, ""))
-_TEXT = {Unit.FLOP: fmt.count, Unit.MAC: fmt.count, Unit.BYTE: fmt.nbytes, Unit.SECOND: lambda v, p=False: fmt.seconds(v),
-         Unit.COUNT: fmt.count}
-
-
-def _node_value(n: Any, figure: str) -> float | None:
-    if figure == "bytes":
-        return n.bytes_read + n.bytes_written
-    if figure == "nonfinite":
-        return (n.nan_count or 0) + (n.inf_count or 0)
-    return getattr(n, figure)
 
 
 def breakdown(report: ReportRecord, metric: str = "flops", by: str = "module", depth: int = 1,
@@ -56,7 +43,7 @@ def breakdown(report: ReportRecord, metric: str = "flops", by: str = "module", d
     for n in report.nodes:
         if not n.is_op:
             continue
-        value = _node_value(n, figure)
+        value = node_figure(n, figure)
         if value is None:
             raise ValueError(f"this report has no {metric} figures (was it measured? timing=, backward=, memory=)")
         if by == "op":
@@ -84,24 +71,23 @@ def plot_breakdown(report: ReportRecord, metric: str = "flops", path: str | Path
     total = sum(v for _, v in parts)
     figure = COLOR_BY[metric][0]
     unit = FIELD[figure].unit if figure in FIELD else Unit.BYTE if figure == "bytes" else Unit.COUNT
-    text = _TEXT[unit]
+    text = UNIT_TEXT[unit]
     fig = Figure(figsize=(8.0, 0.9 + 0.32 * len(parts)), dpi=dpi, layout="constrained")
     ax = fig.add_subplot()
     values = [v for _, v in parts]
     colors = ["#4c78a8"] * len(parts)
     if parts and parts[-1][0].startswith("other"):
         colors[-1] = "#bbbbbb"
-    size, suffix = next(((k, name) for k, name in _SCALES.get(unit, _DECIMAL) if max(values, default=0) >= k),
-                        _SCALES.get(unit, _DECIMAL)[-1])
+    size, suffix = fmt.axis_unit(max(values, default=0), unit.value)
     ax.barh(range(len(parts)), [v / size for v in values], color=colors)
     ax.set_yticks(range(len(parts)), [label for label, _ in parts], fontsize=9)
     ax.invert_yaxis()
     for i, v in enumerate(values):
         share = v / total if total else 0.0
-        ax.text(v / size, i, f"  {text(v)}  ({fmt.percent(share)})", va="center", fontsize=8)
+        ax.text(v / size, i, f"  {text(v, False)}  ({fmt.percent(share)})", va="center", fontsize=8)
     ax.set_xlim(0, (max(values, default=1) * 1.35 or 1) / size)
     axis_unit = f" ({suffix})" if suffix else ""
-    ax.set_xlabel(f"{COLOR_BY[metric][1]}{axis_unit}, total {text(total)}", fontsize=9)
+    ax.set_xlabel(f"{COLOR_BY[metric][1]}{axis_unit}, total {text(total, False)}", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
@@ -110,5 +96,5 @@ def plot_breakdown(report: ReportRecord, metric: str = "flops", path: str | Path
     ax.set_title(title or f"{root.type if root else 'model'}: {COLOR_BY[metric][1]} by {where}", fontsize=10,
                  loc="left")
     if path is not None:
-        _save(fig, Path(path))
+        save_figure(fig, path)
     return fig

@@ -22,7 +22,7 @@ from .. import formatting as fmt
 from ..choices import Choice
 from ..fields import SUMMED, Aggregate, Field, Unit
 
-__all__ = ["BACKWARD_ONLY", "TIMED_ONLY", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
+__all__ = ["BACKWARD_ONLY", "TIMED_ONLY", "UNIT_TEXT", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
 
 
 class By(Choice):
@@ -96,7 +96,7 @@ def _nonfinite(raw: tuple[int | None, int | None] | None, partial: bool) -> str:
 
 
 # how a figure of each unit reads; a time is a median, never marked as a lower bound
-_UNIT_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
+UNIT_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
     Unit.COUNT: fmt.count,
     Unit.FLOP: fmt.count,
     Unit.MAC: fmt.count,
@@ -111,7 +111,7 @@ def _figure_spec(field: Field) -> Spec:
     An ``EXACT`` figure counts an op without a rule as 0, so uncounted ops make it a
     lower bound: mark it, never hide it. A ``KNOWN`` one is ``None`` instead.
     """
-    return Spec(field.header, _UNIT_TEXT[field.unit], marks_partial=field.aggregate is Aggregate.EXACT)
+    return Spec(field.header, UNIT_TEXT[field.unit], marks_partial=field.aggregate is Aggregate.EXACT)
 
 
 SPECS: dict[Column, Spec] = {

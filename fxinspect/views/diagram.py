@@ -21,12 +21,13 @@ from typing import Any
 
 from .. import formatting as fmt
 from .. import paths
-from ..fields import FIELD, Unit, add_up
+from ..fields import FIELD, Unit
 from ..records import NodeRecord, ReportRecord
+from .figures import save_figure
 from .folding import Folds
 from .layout import layered
 
-__all__ = ["COLOR_BY", "plot"]
+__all__ = ["COLOR_BY", "node_figure", "plot"]
 
 COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
     "flops": ("flops", "FLOPs"),
@@ -135,14 +136,19 @@ def boxes(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], list
     return found, list(edges)
 
 
-def _value(box: Box, figure: str) -> float | None:
-    if figure == "nonfinite":
-        counts = [(n.nan_count or 0) + (n.inf_count or 0) for n in box.nodes]
-        return float(sum(counts)) if box.nodes else None
+def node_figure(n: NodeRecord, figure: str) -> float | None:
+    """One node's ``figure`` (a :data:`COLOR_BY` figure): ``None`` when it was not measured."""
     if figure == "bytes":
-        return float(sum(n.bytes_read + n.bytes_written for n in box.nodes)) if box.nodes else None
-    total = add_up(FIELD[figure], [getattr(n, figure) for n in box.nodes]) if box.nodes else None
-    return None if total is None else float(total)
+        return n.bytes_read + n.bytes_written
+    if figure == "nonfinite":
+        return (n.nan_count or 0) + (n.inf_count or 0)
+    return getattr(n, figure)
+
+
+def _value(box: Box, figure: str) -> float | None:
+    """A box's figure: its nodes' sum, unknown when any part is."""
+    parts = [node_figure(n, figure) for n in box.nodes]
+    return None if not parts or None in parts else float(sum(parts))
 
 
 def _lines(box: Box) -> list[tuple[str, float, str]]:
@@ -284,15 +290,6 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
         fig.suptitle(heading, fontsize=FONT + 2, x=0.02, ha="left",
                      y=1 - 0.1 / fig.get_figheight(), va="top")
     if path is not None:
-        _save(fig, Path(path))
+        save_figure(fig, path)
     return fig
 
-
-def _save(fig: Any, path: Path) -> None:
-    """Save without the time stamps and random ids that make two files of one figure differ."""
-    import matplotlib
-
-    suffix = path.suffix.lower()
-    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
-    with matplotlib.rc_context({"svg.hashsalt": "fxinspect"}):
-        fig.savefig(path, metadata=metadata.get(suffix.lstrip("."), None))

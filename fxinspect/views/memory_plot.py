@@ -20,18 +20,14 @@ from typing import Any
 
 from .. import formatting as fmt
 from ..records import MemoryRecord, ReportRecord
+from .figures import save_figure
 
 __all__ = ["plot_memory"]
 
-_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
 _RESIDENT = "#c9d3df"
 _RUN = "#4c78a8"
 _PEAK = "#d62728"
 _MEASURED = "#ff7f0e"
-
-
-def _unit(largest: float) -> tuple[int, str]:
-    return next((size, name) for size, name in _UNITS if largest >= size or size == 1)
 
 
 def _contributors(m: MemoryRecord, depth: int, top: int) -> list[tuple[str, int]]:
@@ -67,7 +63,7 @@ def plot_memory(report: ReportRecord, path: str | Path | None = None, *, depth: 
     xs = [x for x, _ in m.timeline]
     ys = [resident + b for _, b in m.timeline]
     highest = max([resident + m.peak, resident + (m.measured_peak or 0), 1])
-    scale, unit = _unit(highest)
+    scale, unit = fmt.axis_unit(highest, "byte")
 
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     grid = fig.add_gridspec(1, 2, width_ratios=(3.2, 1))
@@ -115,5 +111,5 @@ def plot_memory(report: ReportRecord, path: str | Path | None = None, *, depth: 
         side.text(b / scale, i, f" {fmt.nbytes(b)}", va="center", fontsize=7)
     side.set_xlim(0, max((b for _, b in names), default=1) / scale * 1.45)
     if path is not None:
-        fig.savefig(path)
+        save_figure(fig, path)
     return fig

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .figures import save_figure
+
 __all__ = ["plot_watch"]
 
 _TITLES = {"io": "outputs", "io_grad": "output-gradient norms (per sample)", "params": "parameters",
@@ -74,5 +76,5 @@ def plot_watch(w: Any, module_or_pattern: str, path: str | Path | None = None,
         ax.set_title(f"{name or '(model)'} · {_TITLES[quantity]}", fontsize=9, loc="left")
         fig.colorbar(image, ax=ax, shrink=0.8).set_label("log10(1 + count)", fontsize=7)
     if path is not None:
-        fig.savefig(path)
+        save_figure(fig, path)
     return fig
