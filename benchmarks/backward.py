@@ -20,8 +20,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import fxinspect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from interleaved import medians  # noqa: E402
-from reference import reference_backward_flops  # noqa: E402
+from interleaved import medians
+from reference import reference_backward_flops
 
 
 def measure(name: str, repeats: int) -> None:
@@ -43,24 +43,34 @@ def measure(name: str, repeats: int) -> None:
         return fxinspect.analyze(model, x, timing=False, backward=True)
 
     variants = {
-        "plain forward+backward": plain, "FlopCounterMode": flop_counter,
-        "analyze(backward=True, memory=False)": analyze, "analyze(backward=True)": analyze_with_memory,
+        "plain forward+backward": plain,
+        "FlopCounterMode": flop_counter,
+        "analyze(backward=True, memory=False)": analyze,
+        "analyze(backward=True)": analyze_with_memory,
     }
     med = medians(variants, repeats)
     print(f"\n{name} (train, batch 2, timing=False), medians of {repeats}:")
     for key, value in med.items():
-        print(f"  {key:38s} {value * 1e3:9.1f} ms  {value / med['plain forward+backward']:5.2f}x plain  "
-              f"{value / med['FlopCounterMode']:5.2f}x FlopCounterMode")
+        print(
+            f"  {key:38s} {value * 1e3:9.1f} ms  {value / med['plain forward+backward']:5.2f}x plain  "
+            f"{value / med['FlopCounterMode']:5.2f}x FlopCounterMode"
+        )
     ratio = med["analyze(backward=True, memory=False)"] / med["FlopCounterMode"]
-    print(f"  target: counting and gradients / FlopCounterMode <= 1.5: {ratio:.2f} {'met' if ratio <= 1.5 else 'NOT MET'}"
-          f" (the memory pass is one more forward+backward: {med['analyze(backward=True)'] / med['FlopCounterMode']:.2f})")
+    print(
+        f"  target: counting and gradients / FlopCounterMode <= 1.5: {ratio:.2f} {'met' if ratio <= 1.5 else 'NOT MET'}"
+        f" (the memory pass is one more forward+backward: {med['analyze(backward=True)'] / med['FlopCounterMode']:.2f})"
+    )
     timed = fxinspect.analyze(model, x, backward=True, memory=False, repeats=repeats).timing
-    print(f"  per-node backward latencies sum to {timed.backward_node_sum_ratio:.3f}x the plain backward "
-          f"({timed.backward_node_sum * 1e3:.1f} of {timed.plain_backward * 1e3:.1f} ms; target within 15 %)")
+    print(
+        f"  per-node backward latencies sum to {timed.backward_node_sum_ratio:.3f}x the plain backward "
+        f"({timed.backward_node_sum * 1e3:.1f} of {timed.plain_backward * 1e3:.1f} ms; target within 15 %)"
+    )
     report = analyze()
     reference, _ = reference_backward_flops(model, (x,))
-    print(f"  2 * backward MACs {2 * report.totals.backward_macs:,} vs corrected FlopCounterMode {reference:,}: "
-          f"{'equal' if 2 * report.totals.backward_macs == reference else 'DIFFERENT'}")
+    print(
+        f"  2 * backward MACs {2 * report.totals.backward_macs:,} vs corrected FlopCounterMode {reference:,}: "
+        f"{'equal' if 2 * report.totals.backward_macs == reference else 'DIFFERENT'}"
+    )
 
 
 def main() -> None:

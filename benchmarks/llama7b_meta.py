@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     rss = peak_rss()
     flops = 2 * report.totals.macs
     print(f"capture tier      {report.capture.method}")
-    print(f"wall time         {wall:.1f} s (analyze {seconds:.1f} s; the rest imports transformers and builds the meta model)")
+    print(
+        f"wall time         {wall:.1f} s (analyze {seconds:.1f} s; the rest imports transformers and builds the meta model)"
+    )
     print(f"peak RSS          {rss / 2**30:.2f} GiB")
     print(f"params            {report.totals.params:,}  (expected {PARAMS:,})")
     print(f"2 * macs          {flops:,}  (expected {expected_flops(ns.seq):,})")

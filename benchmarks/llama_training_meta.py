@@ -29,7 +29,9 @@ SIZES = {  # hidden, intermediate, layers, heads, kv heads: Llama-2's published 
 GIB = 2**30
 
 
-def closed_form_params(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int = 32000) -> int:
+def closed_form_params(
+    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int = 32000
+) -> int:
     kv = hidden // heads * kv_heads
     attention = 2 * hidden * hidden + 2 * hidden * kv  # q, o; k, v
     return 2 * vocab * hidden + layers * (attention + 3 * hidden * intermediate + 2 * hidden) + hidden
@@ -44,27 +46,44 @@ def main() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hidden, intermediate, layers, heads, kv_heads = SIZES[args.size]
-    config = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=kv_heads)
+    config = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+    )
     with torch.device("meta"):
         model = LlamaForCausalLM(config).train()
     ids = torch.zeros(1, args.seq, dtype=torch.long, device="meta")
     start = time.perf_counter()
-    report = fxinspect.analyze(model, {"input_ids": ids, "use_cache": False}, timing=False, backward=True,
-                               loss_fn=lambda out: out.logits.float().sum(), optimizer=getattr(torch.optim, args.optimizer))
+    report = fxinspect.analyze(
+        model,
+        {"input_ids": ids, "use_cache": False},
+        timing=False,
+        backward=True,
+        loss_fn=lambda out: out.logits.float().sum(),
+        optimizer=getattr(torch.optim, args.optimizer),
+    )
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     m = report.memory
     params = closed_form_params(hidden, intermediate, layers, heads, kv_heads)
     assert report.totals.params == params, (report.totals.params, params)
     closed = 4 * params * (1 + 1 + 2) + m.saved  # weights, gradients, two moments; saved activations
-    print(f"Llama-2-{args.size}, seq {args.seq}, batch 1, float32, {args.optimizer}; captured by {report.capture.method}")
+    print(
+        f"Llama-2-{args.size}, seq {args.seq}, batch 1, float32, {args.optimizer}; captured by {report.capture.method}"
+    )
     print(f"  parameters         {params:,} ({4 * params / GIB:,.1f} GiB)")
     print(f"  gradients          {m.gradients / GIB:10,.1f} GiB")
-    print(f"  optimizer state    {m.optimizer_state / GIB:10,.1f} GiB   (step scratch {m.optimizer_step / GIB:,.1f} GiB)")
+    print(
+        f"  optimizer state    {m.optimizer_state / GIB:10,.1f} GiB   (step scratch {m.optimizer_step / GIB:,.1f} GiB)"
+    )
     print(f"  saved activations  {m.saved / GIB:10,.1f} GiB")
     print(f"  closed form        {closed / GIB:10,.1f} GiB   (parameters + gradients + state + saved activations)")
-    print(f"  training peak      {m.total_peak / GIB:10,.1f} GiB   ({m.peak_phase}: {m.peak_node}); fits in 80 GiB: {m.total_peak <= 80 * GIB}")
+    print(
+        f"  training peak      {m.total_peak / GIB:10,.1f} GiB   ({m.peak_phase}: {m.peak_node}); fits in 80 GiB: {m.total_peak <= 80 * GIB}"
+    )
     print(f"  analyze            {seconds:10,.1f} s, peak RSS {rss / GIB:.2f} GiB")
 
 

@@ -52,7 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=["resnet50", "vit_b_16", "gpt2", "checkpointed"])
     args = parser.parse_args()
-    print(f"{'model':14} {'run':9} {'estimate':>13} {'measured':>13} {'est/meas':>9} {'alive sum':>9}  {'estimated peak at':32} {'measured peak at':24} {'s':>5}")
+    print(
+        f"{'model':14} {'run':9} {'estimate':>13} {'measured':>13} {'est/meas':>9} {'alive sum':>9}  {'estimated peak at':32} {'measured peak at':24} {'s':>5}"
+    )
     for name in args.models:
         torch.manual_seed(0)
         model, x, loss_fn = build(name)

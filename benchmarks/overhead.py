@@ -20,14 +20,14 @@ chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 import torchvision
+from interleaved import medians
+from torch.utils.flop_counter import FlopCounterMode
 
 import fxinspect
-from interleaved import medians
 from fxinspect.run.passes import Probe
 from fxinspect.run.passes.count import CountPass
 from fxinspect.run.passes.timing import Clock
@@ -41,7 +41,7 @@ class TinyChain(torch.nn.Module):
         self.n = n
 
     def forward(self, x):
-        for i in range(self.n // 2):
+        for _ in range(self.n // 2):
             x = x * 1.0001
             x = x + 0.5
         return x
@@ -107,8 +107,10 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
     for key, value in med.items():
         print(f"  {key:28s} {value * 1e3:9.2f} ms  {value / base:6.2f}x forward")
     flop_counter = med["FlopCounterMode"]
-    print(f"  analyze(timing=False, memory=False) / FlopCounterMode = {med['analyze(timing=False)'] / flop_counter:.2f}; "
-          f"with the memory pass (the default) {med['analyze(timing=False), memory'] / flop_counter:.2f}")
+    print(
+        f"  analyze(timing=False, memory=False) / FlopCounterMode = {med['analyze(timing=False)'] / flop_counter:.2f}; "
+        f"with the memory pass (the default) {med['analyze(timing=False), memory'] / flop_counter:.2f}"
+    )
     t = report.timing
     print(
         f"  per-node latency sum {t.node_sum * 1e3:.2f} ms vs plain forward {t.plain_forward * 1e3:.2f} ms "
@@ -117,8 +119,11 @@ def measure(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) ->
     # the bounds issue 2 sets; a noisy machine moves every ratio, so read several runs
     tiny = name.startswith("2,000")
     checks = [
-        ("analyze(timing=False, memory=False) / FlopCounterMode", med["analyze(timing=False)"] / flop_counter,
-         2.0 if tiny else 1.5),
+        (
+            "analyze(timing=False, memory=False) / FlopCounterMode",
+            med["analyze(timing=False)"] / flop_counter,
+            2.0 if tiny else 1.5,
+        ),
     ]
     if not tiny:
         checks += [

@@ -34,27 +34,61 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fxinspect  # noqa: E402
-from fxinspect.capture.hf import prepare_inputs  # noqa: E402
-from reference import reference_flops  # noqa: E402
-from sweep_common import error_fields, print_failed, print_findings, report_fields  # noqa: E402
+from reference import reference_flops
+from sweep_common import error_fields, print_failed, print_findings, report_fields
 
-from fxinspect.capture.base import one_line  # noqa: E402
+import fxinspect
+from fxinspect.capture.base import one_line
+from fxinspect.capture.hf import prepare_inputs
 
 Built = tuple[torch.nn.Module, tuple, dict, str]  # model, args, kwargs, inputs described
 
 # ------------------------------------------------------------------ timm
 
-SMALL_HINTS = ("atto", "femto", "pico", "nano", "tiny", "xxs", "xs", "mini", "small", "lite", "_s", "_t", "b0", "18", "050", "100")
-LARGE_HINTS = ("huge", "giant", "gigantic", "large", "xlarge", "xxl", "_xl", "_l_", "_m_", "base", "medium", "448", "512", "384", "336")
+SMALL_HINTS = (
+    "atto",
+    "femto",
+    "pico",
+    "nano",
+    "tiny",
+    "xxs",
+    "xs",
+    "mini",
+    "small",
+    "lite",
+    "_s",
+    "_t",
+    "b0",
+    "18",
+    "050",
+    "100",
+)
+LARGE_HINTS = (
+    "huge",
+    "giant",
+    "gigantic",
+    "large",
+    "xlarge",
+    "xxl",
+    "_xl",
+    "_l_",
+    "_m_",
+    "base",
+    "medium",
+    "448",
+    "512",
+    "384",
+    "336",
+)
 
 
 def _hint_rank(name: str) -> tuple:
@@ -158,7 +192,15 @@ SEQ2SEQ = dict(
     eos_token_id=0,
     decoder_start_token_id=0,
 )
-VISION = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+VISION = dict(
+    image_size=32,
+    patch_size=8,
+    num_channels=3,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+)
 AUDIO = dict(
     hidden_size=32,
     num_hidden_layers=2,
@@ -194,33 +236,116 @@ HF: dict[str, tuple[str, str, dict, Callable[[], dict]]] = {
     "bert": ("bert", "AutoModel", TEXT, _text),
     "roberta": ("roberta", "AutoModelForMaskedLM", {**TEXT, "pad_token_id": 1}, _text),
     "xlm-roberta": ("xlm-roberta", "AutoModel", {**TEXT, "pad_token_id": 1}, _text),
-    "distilbert": ("distilbert", "AutoModelForSequenceClassification", dict(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, pad_token_id=0), _text),
+    "distilbert": (
+        "distilbert",
+        "AutoModelForSequenceClassification",
+        dict(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, pad_token_id=0),
+        _text,
+    ),
     "albert": ("albert", "AutoModel", {**TEXT, "embedding_size": 16}, _text),
     "electra": ("electra", "AutoModelForPreTraining", {**TEXT, "embedding_size": 16}, _text),
     "deberta-v2": ("deberta-v2", "AutoModel", {**TEXT, "position_buckets": 16, "max_relative_positions": 32}, _text),
     "deberta": ("deberta", "AutoModel", TEXT, _text),
-    "mobilebert": ("mobilebert", "AutoModel", {**TEXT, "embedding_size": 16, "intra_bottleneck_size": 16, "true_hidden_size": 16, "num_feedforward_networks": 2}, _text),
-    "modernbert": ("modernbert", "AutoModel", {**TEXT, "global_attn_every_n_layers": 2, "local_attention": 8, "cls_token_id": 0, "sep_token_id": 0}, _text),
-    "gpt2": ("gpt2", "AutoModelForCausalLM", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0), _text),
+    "mobilebert": (
+        "mobilebert",
+        "AutoModel",
+        {
+            **TEXT,
+            "embedding_size": 16,
+            "intra_bottleneck_size": 16,
+            "true_hidden_size": 16,
+            "num_feedforward_networks": 2,
+        },
+        _text,
+    ),
+    "modernbert": (
+        "modernbert",
+        "AutoModel",
+        {**TEXT, "global_attn_every_n_layers": 2, "local_attention": 8, "cls_token_id": 0, "sep_token_id": 0},
+        _text,
+    ),
+    "gpt2": (
+        "gpt2",
+        "AutoModelForCausalLM",
+        dict(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0),
+        _text,
+    ),
     "gpt_neox": ("gpt_neox", "AutoModelForCausalLM", TEXT, _text),
-    "gptj": ("gptj", "AutoModelForCausalLM", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, rotary_dim=8, bos_token_id=0, eos_token_id=0), _text),
-    "gpt_bigcode": ("gpt_bigcode", "AutoModelForCausalLM", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0), _text),
-    "opt": ("opt", "AutoModelForCausalLM", {**TEXT, "ffn_dim": 64, "word_embed_proj_dim": 32, "pad_token_id": 1}, _text),
-    "bloom": ("bloom", "AutoModelForCausalLM", dict(vocab_size=100, hidden_size=32, n_layer=2, n_head=2, pad_token_id=0, bos_token_id=0, eos_token_id=0), _text),
+    "gptj": (
+        "gptj",
+        "AutoModelForCausalLM",
+        dict(
+            vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, rotary_dim=8, bos_token_id=0, eos_token_id=0
+        ),
+        _text,
+    ),
+    "gpt_bigcode": (
+        "gpt_bigcode",
+        "AutoModelForCausalLM",
+        dict(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0),
+        _text,
+    ),
+    "opt": (
+        "opt",
+        "AutoModelForCausalLM",
+        {**TEXT, "ffn_dim": 64, "word_embed_proj_dim": 32, "pad_token_id": 1},
+        _text,
+    ),
+    "bloom": (
+        "bloom",
+        "AutoModelForCausalLM",
+        dict(vocab_size=100, hidden_size=32, n_layer=2, n_head=2, pad_token_id=0, bos_token_id=0, eos_token_id=0),
+        _text,
+    ),
     "falcon": ("falcon", "AutoModelForCausalLM", TEXT, _text),
     "llama": ("llama", "AutoModelForCausalLM", {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2}, _text),
-    "mistral": ("mistral", "AutoModelForCausalLM", {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": 8}, _text),
-    "mixtral": ("mixtral", "AutoModelForCausalLM", {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2}, _text),
+    "mistral": (
+        "mistral",
+        "AutoModelForCausalLM",
+        {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": 8},
+        _text,
+    ),
+    "mixtral": (
+        "mixtral",
+        "AutoModelForCausalLM",
+        {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2},
+        _text,
+    ),
     "qwen2": ("qwen2", "AutoModelForCausalLM", {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2}, _text),
-    "qwen3": ("qwen3", "AutoModelForCausalLM", {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}, _text),
+    "qwen3": (
+        "qwen3",
+        "AutoModelForCausalLM",
+        {**TEXT, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8},
+        _text,
+    ),
     "phi": ("phi", "AutoModelForCausalLM", TEXT, _text),
     "phi3": ("phi3", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 2}, _text),
     "gemma": ("gemma", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1, "head_dim": 16}, _text),
-    "gemma2": ("gemma2", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 8}, _text),
+    "gemma2": (
+        "gemma2",
+        "AutoModelForCausalLM",
+        {**TEXT, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 8},
+        _text,
+    ),
     "stablelm": ("stablelm", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 2}, _text),
     "starcoder2": ("starcoder2", "AutoModelForCausalLM", {**TEXT, "num_key_value_heads": 1}, _text),
     "olmo": ("olmo", "AutoModelForCausalLM", TEXT, _text),
-    "t5": ("t5", "AutoModelForSeq2SeqLM", dict(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0), _seq2seq),
+    "t5": (
+        "t5",
+        "AutoModelForSeq2SeqLM",
+        dict(
+            vocab_size=100,
+            d_model=32,
+            d_kv=16,
+            d_ff=64,
+            num_layers=2,
+            num_heads=2,
+            pad_token_id=0,
+            eos_token_id=1,
+            decoder_start_token_id=0,
+        ),
+        _seq2seq,
+    ),
     "bart": ("bart", "AutoModelForSeq2SeqLM", SEQ2SEQ, _seq2seq),
     "mbart": ("mbart", "AutoModelForSeq2SeqLM", SEQ2SEQ, _seq2seq),
     "marian": ("marian", "AutoModelForSeq2SeqLM", SEQ2SEQ, _seq2seq),
@@ -230,17 +355,66 @@ HF: dict[str, tuple[str, str, dict, Callable[[], dict]]] = {
     "deit": ("deit", "AutoModel", VISION, _pixels),
     "beit": ("beit", "AutoModel", {**VISION, "use_relative_position_bias": True}, _pixels),
     "dinov2": ("dinov2", "AutoModel", VISION, _pixels),
-    "swin": ("swin", "AutoModelForImageClassification", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2], window_size=4), _pixels),
-    "convnext": ("convnext", "AutoModelForImageClassification", dict(num_stages=2, hidden_sizes=[8, 16], depths=[1, 1]), _pixels),
-    "resnet": ("resnet", "AutoModelForImageClassification", dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"), lambda: _pixels(64)),
-    "mobilevit": ("mobilevit", "AutoModelForImageClassification", dict(image_size=64, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]), lambda: _pixels(64)),
-    "segformer": ("segformer", "AutoModelForSemanticSegmentation", dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2], decoder_hidden_size=32), lambda: _pixels(64)),
+    "swin": (
+        "swin",
+        "AutoModelForImageClassification",
+        dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2], window_size=4),
+        _pixels,
+    ),
+    "convnext": (
+        "convnext",
+        "AutoModelForImageClassification",
+        dict(num_stages=2, hidden_sizes=[8, 16], depths=[1, 1]),
+        _pixels,
+    ),
+    "resnet": (
+        "resnet",
+        "AutoModelForImageClassification",
+        dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"),
+        lambda: _pixels(64),
+    ),
+    "mobilevit": (
+        "mobilevit",
+        "AutoModelForImageClassification",
+        dict(image_size=64, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]),
+        lambda: _pixels(64),
+    ),
+    "segformer": (
+        "segformer",
+        "AutoModelForSemanticSegmentation",
+        dict(
+            num_encoder_blocks=2,
+            depths=[1, 1],
+            sr_ratios=[2, 1],
+            hidden_sizes=[16, 32],
+            num_attention_heads=[1, 2],
+            decoder_hidden_size=32,
+        ),
+        lambda: _pixels(64),
+    ),
     "clip": (
         "clip",
         "AutoModel",
         dict(
-            text_config=dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64, bos_token_id=0, eos_token_id=0, pad_token_id=0),
-            vision_config=dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+            text_config=dict(
+                vocab_size=100,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+                bos_token_id=0,
+                eos_token_id=0,
+                pad_token_id=0,
+            ),
+            vision_config=dict(
+                image_size=32,
+                patch_size=8,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+            ),
             projection_dim=16,
         ),
         lambda: {"input_ids": _ids(), "pixel_values": torch.randn(2, 3, 32, 32)},
@@ -249,8 +423,22 @@ HF: dict[str, tuple[str, str, dict, Callable[[], dict]]] = {
         "siglip",
         "AutoModel",
         dict(
-            text_config=dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64),
-            vision_config=dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+            text_config=dict(
+                vocab_size=100,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+            ),
+            vision_config=dict(
+                image_size=32,
+                patch_size=8,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+            ),
         ),
         lambda: {"input_ids": _ids(), "pixel_values": torch.randn(2, 3, 32, 32)},
     ),
@@ -262,7 +450,12 @@ HF: dict[str, tuple[str, str, dict, Callable[[], dict]]] = {
     ),
     "wav2vec2": ("wav2vec2", "AutoModelForCTC", AUDIO, lambda: {"input_values": torch.randn(1, 4000)}),
     "hubert": ("hubert", "AutoModel", AUDIO, lambda: {"input_values": torch.randn(1, 4000)}),
-    "wavlm": ("wavlm", "AutoModel", {**AUDIO, "num_buckets": 16, "max_bucket_distance": 32}, lambda: {"input_values": torch.randn(1, 4000)}),
+    "wavlm": (
+        "wavlm",
+        "AutoModel",
+        {**AUDIO, "num_buckets": 16, "max_bucket_distance": 32},
+        lambda: {"input_values": torch.randn(1, 4000)},
+    ),
 }
 
 
@@ -386,7 +579,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         if "reference_error" in r:
             print(f"NO REFERENCE {r['name']}: {r['reference_error']}")
         if r.get("unchanged") is False:
-            print(f"MODEL CHANGED {r['name']}: after analyze the forward {r.get('after_error') or 'gives other outputs'}")
+            print(
+                f"MODEL CHANGED {r['name']}: after analyze the forward {r.get('after_error') or 'gives other outputs'}"
+            )
     print_findings(rows, only_ok=True)
     print("\ntotals:")
     for suite in sorted({r["suite"] for r in rows}):

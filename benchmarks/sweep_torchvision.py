@@ -45,11 +45,11 @@ from torchvision import models as tvm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fxinspect  # noqa: E402
-from reference import reference_flops  # noqa: E402
-from sweep_common import error_fields, print_failed, print_findings, report_fields  # noqa: E402
+from reference import reference_flops
+from sweep_common import error_fields, print_failed, print_findings, report_fields
 
-from fxinspect.capture.base import one_line  # noqa: E402
+import fxinspect
+from fxinspect.capture.base import one_line
 
 CATEGORIES = {
     "detection": tvm.detection,
@@ -172,9 +172,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     ok = [r for r in rows if r["ok"]]
     if ok:
         shares = [r["module_share"] for r in ok]
-        print(f"  op nodes under a non-root module: mean {100 * sum(shares) / len(shares):.2f}%, "
-              f"min {100 * min(shares):.2f}% ({min(ok, key=lambda r: r['module_share'])['name']}), "
-              f"{sum(s >= 0.99 for s in shares)}/{len(ok)} models >= 99%")
+        print(
+            f"  op nodes under a non-root module: mean {100 * sum(shares) / len(shares):.2f}%, "
+            f"min {100 * min(shares):.2f}% ({min(ok, key=lambda r: r['module_share'])['name']}), "
+            f"{sum(s >= 0.99 for s in shares)}/{len(ok)} models >= 99%"
+        )
         all_nodes = sum(r["op_nodes"] for r in ok)
         under = sum(round(r["module_share"] * r["op_nodes"]) for r in ok)
         print(f"  over all models: {under}/{all_nodes} op nodes = {100 * under / max(all_nodes, 1):.2f}%")
@@ -184,8 +186,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"  round(macs/1e9, 3) == published _ops: {sum(r['gmacs_match'] for r in pub)}/{len(pub)}")
     for r in pub:
         if not r["gmacs_match"] or not r["ref_match"]:
-            print(f"    {r['name']}: {r['gmacs']} vs published {r['published_gmacs']}; "
-                  f"2*macs {2 * r['macs']} vs FlopCounterMode {r['reference_flops']}")
+            print(
+                f"    {r['name']}: {r['gmacs']} vs published {r['published_gmacs']}; "
+                f"2*macs {2 * r['macs']} vs FlopCounterMode {r['reference_flops']}"
+            )
     print(f"  seconds: {sum(r.get('seconds', 0) for r in rows):.0f}")
 
 
@@ -198,8 +202,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--category", nargs="*", default=None)
     parser.add_argument("--no-reference", action="store_true", help="skip the FlopCounterMode cross-check")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--table", nargs="+", type=Path, default=None,
-                        help="only print the table of saved JSON-lines files (a later row of a model wins)")
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="only print the table of saved JSON-lines files (a later row of a model wins)",
+    )
     opts = parser.parse_args(argv)
     if opts.table:
         saved: dict[str, dict[str, Any]] = {}
@@ -216,8 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     names = [n for n in names if n not in set(opts.skip)]
     if opts.category:
         names = [n for n in names if category_of(n) in opts.category]
-    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, method={opts.method}, "
-          f"{len(names)} models, threads {torch.get_num_threads()}", flush=True)
+    print(
+        f"torch {torch.__version__}, torchvision {torchvision.__version__}, method={opts.method}, "
+        f"{len(names)} models, threads {torch.get_num_threads()}",
+        flush=True,
+    )
     if opts.skip:
         print(f"skipped: {', '.join(opts.skip)}", flush=True)
     rows = []

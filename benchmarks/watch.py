@@ -20,9 +20,16 @@ import fxinspect
 
 
 def cnn() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
-                               torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                               torch.nn.Flatten(), torch.nn.Linear(32, 10))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 10),
+    )
 
 
 def loop(model, batch, loss_fn, steps: int) -> float:
@@ -46,9 +53,11 @@ def measure(name, make, batch, loss_fn, every, steps, repeats, target) -> None:
         w.remove()
         ratios.append(watched / plain)
     r = statistics.median(ratios)
-    print(f"{name:34} every={every:<4} {steps} steps: watched / plain = {r:.3f} "
-          f"(runs {min(ratios):.3f}-{max(ratios):.3f}); target {target}: {'met' if r <= target else 'NOT MET'}",
-          flush=True)
+    print(
+        f"{name:34} every={every:<4} {steps} steps: watched / plain = {r:.3f} "
+        f"(runs {min(ratios):.3f}-{max(ratios):.3f}); target {target}: {'met' if r <= target else 'NOT MET'}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -66,16 +75,32 @@ def main() -> None:
 
 def measure_cnn(args) -> None:
     images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
-    measure("small CNN", cnn, images, lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), 10,
-            args.steps, args.repeats, 1.25)
+    measure(
+        "small CNN",
+        cnn,
+        images,
+        lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
+        10,
+        args.steps,
+        args.repeats,
+        1.25,
+    )
 
 
 def measure_gpt2(args) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     ids = torch.randint(0, 50257, (2, 64))
-    measure("GPT2LMHeadModel(n_layer=2)", lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train(), ids,
-            lambda m, b: m(input_ids=b, labels=b).loss, 100, args.steps, args.repeats, 1.05)
+    measure(
+        "GPT2LMHeadModel(n_layer=2)",
+        lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train(),
+        ids,
+        lambda m, b: m(input_ids=b, labels=b).loss,
+        100,
+        args.steps,
+        args.repeats,
+        1.05,
+    )
 
 
 if __name__ == "__main__":

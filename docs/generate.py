@@ -27,8 +27,17 @@ PAGES = {  # page name: (example file, images it writes)
     "cli": ("command_line.py", []),
     "watch": ("watch_training.py", ["watch_heatmaps.png"]),
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
-    "diagrams": ("diagrams.py", ["mlp_ops.png", "resnet50_depth1.png", "resnet50_depth2.png", "vit_b_16_depth2.png",
-                                 "gpt2_depth2.png", "gpt2_bytes_by_op.png"]),
+    "diagrams": (
+        "diagrams.py",
+        [
+            "mlp_ops.png",
+            "resnet50_depth1.png",
+            "resnet50_depth2.png",
+            "vit_b_16_depth2.png",
+            "gpt2_depth2.png",
+            "gpt2_bytes_by_op.png",
+        ],
+    ),
 }
 
 
@@ -46,7 +55,20 @@ def generate(name: str) -> Path:
     output = module.main(IMAGES)
     title, _, body = module.__doc__.strip().partition("\n")
     body = body.split("\n", 2)[-1].strip() if body.lstrip().startswith("Run:") else body.strip()
-    lines = [f"# {title}", "", body, "", "```bash", f"python examples/{example}", "```", "", "```text", output, "```", ""]
+    lines = [
+        f"# {title}",
+        "",
+        body,
+        "",
+        "```bash",
+        f"python examples/{example}",
+        "```",
+        "",
+        "```text",
+        output,
+        "```",
+        "",
+    ]
     lines += [f"![{image}](images/{image})\n" for image in images]
     page = DOCS / f"{name}.md"
     page.write_text("\n".join(lines))
@@ -55,8 +77,13 @@ def generate(name: str) -> Path:
 
 def index() -> Path:
     """``docs/README.md``: every page, by its title (the first line of its example's docstring)."""
-    lines = ["# fxinspect documentation", "", "Every page is written by `python docs/generate.py` from an example in",
-             "`examples/`: the output and images are what the code printed and drew.", ""]
+    lines = [
+        "# fxinspect documentation",
+        "",
+        "Every page is written by `python docs/generate.py` from an example in",
+        "`examples/`: the output and images are what the code printed and drew.",
+        "",
+    ]
     for name, (example, _) in PAGES.items():
         title = (EXAMPLES / example).read_text().split('"""')[1].strip().splitlines()[0]
         lines.append(f"* [{title}]({name}.md) (`examples/{example}`)")

@@ -44,8 +44,14 @@ def main(out_dir: Path = Path(".")) -> str:
     rows.append(("  bytes read", linear.totals.bytes_read, 4 * (8 * 512 + 512 * 256 + 256), "input + weight + bias"))
 
     norm = _count(torch.nn.LayerNorm(768), torch.randn(4, 128, 768))
-    rows.append(("LayerNorm 768, 4x128 rows", norm.totals.flops, 4 * 128 * 768 * 7,
-                 "7 per element: 3 statistics, 2 normalise, weight, bias"))
+    rows.append(
+        (
+            "LayerNorm 768, 4x128 rows",
+            norm.totals.flops,
+            4 * 128 * 768 * 7,
+            "7 per element: 3 statistics, 2 normalise, weight, bias",
+        )
+    )
     soft = _count(torch.nn.Softmax(dim=-1), torch.randn(8, 1000))
     rows.append(("Softmax, 8x1000", soft.totals.flops, 8 * 1000 * 5, "5 per element (max, sub, exp, sum, div)"))
     relu = _count(torch.nn.ReLU(), torch.randn(8, 1000))

@@ -28,15 +28,25 @@ def main(out_dir: Path = Path(".")) -> str:
 
     torch.manual_seed(0)
     image = torch.randn(1, 3, 224, 224)
-    mlp = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.GELU(),
-                              torch.nn.Linear(64, 10), torch.nn.Softmax(dim=-1))
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(16, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 64),
+        torch.nn.GELU(),
+        torch.nn.Linear(64, 10),
+        torch.nn.Softmax(dim=-1),
+    )
     drawings = [  # (file, model, inputs, options)
         ("mlp_ops.png", mlp, torch.randn(8, 16), {"depth": None}),
         ("resnet50_depth1.png", torchvision.models.resnet50(weights=None), image, {"depth": 1, "direction": "LR"}),
         ("resnet50_depth2.png", torchvision.models.resnet50(weights=None), image, {"depth": 2}),
         ("vit_b_16_depth2.png", torchvision.models.vit_b_16(weights=None), image, {"depth": 2}),
-        ("gpt2_depth2.png", GPT2LMHeadModel(GPT2Config()), {"input_ids": torch.randint(0, 50257, (1, 128))},
-         {"depth": 2}),
+        (
+            "gpt2_depth2.png",
+            GPT2LMHeadModel(GPT2Config()),
+            {"input_ids": torch.randint(0, 50257, (1, 128))},
+            {"depth": 2},
+        ),
     ]
     lines = [f"{'file':22} {'boxes':>5}  {'FLOPs':>9}"]
     for name, model, inputs, options in drawings:

@@ -40,7 +40,8 @@ def main(out_dir: Path = Path(".")) -> str:
         f'>>> report.to_csv(by="module").splitlines()[0][:90]\n{csv_head[:90]!r}',
         f'>>> g = report.to_networkx(level="module", depth=1); list(g.successors("input")), g.nodes["layer1"]["flops"]\n'
         f"{(list(graph.successors('input')), graph.nodes['layer1']['flops'])}",
-        ">>> print(small.diff(large).table(depth=1))", small.diff(large).table(depth=1),
+        ">>> print(small.diff(large).table(depth=1))",
+        small.diff(large).table(depth=1),
     ]
     text = "\n".join(parts)
     print(text)

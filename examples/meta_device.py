@@ -24,15 +24,23 @@ def main(out_dir: Path = Path(".")) -> str:
     with torch.device("meta"):
         model = LlamaForCausalLM(LlamaConfig()).train()  # the defaults are Llama-2-7B's shapes
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
-    report = fxinspect.analyze(model, {"input_ids": ids, "use_cache": False}, backward=True,
-                               loss_fn=lambda out: out.logits.float().sum(), optimizer=torch.optim.AdamW)
+    report = fxinspect.analyze(
+        model,
+        {"input_ids": ids, "use_cache": False},
+        backward=True,
+        loss_fn=lambda out: out.logits.float().sum(),
+        optimizer=torch.optim.AdamW,
+    )
     gib = 2**30
     m = report.memory
     parts = [
-        ">>> print(report)", str(report), "",
+        ">>> print(report)",
+        str(report),
+        "",
         f">>> report.memory.total_peak / 2**30, report.memory.total_peak <= 80 * 2**30\n"
         f"({m.total_peak / gib:.1f}, {m.total_peak <= 80 * gib})",
-        ">>> print(report.table(depth=2, top=8))", report.table(depth=2, top=8),
+        ">>> print(report.table(depth=2, top=8))",
+        report.table(depth=2, top=8),
     ]
     text = "\n".join(parts)
     print(text)

@@ -27,9 +27,15 @@ def main(out_dir: Path = Path(".")) -> str:
     with torch.no_grad():
         report = fxinspect.analyze(model, torch.randn(1, 3, 224, 224), timing=False)
     parts = [
-        ">>> print(report)", str(report), "",
-        '>>> print(report.table(depth=2))', report.table(depth=2), "",
-        '>>> print(report.table(by="op", sort="flops"))', report.table(by="op", sort="flops"), "",
+        ">>> print(report)",
+        str(report),
+        "",
+        ">>> print(report.table(depth=2))",
+        report.table(depth=2),
+        "",
+        '>>> print(report.table(by="op", sort="flops"))',
+        report.table(by="op", sort="flops"),
+        "",
         '>>> print(report.table(by="node", sort="macs", top=5, columns=["name", "op", "inputs", "outputs", "macs"]))',
         report.table(by="node", sort="macs", top=5, columns=["name", "op", "inputs", "outputs", "macs"]),
     ]

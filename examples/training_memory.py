@@ -24,11 +24,17 @@ import fxinspect
 def main(out_dir: Path = Path(".")) -> str:
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).train()
-    report = fxinspect.analyze(model, torch.randn(2, 3, 224, 224), timing=False, backward=True,
-                               optimizer=torch.optim.AdamW)
+    report = fxinspect.analyze(
+        model, torch.randn(2, 3, 224, 224), timing=False, backward=True, optimizer=torch.optim.AdamW
+    )
     report.plot_memory(out_dir / "resnet50_training_memory.png")
-    text = "\n".join([str(report), "", report.table(depth=1, columns=["name", "type", "flops", "backward_flops",
-                                                                          "output_bytes", "saved_bytes"])])
+    text = "\n".join(
+        [
+            str(report),
+            "",
+            report.table(depth=1, columns=["name", "type", "flops", "backward_flops", "output_bytes", "saved_bytes"]),
+        ]
+    )
     print(text)
     return text
 

@@ -21,8 +21,12 @@ import fxinspect
 
 def net() -> torch.nn.Module:
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(16 * 16 * 16, 10),
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16 * 16 * 16, 10),
     )
 
 
@@ -30,8 +34,7 @@ def main(out_dir: Path = Path(".")) -> str:
     torch.manual_seed(0)
     model, x, y = net().train(), torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
     loss_fn = torch.nn.CrossEntropyLoss()
-    report = fxinspect.analyze(model, x, backward=True, loss_fn=lambda out: loss_fn(out, y), repeats=5,
-                               memory=False)
+    report = fxinspect.analyze(model, x, backward=True, loss_fn=lambda out: loss_fn(out, y), repeats=5, memory=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with fxinspect.inspect(model) as ins:
         optimizer.zero_grad()
@@ -39,10 +42,13 @@ def main(out_dir: Path = Path(".")) -> str:
         optimizer.step()
     columns = ["name", "op", "outputs", "gradients", "flops", "backward_flops"]
     parts = [
-        '>>> print(report.table(by="node"))', report.table(by="node"), "",
+        '>>> print(report.table(by="node"))',
+        report.table(by="node"),
+        "",
         f">>> ins.report.totals.backward_flops == report.totals.backward_flops\n"
         f"{ins.report.totals.backward_flops == report.totals.backward_flops}",
-        f'>>> print(ins.report.table(by="node", columns={columns}))', ins.report.table(by="node", columns=columns),
+        f'>>> print(ins.report.table(by="node", columns={columns}))',
+        ins.report.table(by="node", columns=columns),
     ]
     text = "\n".join(parts)
     print(text)

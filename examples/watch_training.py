@@ -25,9 +25,16 @@ import fxinspect
 
 def cnn() -> torch.nn.Module:
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1),
-        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 10),
     )
 
 
@@ -56,10 +63,15 @@ def main(out_dir: Path = Path(".")) -> str:
     with fxinspect.track(model, include=r"^[03]$", stash_value=lambda t: f"{float(t.std()):.3g}") as tracker:
         torch.nn.functional.cross_entropy(model(x), y).backward()
     parts = [
-        ">>> print(healthy.summary())", healthy.summary(), "",
-        ">>> print(watcher.summary())   # the copy with a zeroed layer", watcher.summary(), "",
+        ">>> print(healthy.summary())",
+        healthy.summary(),
+        "",
+        ">>> print(watcher.summary())   # the copy with a zeroed layer",
+        watcher.summary(),
+        "",
         ">>> healthy.histogram('9', 'io', 90).bins()[:4]   # (sign, exponent, count)",
-        str(healthy.histogram("9", "io", 90).bins()[:4]), "",
+        str(healthy.histogram("9", "io", 90).bins()[:4]),
+        "",
         ">>> [(s.name, s.kind, s.value) for s in tracker.stashes]   # stash_value=std",
         str([(s.name, s.kind, s.value) for s in tracker.stashes]),
     ]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -21,9 +22,9 @@ from .capture import capture, normalize, unwrap
 from .errors import InputError
 from .report import Report
 from .run.assemble import report_fields
+from .run.choose import count_best
 from .run.guard import preserved
 from .run.lazy import materialized
-from .run.choose import count_best
 from .run.passes.backward import BackwardPass, default_loss
 from .run.passes.memory import MemoryPass
 from .run.passes.timing import TimingPass
@@ -91,8 +92,10 @@ def analyze(
     if repeats < 1 or warmup < 0:
         raise InputError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     if optimizer is not None and not (backward and memory):
-        raise InputError(f"optimizer= adds to the training memory: it needs backward=True and memory=True, "
-                         f"got backward={backward}, memory={memory}")
+        raise InputError(
+            f"optimizer= adds to the training memory: it needs backward=True and memory=True, "
+            f"got backward={backward}, memory={memory}"
+        )
     passes = []
     timing_loss = (loss_fn or default_loss) if backward else None
     if backward:
@@ -101,7 +104,17 @@ def analyze(
         passes.append(MemoryPass(backward=backward, loss_fn=loss_fn, optimizer=optimizer))
     with _no_gc_pauses():
         return _analyze(
-            model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes,
+            model,
+            example_inputs,
+            kwargs,
+            method,
+            leaf_modules,
+            timing,
+            warmup,
+            repeats,
+            check_finite,
+            device,
+            passes,
             timing_loss,
         )
 
@@ -125,7 +138,18 @@ def _no_gc_pauses():
 
 
 def _analyze(
-    model, example_inputs, kwargs, method, leaf_modules, timing, warmup, repeats, check_finite, device, passes, timing_loss
+    model,
+    example_inputs,
+    kwargs,
+    method,
+    leaf_modules,
+    timing,
+    warmup,
+    repeats,
+    check_finite,
+    device,
+    passes,
+    timing_loss,
 ) -> Report:
     model, notes = unwrap(model)
     args, kw = normalize(example_inputs, kwargs)

@@ -25,8 +25,9 @@ import importlib.util
 import json
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -37,15 +38,22 @@ from .errors import FxInspectError
 from .views.columns import By, parse_column
 from .views.diagram import COLOR_BY
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
-           "int64": torch.int64}
+_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int64": torch.int64,
+}
 
 
 def _shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,3,224,224, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 1,3,224,224, got {text!r}"
+        ) from None
     if any(d < 0 for d in shape):
         raise argparse.ArgumentTypeError(f"a shape has no negative sizes, got {text!r}")
     return shape
@@ -62,9 +70,9 @@ def _json(text: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}")
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object such as {{\"n_layer\": 2}}, got {text!r}")
+        raise argparse.ArgumentTypeError(f'expected a JSON object such as {{"n_layer": 2}}, got {text!r}')
     return value
 
 
@@ -124,18 +132,33 @@ def load_model(spec: str, config: dict | None = None) -> torch.nn.Module:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fxinspect", description="Analyse a PyTorch model: every op and module.")
     parser.add_argument("model", help="MODULE:CALLABLE (or file.py:CALLABLE, or a transformers config class)")
-    parser.add_argument("--input-shape", type=_shape, action="append", default=[],
-                        help="shape of one positional input (repeat for several), e.g. 1,3,224,224")
-    parser.add_argument("--input", type=_named, action="append", default=[], metavar="NAME=SHAPE",
-                        help="a keyword input, e.g. input_ids=1,128 (names ending in ids/mask: integer tokens/ones)")
+    parser.add_argument(
+        "--input-shape",
+        type=_shape,
+        action="append",
+        default=[],
+        help="shape of one positional input (repeat for several), e.g. 1,3,224,224",
+    )
+    parser.add_argument(
+        "--input",
+        type=_named,
+        action="append",
+        default=[],
+        metavar="NAME=SHAPE",
+        help="a keyword input, e.g. input_ids=1,128 (names ending in ids/mask: integer tokens/ones)",
+    )
     parser.add_argument("--kwargs", type=_json, default={}, help="other keyword arguments as JSON")
     parser.add_argument("--config", type=_json, default=None, help="fields of a Hugging Face config class, as JSON")
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32", help="input dtype (int64 gives token ids)")
+    parser.add_argument(
+        "--dtype", choices=sorted(_DTYPES), default="float32", help="input dtype (int64 gives token ids)"
+    )
     parser.add_argument("--by", choices=[b.value for b in By], default="module", help="table rows")
     parser.add_argument("--depth", type=_positive, default=None, help="module depth shown (tables and diagrams)")
     parser.add_argument("--top", type=_positive, default=None, help="keep the first N rows")
     parser.add_argument("--sort", default=None, help="sort rows by a column, e.g. flops")
-    parser.add_argument("--method", choices=[str(m) for m in (Method.AUTO, *TIERS)], default="auto", help="capture tier")
+    parser.add_argument(
+        "--method", choices=[str(m) for m in (Method.AUTO, *TIERS)], default="auto", help="capture tier"
+    )
     parser.add_argument("--train", action="store_true", help="train mode with gradients on (default: eval, no_grad)")
     parser.add_argument("--backward", action="store_true", help="also run a backward (implies --train)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing runs")
@@ -188,8 +211,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         train = opts.train or opts.backward
         model.train(train)
         with torch.set_grad_enabled(train):
-            report = analyze(model, args, kwargs=kwargs, method=opts.method, timing=not opts.no_timing,
-                             device=opts.device, backward=opts.backward, memory=not opts.no_memory)
+            report = analyze(
+                model,
+                args,
+                kwargs=kwargs,
+                method=opts.method,
+                timing=not opts.no_timing,
+                device=opts.device,
+                backward=opts.backward,
+                memory=not opts.no_memory,
+            )
         print(report)
         print()
         options = {"depth": opts.depth} if opts.by == "module" else {}
@@ -208,7 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"fxinspect: {exc}", file=sys.stderr)
         else:  # the model's own error, on one line with where it was raised
             where = "; ".join(note.removeprefix("fxinspect: ") for note in getattr(exc, "__notes__", ()))
-            print(f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""),
-                  file=sys.stderr)
+            print(
+                f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""),
+                file=sys.stderr,
+            )
         return 2
     return 0

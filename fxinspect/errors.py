@@ -14,7 +14,7 @@ node 'conv1' (module 'conv1', Conv2d) failed on inputs [1×4×224×224]: expecte
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def add_where(exc: BaseException, where: str) -> BaseException:
@@ -64,6 +64,4 @@ class NodeExecutionError(FxInspectError):
         self.inputs = list(inputs)
         self.cause = cause
         where = f"module {module_path!r}" if module_path else "the root module"
-        super().__init__(
-            f"node {node!r} ({where}, {module_type}) failed on inputs [{', '.join(self.inputs)}]: {cause}"
-        )
+        super().__init__(f"node {node!r} ({where}, {module_type}) failed on inputs [{', '.join(self.inputs)}]: {cause}")

@@ -16,9 +16,10 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Callable, Container, Iterable
+from typing import Any
 
 from .choices import Choice
 
@@ -35,14 +36,12 @@ class Unit(Choice):
     COUNT = "count"
 
 
-
 class Aggregate(Choice):
     """How a node figure sums into its modules and the totals."""
 
     EXACT = "exact"  # integers, summed exactly; every node has one (0 when it did nothing)
     KNOWN = "known"  # summed when every part is known; None when any part is None
     NONE = "none"  # a node's own observation; modules and totals do not carry it
-
 
 
 @dataclass(frozen=True)
@@ -76,12 +75,30 @@ FIELDS: tuple[Field, ...] = (
     Field("backward_macs", "int | None", Unit.MAC, Aggregate.KNOWN, "bwd MACs", "MACs of the node's backward"),
     Field("backward_bytes_read", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd read", "bytes its backward read"),
     Field("backward_bytes_written", "int | None", Unit.BYTE, Aggregate.KNOWN, "bwd written", "bytes it wrote"),
-    Field("backward_latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "bwd latency", "median seconds of its backward"),
+    Field(
+        "backward_latency",
+        "float | None",
+        Unit.SECOND,
+        Aggregate.KNOWN,
+        "bwd latency",
+        "median seconds of its backward",
+    ),
     # the memory pass: storage bytes (a view or in-place result shares its base's, counted once)
     Field("output_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "out mem", "new storage bytes of its outputs"),
-    Field("saved_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "saved", "bytes it allocated that autograd kept for the backward"),
     Field(
-        "measured_growth", "int | None", Unit.BYTE, Aggregate.KNOWN, "alloc growth",
+        "saved_bytes",
+        "int | None",
+        Unit.BYTE,
+        Aggregate.KNOWN,
+        "saved",
+        "bytes it allocated that autograd kept for the backward",
+    ),
+    Field(
+        "measured_growth",
+        "int | None",
+        Unit.BYTE,
+        Aggregate.KNOWN,
+        "alloc growth",
         "allocator bytes held after the node minus before (measured)",
     ),
 )

@@ -12,10 +12,10 @@ Example
 
 from __future__ import annotations
 
-import re
-
 import math
-from typing import Any, Iterable, Sequence
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "MISSING",
@@ -304,4 +304,4 @@ def middle(text: str, limit: int) -> str:
         if len(shorter) <= limit:
             return shorter
     head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]

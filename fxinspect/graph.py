@@ -44,7 +44,6 @@ class Level(Choice):
     MODULE = "module"
 
 
-
 def _attributes(record: Any) -> dict[str, Any]:
     """A record's fields as plain Python values (nested records become dicts)."""
     return dataclasses.asdict(record)

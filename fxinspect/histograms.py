@@ -64,7 +64,7 @@ class Histogram:
                 return float(self.low + i)
         return None
 
-    def merged(self, other: "Histogram") -> "Histogram":
+    def merged(self, other: Histogram) -> Histogram:
         """The histogram of both tensors' values together."""
         low = min(self.low, other.low)
         high = max(self.low + len(self.positive), other.low + len(other.positive))
@@ -77,10 +77,16 @@ class Histogram:
                 out[lb - low + i] += c
             return tuple(out)
 
-        return Histogram(low, add(self.negative, self.low, other.negative, other.low),
-                         add(self.positive, self.low, other.positive, other.low), self.zeros + other.zeros,
-                         self.nan + other.nan, self.pos_inf + other.pos_inf, self.neg_inf + other.neg_inf,
-                         self.total + other.total)
+        return Histogram(
+            low,
+            add(self.negative, self.low, other.negative, other.low),
+            add(self.positive, self.low, other.positive, other.low),
+            self.zeros + other.zeros,
+            self.nan + other.nan,
+            self.pos_inf + other.pos_inf,
+            self.neg_inf + other.neg_inf,
+            self.total + other.total,
+        )
 
 
 class PendingHistogram:
@@ -94,12 +100,13 @@ class PendingHistogram:
     def read(self) -> Histogram:
         counts = self.counts.tolist()
         n = self.size
-        negative, positive = counts[:n], counts[n:2 * n]
-        zeros, nan, pos_inf, neg_inf = counts[2 * n:2 * n + 4]
+        negative, positive = counts[:n], counts[n : 2 * n]
+        zeros, nan, pos_inf, neg_inf = counts[2 * n : 2 * n + 4]
         used = [i for i in range(n) if negative[i] or positive[i]]
         lo, hi = (used[0], used[-1] + 1) if used else (0, 0)
-        return Histogram(self.emin + lo, tuple(negative[lo:hi]), tuple(positive[lo:hi]), zeros, nan, pos_inf,
-                         neg_inf, sum(counts))
+        return Histogram(
+            self.emin + lo, tuple(negative[lo:hi]), tuple(positive[lo:hi]), zeros, nan, pos_inf, neg_inf, sum(counts)
+        )
 
 
 _LAYOUT = {  # dtype -> (integer view, mantissa bits, exponent bits)
@@ -130,15 +137,15 @@ def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | Pendin
     size = fields - 2 + mantissa  # exponents low .. the largest finite one
     out = torch.zeros(2 * size + 4, dtype=torch.int64, device=x.device)
     # normal numbers: field f holds exponent f - bias, i.e. slot f - bias - low
-    out[mantissa:mantissa + fields - 2] = counts[fields:2 * fields][1:-1]
-    out[size + mantissa:size + mantissa + fields - 2] = counts[:fields][1:-1]
+    out[mantissa : mantissa + fields - 2] = counts[fields : 2 * fields][1:-1]
+    out[size + mantissa : size + mantissa + fields - 2] = counts[:fields][1:-1]
     zeros = (x == 0).sum()
     out[2 * size] = zeros
     if int(counts[0] + counts[fields]) > int(zeros):  # subnormals: rare, binned exactly by frexp
         sub = x[(x != 0) & (key % fields == 0)]
         _, k = torch.frexp(sub)
         slot = (k.long() - 1 - low) + (sub > 0).long() * size
-        out[:2 * size] += torch.bincount(slot, minlength=2 * size)
+        out[: 2 * size] += torch.bincount(slot, minlength=2 * size)
     if int(counts[fields - 1] + counts[2 * fields - 1]):  # NaN or Inf present
         out[2 * size + 1] = torch.isnan(x).sum()
         out[2 * size + 2] = (x == float("inf")).sum()
@@ -149,11 +156,27 @@ def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | Pendin
 
 def to_plain(h: Histogram) -> dict[str, Any]:
     """``h`` as JSON-ready values."""
-    return {"low": h.low, "negative": list(h.negative), "positive": list(h.positive), "zeros": h.zeros,
-            "nan": h.nan, "pos_inf": h.pos_inf, "neg_inf": h.neg_inf, "total": h.total}
+    return {
+        "low": h.low,
+        "negative": list(h.negative),
+        "positive": list(h.positive),
+        "zeros": h.zeros,
+        "nan": h.nan,
+        "pos_inf": h.pos_inf,
+        "neg_inf": h.neg_inf,
+        "total": h.total,
+    }
 
 
 def from_plain(d: dict[str, Any]) -> Histogram:
     """The histogram :func:`to_plain` wrote."""
-    return Histogram(d["low"], tuple(d["negative"]), tuple(d["positive"]), d["zeros"], d["nan"], d["pos_inf"],
-                     d["neg_inf"], d["total"])
+    return Histogram(
+        d["low"],
+        tuple(d["negative"]),
+        tuple(d["positive"]),
+        d["zeros"],
+        d["nan"],
+        d["pos_inf"],
+        d["neg_inf"],
+        d["total"],
+    )

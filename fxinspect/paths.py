@@ -14,7 +14,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Container, Iterator
+from collections.abc import Container, Iterator
 
 __all__ = ["ancestors", "cut", "depth", "name", "nearest", "parent", "within"]
 

@@ -77,7 +77,7 @@ class Report(ReportRecord):
         """The dataflow graph as a ``networkx.DiGraph``; see ``fxinspect.graph``."""
         return to_networkx(self, level=level, depth=depth)
 
-    def diff(self, other: "ReportRecord"):
+    def diff(self, other: ReportRecord):
         """Per-module differences from this report to ``other``; see ``fxinspect.views.diff``."""
         return _diff(self, other)
 
@@ -91,7 +91,7 @@ class Report(ReportRecord):
         return exports.to_json(self, path, layout=layout)
 
     @classmethod
-    def from_json(cls, source: Any) -> "Report":
+    def from_json(cls, source: Any) -> Report:
         """Read a report written by ``to_json`` from a path or a JSON string."""
         return exports.from_json(source, cls)
 

@@ -30,7 +30,8 @@ torch.Size([4, 8])
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -38,12 +39,12 @@ from .capture import capture, normalize, unwrap
 from .errors import InputError
 from .report import Report
 from .run.assemble import report_fields
+from .run.dispatch import CountingMode
+from .run.forward_patch import ForwardPatch
 from .run.guard import preserved
 from .run.owners import AutogradOwners
 from .run.passes.backward import Gradients, backward_result
 from .run.passes.count import ForwardRecorder
-from .run.dispatch import CountingMode
-from .run.forward_patch import ForwardPatch
 from .run.program import InstrumentedProgram, Probe
 
 __all__ = ["Inspection", "inspect"]
@@ -87,12 +88,14 @@ class Inspection:
     def report(self) -> Report:
         """The report of the block's first call of the model, forward and backward."""
         if self._report is None:
-            raise InputError("inspect(): no report yet: the model was not called inside the `with` block"
-                             if not self.called else
-                             "inspect(): the report is made when the `with` block ends; read it afterwards")
+            raise InputError(
+                "inspect(): no report yet: the model was not called inside the `with` block"
+                if not self.called
+                else "inspect(): the report is made when the `with` block ends; read it afterwards"
+            )
         return self._report
 
-    def __enter__(self) -> "Inspection":
+    def __enter__(self) -> Inspection:
         self._patch = ForwardPatch(self.model, self._call)
         return self
 
@@ -147,8 +150,9 @@ def _assemble(model: torch.nn.Module, live: dict[str, Any]) -> Report:
     return Report(**report_fields(model, program, results, virtual=False))
 
 
-def inspect(model: torch.nn.Module, *, method: str = "auto", leaf_modules: Iterable[Any] = (),
-            check_finite: bool = True) -> Inspection:
+def inspect(
+    model: torch.nn.Module, *, method: str = "auto", leaf_modules: Iterable[Any] = (), check_finite: bool = True
+) -> Inspection:
     """Analyse the model's next call and its backward, inside your own training step.
 
     >>> with fxinspect.inspect(model) as ins:          # doctest: +SKIP

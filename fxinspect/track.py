@@ -31,8 +31,9 @@ Example
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -84,9 +85,16 @@ def _pattern(value: str | None, option: str) -> re.Pattern | None:
 class Tracker:
     """Hooks on the selected modules of ``model``; ``stashes`` in call order."""
 
-    def __init__(self, model: torch.nn.Module, include: str | None = None, exclude: str | None = None,
-                 grad: bool = True, stash_value: Callable[[torch.Tensor], Any] | None = None,
-                 stash: Callable[[Event], Any] | None = None, ops: bool = False) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        include: str | None = None,
+        exclude: str | None = None,
+        grad: bool = True,
+        stash_value: Callable[[torch.Tensor], Any] | None = None,
+        stash: Callable[[Event], Any] | None = None,
+        ops: bool = False,
+    ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise InputError(f"track() expects a torch.nn.Module, got {type(model).__name__}")
         self.model = model
@@ -103,11 +111,14 @@ class Tracker:
 
     def selected(self) -> list[tuple[str, torch.nn.Module]]:
         """The ``(name, module)`` pairs the filters keep (the root is named ``""``)."""
-        return [(name, m) for name, m in self.model.named_modules()
-                if (self.include is None or self.include.search(name))
-                and (self.exclude is None or not self.exclude.search(name))]
+        return [
+            (name, m)
+            for name, m in self.model.named_modules()
+            if (self.include is None or self.include.search(name))
+            and (self.exclude is None or not self.exclude.search(name))
+        ]
 
-    def register(self) -> "Tracker":
+    def register(self) -> Tracker:
         """Put the hooks on (entering the ``with`` block does)."""
         if self._handles:
             return self
@@ -125,7 +136,7 @@ class Tracker:
             handle.remove()
         self._handles.clear()
 
-    def __enter__(self) -> "Tracker":
+    def __enter__(self) -> Tracker:
         return self.register()
 
     def __exit__(self, *exc: Any) -> None:
@@ -140,15 +151,17 @@ class Tracker:
         if self._program is None:
             self._program = instrument(self.model, args, kwargs=kwargs)
             gm = self._program.graph_module
-            self._labels = {n.name: node_label(n, type(gm.get_submodule(str(n.target))).__name__
-                                               if n.op == "call_module" else "")
-                            for n in self._program.graph.nodes}
+            self._labels = {
+                n.name: node_label(n, type(gm.get_submodule(str(n.target))).__name__ if n.op == "call_module" else "")
+                for n in self._program.graph.nodes
+            }
         labels = self._labels
 
         def after(name: str, out: Any) -> None:
             label = labels[name]
             chosen = (self.include is None or self.include.search(name) or self.include.search(label)) and not (
-                self.exclude is not None and (self.exclude.search(name) or self.exclude.search(label)))
+                self.exclude is not None and (self.exclude.search(name) or self.exclude.search(label))
+            )
             if chosen:
                 self._stash(name, label, None, args, kwargs, out)
 
@@ -193,14 +206,29 @@ class Tracker:
             import pandas as pd
         except ImportError as exc:
             raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
-        rows = [{"name": s.name, "type": s.type, "kind": s.kind, "step": s.step, "call": s.call,
-                 "value": stat(s.value) if stat is not None else s.value} for s in self.stashes]
+        rows = [
+            {
+                "name": s.name,
+                "type": s.type,
+                "kind": s.kind,
+                "step": s.step,
+                "call": s.call,
+                "value": stat(s.value) if stat is not None else s.value,
+            }
+            for s in self.stashes
+        ]
         return pd.DataFrame(rows, columns=["name", "type", "kind", "step", "call", "value"])
 
 
-def track(model: torch.nn.Module, include: str | None = None, exclude: str | None = None, grad: bool = True,
-          stash_value: Callable[[torch.Tensor], Any] | None = None,
-          stash: Callable[[Event], Any] | None = None, ops: bool = False) -> Tracker:
+def track(
+    model: torch.nn.Module,
+    include: str | None = None,
+    exclude: str | None = None,
+    grad: bool = True,
+    stash_value: Callable[[torch.Tensor], Any] | None = None,
+    stash: Callable[[Event], Any] | None = None,
+    ops: bool = False,
+) -> Tracker:
     """A :class:`Tracker` of ``model``: use it as a context manager, or ``register()`` it.
 
     ``include``/``exclude``: regular expressions searched in module names (``""`` is the

@@ -57,8 +57,14 @@ def _merge(found: list[Histogram]) -> Histogram | None:
 class Watch:
     """Histograms per (module, quantity, step); see :func:`watch`."""
 
-    def __init__(self, model: torch.nn.Module | None, every: int = 10, log: tuple[str, ...] = QUANTITIES,
-                 include: str | None = None, exclude: str | None = None) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module | None,
+        every: int = 10,
+        log: tuple[str, ...] = QUANTITIES,
+        include: str | None = None,
+        exclude: str | None = None,
+    ) -> None:
         if every < 1:
             raise InputError(f"every= must be at least 1, got {every}")
         unknown = [q for q in log if q not in QUANTITIES]
@@ -140,7 +146,8 @@ class Watch:
         def hook(grad: torch.Tensor) -> None:
             norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
             self._records.setdefault((name, "io_grad"), {}).setdefault(step, []).append(
-                log2_histogram(norms, pending=True))
+                log2_histogram(norms, pending=True)
+            )
 
         return hook
 
@@ -181,12 +188,22 @@ class Watch:
         except ImportError as exc:
             raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
         rows = []
-        for (name, quantity) in self._records:
+        for name, quantity in self._records:
             for step in self.steps(name, quantity):
                 h = self.histogram(name, quantity, step)
-                rows.append({"module": name, "type": self.types.get(name, ""), "quantity": quantity, "step": step,
-                             "total": h.total, "zeros": h.zeros, "nan": h.nan, "inf": h.pos_inf + h.neg_inf,
-                             "typical_log2": h.typical_exponent()})
+                rows.append(
+                    {
+                        "module": name,
+                        "type": self.types.get(name, ""),
+                        "quantity": quantity,
+                        "step": step,
+                        "total": h.total,
+                        "zeros": h.zeros,
+                        "nan": h.nan,
+                        "inf": h.pos_inf + h.neg_inf,
+                        "typical_log2": h.typical_exponent(),
+                    }
+                )
         return pd.DataFrame(rows)
 
     def summary(self) -> str:
@@ -205,14 +222,22 @@ class Watch:
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
         """Write every histogram as JSON (read back with :meth:`Watch.load`)."""
-        data = {"every": self.every, "log": list(self.log), "order": self.order, "types": self.types,
-                "fingerprints": self.fingerprints,
-                "records": [{"module": n, "quantity": q, "step": s, "histogram": to_plain(self.histogram(n, q, s))}
-                            for (n, q) in self._records for s in self.steps(n, q)]}
+        data = {
+            "every": self.every,
+            "log": list(self.log),
+            "order": self.order,
+            "types": self.types,
+            "fingerprints": self.fingerprints,
+            "records": [
+                {"module": n, "quantity": q, "step": s, "histogram": to_plain(self.histogram(n, q, s))}
+                for (n, q) in self._records
+                for s in self.steps(n, q)
+            ],
+        }
         Path(path).write_text(json.dumps(data))
 
     @classmethod
-    def load(cls, path: str | Path) -> "Watch":
+    def load(cls, path: str | Path) -> Watch:
         """A watch read from :meth:`save`'s file (not attached to any model)."""
         data = json.loads(Path(path).read_text())
         w = cls(None, data["every"], tuple(data["log"]))
@@ -223,8 +248,13 @@ class Watch:
         return w
 
 
-def watch(model: torch.nn.Module, every: int = 10, log: tuple[str, ...] = QUANTITIES, include: str | None = None,
-          exclude: str | None = None) -> Watch:
+def watch(
+    model: torch.nn.Module,
+    every: int = 10,
+    log: tuple[str, ...] = QUANTITIES,
+    include: str | None = None,
+    exclude: str | None = None,
+) -> Watch:
     """Watch ``model`` train: histograms every ``every`` steps; see the module's docstring.
 
     ``log``: any of ``"io"``, ``"io_grad"``, ``"params"``, ``"params_grad"``.

@@ -31,8 +31,10 @@ def _first_nonfinite(w: Any) -> str | None:
                 if step in w.steps(name, quantity):
                     h = w.histogram(name, quantity, step)
                     if h.nonfinite:
-                        return (f"first NaN/Inf: step {step}, module {name or '(model)'!r} ({w.types.get(name, '')}), "
-                                f"{quantity}: {h.nan} NaN, {h.pos_inf + h.neg_inf} Inf of {h.total}")
+                        return (
+                            f"first NaN/Inf: step {step}, module {name or '(model)'!r} ({w.types.get(name, '')}), "
+                            f"{quantity}: {h.nan} NaN, {h.pos_inf + h.neg_inf} Inf of {h.total}"
+                        )
     return None
 
 
@@ -55,8 +57,10 @@ def findings(w: Any) -> list[str]:
         last = w.steps(name, "io")[-1]
         h = w.histogram(name, "io", last)
         if h.total and h.zeros / h.total >= DEAD:
-            out.append(f"dead units: {name or '(model)'!r} ({w.types.get(name, '')}): {h.zeros / h.total:.0%} of its "
-                       f"outputs are exactly 0 at step {last}")
+            out.append(
+                f"dead units: {name or '(model)'!r} ({w.types.get(name, '')}): {h.zeros / h.total:.0%} of its "
+                f"outputs are exactly 0 at step {last}"
+            )
     scales = {name: _gradient_scale(w, name) for name in w.names()}
     scales = {n: s for n, s in scales.items() if s}
     if scales:
@@ -68,20 +72,28 @@ def findings(w: Any) -> list[str]:
             change = scale[steps[-1]] - scale[steps[0]]
             label = f"{name or '(model)'!r} ({w.types.get(name, '')})"
             if change >= ORDERS:
-                out.append(f"exploding gradients: {label}: 2^{change:.0f} times larger at step {steps[-1]} than at "
-                           f"step {steps[0]}")
+                out.append(
+                    f"exploding gradients: {label}: 2^{change:.0f} times larger at step {steps[-1]} than at "
+                    f"step {steps[0]}"
+                )
             elif change <= -ORDERS:
-                out.append(f"vanishing gradients: {label}: 2^{-change:.0f} times smaller at step {steps[-1]} than "
-                           f"at step {steps[0]}")
+                out.append(
+                    f"vanishing gradients: {label}: 2^{-change:.0f} times smaller at step {steps[-1]} than "
+                    f"at step {steps[0]}"
+                )
             elif middle is not None and name in at_last and abs(at_last[name] - middle) >= ORDERS:
                 kind = "exploding" if at_last[name] > middle else "vanishing"
-                out.append(f"{kind} gradients: {label}: 2^{abs(at_last[name] - middle):.0f} times "
-                           f"{'above' if kind == 'exploding' else 'below'} the other modules' at step {last_step}")
+                out.append(
+                    f"{kind} gradients: {label}: 2^{abs(at_last[name] - middle):.0f} times "
+                    f"{'above' if kind == 'exploding' else 'below'} the other modules' at step {last_step}"
+                )
     moved = {n: f[-1][1] != f[-2][1] for n, f in w.fingerprints.items() if len(f) >= 2}
     if any(moved.values()):
         for name, changed in moved.items():
             if not changed:
                 a, b = w.fingerprints[name][-2][0], w.fingerprints[name][-1][0]
-                out.append(f"frozen parameters: {name!r} ({w.types.get(name, '')}): unchanged from step {a} to "
-                           f"step {b} while other modules' changed")
+                out.append(
+                    f"frozen parameters: {name!r} ({w.types.get(name, '')}): unchanged from step {a} to "
+                    f"step {b} while other modules' changed"
+                )
     return out

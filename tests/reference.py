@@ -39,8 +39,20 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_val=None, **kwarg
     return sdpa_backward_flop_count(grad_out, query, key, value)
 
 
-def _conv_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
-                   groups, output_mask, **kwargs):
+def _conv_backward(
+    grad_out,
+    x,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    **kwargs,
+):
     # the input gradient and the weight gradient each cost one forward convolution: every
     # element of the (forward) output meets weight[1:] = C_in / groups * kernel elements
     outputs = prod(x) if transposed else prod(grad_out)
@@ -105,8 +117,10 @@ def assert_same_state(before: dict, after: dict) -> None:
     for k, (dtype, shape, value) in before["state"].items():
         d2, s2, v2 = after["state"][k]
         assert (dtype, shape) == (d2, s2), k
-        assert torch.equal(value.view(-1).view(torch.uint8) if value.is_floating_point() else value,
-                           v2.view(-1).view(torch.uint8) if v2.is_floating_point() else v2), f"{k} changed"
+        assert torch.equal(
+            value.view(-1).view(torch.uint8) if value.is_floating_point() else value,
+            v2.view(-1).view(torch.uint8) if v2.is_floating_point() else v2,
+        ), f"{k} changed"
     assert before["requires_grad"] == after["requires_grad"]
     for k, g in before["grad"].items():
         g2 = after["grad"][k]

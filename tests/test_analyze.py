@@ -6,11 +6,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchvision
-
-import fxinspect
-from fxinspect.records import ModuleRecord
-from fxinspect.report import Report
-
 from reference import (
     assert_same_state,
     documented_size,
@@ -19,6 +14,10 @@ from reference import (
     state_fingerprint,
     unique_param_count,
 )
+
+import fxinspect
+from fxinspect.records import ModuleRecord
+from fxinspect.report import Report
 
 # Small enough for every CI run; the full torchvision sweep is benchmarks/sweep_torchvision.py
 # and the slow-marked test in test_sweeps.py.
@@ -91,9 +90,7 @@ def test_node_figures_sum_to_modules_at_every_depth(name, field):
     depth = max(m.depth for m in report.modules.values())
     for d in range(depth + 1):
         level = sum(getattr(m, field) for m in report.modules.values() if m.depth == d)
-        above = sum(
-            getattr(n, field) for n in report.nodes if n.is_op and _depth(n.module_path) < d
-        )
+        above = sum(getattr(n, field) for n in report.nodes if n.is_op and _depth(n.module_path) < d)
         assert level + above == getattr(report.totals, field), d
 
 
@@ -218,12 +215,16 @@ def test_positional_keyword_and_nested_inputs_and_outputs(inputs, kwargs):
     report = fxinspect.analyze(KeywordModel(), inputs, kwargs=kwargs, timing=False)
     assert report.modules["proj"].macs == 2 * 4 * 4  # = 32
     assert [m.shape for m in report.inputs][:1] == [(2, 4)]
-    assert len(report.inputs) == sum(isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves((inputs, kwargs)))
+    assert len(report.inputs) == sum(
+        isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves((inputs, kwargs))
+    )
     assert [m.shape for m in report.outputs] == [(2, 4), (), ()]  # y, sum, mean: every nested leaf
 
 
 def test_tensor_input_names_follow_the_signature():
-    report = fxinspect.analyze(KeywordModel(), {"x": torch.randn(2, 4), "pair": (torch.randn(2, 4), torch.randn(2, 4))}, timing=False)
+    report = fxinspect.analyze(
+        KeywordModel(), {"x": torch.randn(2, 4), "pair": (torch.randn(2, 4), torch.randn(2, 4))}, timing=False
+    )
     assert [n.name for n in report.nodes if n.op == "placeholder"] == ["x", "pair_0", "pair_1"]
 
 
@@ -295,7 +296,13 @@ def test_values_are_reported_as_they_were_before_later_in_place_writes():
     report = fxinspect.analyze(WritesInPlace(), x, timing=False)
     ranges = {n.name: (n.outputs[0].stats.min, n.outputs[0].stats.max) for n in report.nodes if n.outputs}
     # x = [1, 2, 3]; y = 2x = [2, 4, 6]; x += 100 -> [101, 103]; y *= -1 -> [-6, -2]; x + y = [101-2, 102-4, 103-6]
-    assert ranges == {"x": (1.0, 3.0), "mul": (2.0, 6.0), "add_": (101.0, 103.0), "mul_": (-6.0, -2.0), "add": (97.0, 99.0)}
+    assert ranges == {
+        "x": (1.0, 3.0),
+        "mul": (2.0, 6.0),
+        "add_": (101.0, 103.0),
+        "mul_": (-6.0, -2.0),
+        "add": (97.0, 99.0),
+    }
 
 
 def test_an_input_written_in_place_is_written_once_and_timed_on_copies():

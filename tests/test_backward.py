@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torchvision
+from reference import reference_backward_flops
 
 import fxinspect
-
-from reference import reference_backward_flops
 
 
 def test_a_linear_layer_by_hand():
@@ -89,7 +88,9 @@ def scaling_backward(name: str, factor: float) -> type:
     def backward(ctx, grad):
         return grad * factor
 
-    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    return type(
+        name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    )
 
 
 NaNInBackward = scaling_backward("NaNInBackward", float("nan"))

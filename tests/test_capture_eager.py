@@ -12,14 +12,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from reference import assert_same_state, reference_flops, state_fingerprint, unique_param_count
 from torch.utils import _pytree as pytree
 
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
 from fxinspect.capture.eager import trace_eager
 from fxinspect.run.graphs import op_nodes
-
-from reference import assert_same_state, reference_flops, state_fingerprint, unique_param_count
 
 aten = torch.ops.aten
 
@@ -234,7 +233,10 @@ def test_in_place_and_out_ops_are_nodes_of_the_program():
     cap = _trace(InPlaceOnView(), torch.randn(2, 4))
     targets = _aten_targets(cap)
     assert [t for t in targets if t._opname.endswith("_")] == [
-        aten.add_.Tensor, aten.t_.default, aten.unsqueeze_.default, aten.zero_.default
+        aten.add_.Tensor,
+        aten.t_.default,
+        aten.unsqueeze_.default,
+        aten.zero_.default,
     ]
     # the second output (v) is the node that wrote it last
     out = cap.graph_module.graph.find_nodes(op="output")[0]
@@ -322,7 +324,11 @@ def test_random_ops_stay_random():
     assert not torch.equal(a, b)
     assert aten.randn_like.default in _aten_targets(cap)
     assert any("random" in note for note in cap.notes)
-    dropout = [module_of(n) for n in op_nodes(cap.graph_module.graph) if "dropout" in str(n.target) or "bernoulli" in str(n.target)]
+    dropout = [
+        module_of(n)
+        for n in op_nodes(cap.graph_module.graph)
+        if "dropout" in str(n.target) or "bernoulli" in str(n.target)
+    ]
     assert dropout and all(m == ("drop", "Dropout") for m in dropout)
 
 

@@ -8,14 +8,13 @@ import operator
 import pytest
 import torch
 import torch.nn as nn
+from reference import assert_same_state, reference_flops, state_fingerprint
 
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
 from fxinspect.capture.exported import trace_export
 from fxinspect.capture.hf import prepare_inputs
 from fxinspect.run.graphs import op_nodes
-
-from reference import assert_same_state, reference_flops, state_fingerprint
 
 
 class Block(nn.Module):
@@ -269,7 +268,9 @@ def test_hugging_face_output_leaves_match_the_model():
     cap = trace_export(model, FlatInputs.build(args, kwargs, model.forward))
     (logits,) = cap.graph_module(ids)
     torch.testing.assert_close(logits, model(ids, use_cache=False).logits)
-    assert type(torch.utils._pytree.tree_unflatten([logits], cap.out_spec)).__name__ == "CausalLMOutputWithCrossAttentions"
+    assert (
+        type(torch.utils._pytree.tree_unflatten([logits], cap.out_spec)).__name__ == "CausalLMOutputWithCrossAttentions"
+    )
 
 
 # ------------------------------------------------------------------ prepare_inputs

@@ -12,8 +12,9 @@ from fxinspect.cli import main
 
 def test_cli_prints_summary_and_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "r.json"
-    code = main(["torchvision.models:resnet18", "--input-shape", "1,3,64,64", "--no-timing", "--depth", "1",
-                 "--json", str(out)])
+    code = main(
+        ["torchvision.models:resnet18", "--input-shape", "1,3,64,64", "--no-timing", "--depth", "1", "--json", str(out)]
+    )
     text = capsys.readouterr().out
     assert code == 0
     assert "captured by symbolic" in text and "layer4" in text and "layer4.0" not in text
@@ -42,10 +43,24 @@ def test_cli_rejects_a_bad_shape():
 
 def test_cli_keyword_inputs_hf_config_and_every_file(tmp_path, capsys):
     files = {suffix: tmp_path / f"r.{suffix}" for suffix in ("json", "csv", "png", "svg")}
-    code = main(["transformers:GPT2Config", "--config", '{"n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}',
-                 "--input", "input_ids=1,16", "--input", "attention_mask=1,16", "--kwargs", '{"use_cache": false}',
-                 "--no-timing", "--no-memory", "--depth", "2",
-                 *(a for suffix, path in files.items() for a in (f"--{suffix}", str(path)))])
+    code = main(
+        [
+            "transformers:GPT2Config",
+            "--config",
+            '{"n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}',
+            "--input",
+            "input_ids=1,16",
+            "--input",
+            "attention_mask=1,16",
+            "--kwargs",
+            '{"use_cache": false}',
+            "--no-timing",
+            "--no-memory",
+            "--depth",
+            "2",
+            *(a for suffix, path in files.items() for a in (f"--{suffix}", str(path))),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     report = fxinspect.Report.from_json(files["json"].read_text())
     assert report.modules[""].type == "GPT2Model" and [t.shape for t in report.inputs] == [(1, 16), (1, 16)]

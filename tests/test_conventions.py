@@ -102,8 +102,18 @@ def test_same_flops_on_real_cuda(make_model, make_input, expected):
 @pytest.mark.parametrize(
     "run, x, cpu_ops, cuda_ops",
     [
-        (lambda x: torch.nn.functional.dropout(x, 0.5, True), r(4, 8), ["bernoulli_", "div_", "mul"], ["native_dropout"]),
-        (lambda x: torch.nn.functional.rms_norm(x, (8,)), r(4, 8), ["pow", "mean", "add_", "rsqrt", "mul"], ["_fused_rms_norm"]),
+        (
+            lambda x: torch.nn.functional.dropout(x, 0.5, True),
+            r(4, 8),
+            ["bernoulli_", "div_", "mul"],
+            ["native_dropout"],
+        ),
+        (
+            lambda x: torch.nn.functional.rms_norm(x, (8,)),
+            r(4, 8),
+            ["pow", "mean", "add_", "rsqrt", "mul"],
+            ["_fused_rms_norm"],
+        ),
     ],
     ids=["dropout", "rms_norm"],
 )

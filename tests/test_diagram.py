@@ -16,8 +16,9 @@ from fxinspect.views.folding import Folds
 
 @pytest.fixture(scope="module")
 def resnet18():
-    return fxinspect.analyze(torchvision.models.resnet18(weights=None), torch.randn(1, 3, 64, 64), timing=False,
-                             memory=False)
+    return fxinspect.analyze(
+        torchvision.models.resnet18(weights=None), torch.randn(1, 3, 64, 64), timing=False, memory=False
+    )
 
 
 def _rectangles(fig):
@@ -57,8 +58,9 @@ def test_folded_boxes_sum_their_blocks_and_a_layered_gpt2_stays_small():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
-    r = fxinspect.analyze(GPT2LMHeadModel(config), {"input_ids": torch.randint(0, 512, (1, 16))}, timing=False,
-                          memory=False)
+    r = fxinspect.analyze(
+        GPT2LMHeadModel(config), {"input_ids": torch.randint(0, 512, (1, 16))}, timing=False, memory=False
+    )
     found, edges = boxes(r, depth=2)
     assert len(found) <= 30
     blocks = found["transformer.h.0–3"]  # the ModuleList of 4 identical blocks shows the block, folded
@@ -111,7 +113,9 @@ def test_breakdown_bars_add_up_to_the_total(resnet18, tmp_path):
     assert len(parts) == 5 and parts[-1][0].startswith("other (")
     assert sum(v for _, v in parts) == resnet18.totals.flops
     assert [v for _, v in parts[:4]] == sorted((v for _, v in parts[:4]), reverse=True)
-    assert any(label.startswith("layer1.0–1  BasicBlock ×2") for label, _ in breakdown(resnet18, "flops", depth=2, top=20))
+    assert any(
+        label.startswith("layer1.0–1  BasicBlock ×2") for label, _ in breakdown(resnet18, "flops", depth=2, top=20)
+    )
     ops = dict(breakdown(resnet18, "bytes", by="op", top=50))
     assert sum(ops.values()) == resnet18.totals.bytes_read + resnet18.totals.bytes_written
     assert 0 not in ops.values()  # an op type that costs nothing has no bar

@@ -38,13 +38,20 @@ def test_a_resnet18_training_step_counts_as_analyze_and_ends_as_without_fxinspec
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), twin.parameters()))
 
     r = ins.report
-    reference = fxinspect.analyze(twin, x, timing=False, memory=False, backward=True,
-                                  loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y))
+    reference = fxinspect.analyze(
+        twin,
+        x,
+        timing=False,
+        memory=False,
+        backward=True,
+        loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y),
+    )
     assert (r.totals.flops, r.totals.macs) == (reference.totals.flops, reference.totals.macs)
     assert r.totals.backward_flops == reference.totals.backward_flops  # the loss's backward is outside the nodes
     assert r.totals.backward_macs == reference.totals.backward_macs > 0
-    assert {m: r.modules[m].backward_flops for m in r.modules} == {m: reference.modules[m].backward_flops
-                                                                   for m in reference.modules}
+    assert {m: r.modules[m].backward_flops for m in r.modules} == {
+        m: reference.modules[m].backward_flops for m in reference.modules
+    }
     assert r.node("fc").grad_outputs[0].shape == (2, 1000)
     assert any(c.op.startswith("aten._log_softmax") for c in r.unattributed)  # the user's loss: listed apart
     assert "forward" not in vars(model)  # the patch is gone
@@ -55,12 +62,12 @@ def test_nothing_called_or_an_error_inside_the_block():
     with fxinspect.inspect(model) as ins:
         pass
     with pytest.raises(fxinspect.InputError, match="not called inside"):
-        ins.report
+        _ = ins.report
     assert "forward" not in vars(model)
     with pytest.raises(ZeroDivisionError):  # the user's own exception, as theirs
         with fxinspect.inspect(model) as ins:
             model(torch.randn(3, 4)).sum().backward()
-            1 / 0
+            _ = 1 / 0
     assert "forward" not in vars(model) and model(torch.ones(1, 4)).shape == (1, 2)
     assert torch._C._len_torch_dispatch_stack() == 0  # the counting mode is off again
 
@@ -77,8 +84,9 @@ def test_a_second_call_in_the_block_runs_the_model_as_usual_hooks_once():
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
     calls = []
     # (symbolic capture runs the hook once more, on a Proxy: only tensors are the user's calls)
-    handle = model.register_forward_hook(lambda m, a, out: calls.append(out.shape) if isinstance(out, torch.Tensor)
-                                         else None)
+    handle = model.register_forward_hook(
+        lambda m, a, out: calls.append(out.shape) if isinstance(out, torch.Tensor) else None
+    )
     x = torch.randn(2, 4)
     with fxinspect.inspect(model) as ins:
         first, second = model(x), model(x)

@@ -3,9 +3,6 @@ fit 100 columns, the CLI's table equal to the API's."""
 
 from __future__ import annotations
 
-import io
-import contextlib
-
 import pytest
 import torch
 import torchvision
@@ -26,10 +23,13 @@ def _gpt2(layers: int = 12):
 def _bert():
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                        vocab_size=256)
-    return BertModel(config), {"input_ids": torch.randint(0, 256, (1, 16)),
-                               "attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    config = BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=256
+    )
+    return BertModel(config), {
+        "input_ids": torch.randint(0, 256, (1, 16)),
+        "attention_mask": torch.ones(1, 16, dtype=torch.long),
+    }
 
 
 def test_gpt2_table_folds_its_12_blocks_into_one_row_that_adds_up():
@@ -75,17 +75,42 @@ def test_default_module_and_op_tables_fit_100_columns(name):
 
 def test_cli_prints_the_same_table_as_the_api_and_a_bert_from_the_shell(tmp_path, capsys):
     png, js = tmp_path / "r.png", tmp_path / "r.json"
-    code = main(["torchvision.models:resnet18", "--input-shape", "1,3,64,64", "--no-timing", "--no-memory",
-                 "--depth", "2", "--png", str(png), "--json", str(js)])
+    code = main(
+        [
+            "torchvision.models:resnet18",
+            "--input-shape",
+            "1,3,64,64",
+            "--no-timing",
+            "--no-memory",
+            "--depth",
+            "2",
+            "--png",
+            str(png),
+            "--json",
+            str(js),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     report = fxinspect.Report.from_json(js)
     assert report.table(depth=2) in out
-    api = fxinspect.analyze(torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 64, 64),
-                            timing=False, memory=False)
+    api = fxinspect.analyze(
+        torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 64, 64), timing=False, memory=False
+    )
     assert api.table(depth=2) == report.table(depth=2)
     config = '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}'
-    code = main(["transformers:BertConfig", "--config", config, "--input", "input_ids=1,16",
-                 "--input", "attention_mask=1,16", "--no-timing", "--no-memory"])
+    code = main(
+        [
+            "transformers:BertConfig",
+            "--config",
+            config,
+            "--input",
+            "input_ids=1,16",
+            "--input",
+            "attention_mask=1,16",
+            "--no-timing",
+            "--no-memory",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("BertModel · captured by") and "encoder.layer.0–1" in out

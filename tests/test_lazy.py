@@ -27,10 +27,13 @@ class MaterialisesInForward(torch.nn.Module):
 
 CASES = {
     # name: (model factory, input, params, macs)
-    "LazyLinear": (lambda: torch.nn.Sequential(torch.nn.LazyLinear(4)), torch.randn(2, 3),
-                   3 * 4 + 4, 2 * 3 * 4),
-    "LazyConv2d": (lambda: torch.nn.Sequential(torch.nn.LazyConv2d(8, 3), torch.nn.ReLU()), torch.randn(1, 2, 6, 6),
-                   8 * 2 * 3 * 3 + 8, 8 * 4 * 4 * 2 * 3 * 3),  # out channels * 4x4 outputs * in channels * 3x3
+    "LazyLinear": (lambda: torch.nn.Sequential(torch.nn.LazyLinear(4)), torch.randn(2, 3), 3 * 4 + 4, 2 * 3 * 4),
+    "LazyConv2d": (
+        lambda: torch.nn.Sequential(torch.nn.LazyConv2d(8, 3), torch.nn.ReLU()),
+        torch.randn(1, 2, 6, 6),
+        8 * 2 * 3 * 3 + 8,
+        8 * 4 * 4 * 2 * 3 * 3,
+    ),  # out channels * 4x4 outputs * in channels * 3x3
     "UninitializedParameter": (MaterialisesInForward, torch.randn(2, 7), 7 * 5, 2 * 7 * 5),
 }
 

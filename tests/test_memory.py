@@ -19,7 +19,9 @@ ON_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the allocator fig
 
 def mlp() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)), torch.randn(64, 256)
+    return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)), torch.randn(
+        64, 256
+    )
 
 
 HIDDEN = 64 * 1024 * F32  # 262,144: the (64, 1024) activations
@@ -35,7 +37,9 @@ def test_forward_peak_by_hand_and_the_tensors_alive_at_it():
     # fc1's output lives until relu has made its own: the peak is both, at relu
     assert (m.peak, m.peak_node, m.peak_phase) == (2 * HIDDEN, "_1", Phase.FORWARD)
     assert sorted((t.node, t.shape, t.nbytes) for t in m.alive_at_peak) == [
-        ("_0", (64, 1024), HIDDEN), ("_1", (64, 1024), HIDDEN)]
+        ("_0", (64, 1024), HIDDEN),
+        ("_1", (64, 1024), HIDDEN),
+    ]
     assert [n.output_bytes for n in r.nodes if n.is_op] == [HIDDEN, HIDDEN, OUT]
     assert m.saved == 0 and r.totals.saved_bytes == 0  # no_grad: autograd saves nothing
     assert (m.params, m.buffers, m.inputs) == (PARAMS, 0, 64 * 256 * F32)
@@ -94,8 +98,9 @@ def test_optimizer_state_and_full_step_peak():
     m = r.memory
     assert m.optimizer == "AdamW"
     assert m.optimizer_state == 2 * PARAMS + 4 * F32  # two moments per parameter + a float32 step per tensor
-    sgd = fxinspect.analyze(model, x, timing=False, backward=True,
-                            optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)).memory
+    sgd = fxinspect.analyze(
+        model, x, timing=False, backward=True, optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ).memory
     assert sgd.optimizer_state == PARAMS  # one momentum buffer
     resident = PARAMS + 64 * 256 * F32 + m.optimizer_state
     assert m.total_peak == max(resident + m.peak, resident + m.gradients + m.optimizer_step)

@@ -10,13 +10,12 @@ import time
 import pytest
 import torch
 import torchvision
+from reference import assert_same_state, state_fingerprint, unique_param_count
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import fxinspect
 from fxinspect.errors import InputError
 from fxinspect.run.virtual import fake_copy, is_virtual
-
-from reference import assert_same_state, state_fingerprint, unique_param_count
 
 FLOAT = ("float", "bfloat", "complex")
 
@@ -57,8 +56,17 @@ def test_resnet18_virtual_run_matches_real_run(how):
         else:
             report = fxinspect.analyze(real, x, device="meta")
     assert report.totals.params == expected.totals.params == unique_param_count(real) == 11_689_512
-    for field in ("trainable_params", "buffers", "param_bytes", "buffer_bytes", "flops", "macs",
-                  "bytes_read", "bytes_written", "partial"):
+    for field in (
+        "trainable_params",
+        "buffers",
+        "param_bytes",
+        "buffer_bytes",
+        "flops",
+        "macs",
+        "bytes_read",
+        "bytes_written",
+        "partial",
+    ):
         assert getattr(report.totals, field) == getattr(expected.totals, field), field
     assert report.totals.macs == 1_814_073_344  # torchvision: 1.814 GMACs at 224x224
     for path, module in expected.modules.items():
@@ -156,8 +164,13 @@ def test_device_other_than_meta_is_rejected(device):
 
 def test_fake_copy_keeps_structure_ties_and_flags():
     with torch.device("meta"):
-        model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(10, 4), "head": torch.nn.Linear(4, 10, bias=False),
-                                     "bn": torch.nn.BatchNorm1d(4)})
+        model = torch.nn.ModuleDict(
+            {
+                "emb": torch.nn.Embedding(10, 4),
+                "head": torch.nn.Linear(4, 10, bias=False),
+                "bn": torch.nn.BatchNorm1d(4),
+            }
+        )
     model["head"].weight = model["emb"].weight
     model["bn"].weight.requires_grad_(False)
     model["head"].scale = torch.ones(3, device="meta")  # a plain tensor attribute
@@ -191,8 +204,13 @@ def test_no_timing_without_data_even_without_inputs():
 def _tiny_llama(device: str, tie: bool = False):
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=128, tie_word_embeddings=tie,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        tie_word_embeddings=tie,
     )
     torch.manual_seed(0)
     with torch.device(device):

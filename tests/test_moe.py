@@ -21,8 +21,15 @@ transformers = pytest.importorskip("transformers")
 B, S = 1, 8  # batch, sequence: T = 8 tokens
 T = B * S
 SMALL = dict(  # head_dim 8; sizes multiples of 4 keep the grouped-mm kernel's 16-byte strides
-    vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-    max_position_embeddings=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    vocab_size=64,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=32,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
 )
 
 
@@ -43,7 +50,9 @@ def experts_macs(c, routed: list[int], intermediate: int) -> int:
 
 def mixtral():
     """MixtralForSequenceClassification: 4 experts, top-2, score head of 3 labels."""
-    c = transformers.MixtralConfig(**SMALL, intermediate_size=24, num_local_experts=4, num_experts_per_tok=2, num_labels=3)
+    c = transformers.MixtralConfig(
+        **SMALL, intermediate_size=24, num_local_experts=4, num_experts_per_tok=2, num_labels=3
+    )
 
     def closed_form(routed):
         # per layer: attention 8192 + router 8 * 16 * 4 = 512 + experts sum(n_e) * 3 * 16 * 24;

@@ -52,8 +52,10 @@ def test_interpreted_and_compiled_programs_compute_what_the_graph_computes(metho
     outputs = {}
     for compiled in (False, True):
         seen = runs[compiled]
-        probe = Probe(before=lambda name: seen.append(("before", name)),
-                      after=lambda name, out: seen.append(("after", name, type(out))))
+        probe = Probe(
+            before=lambda name, seen=seen: seen.append(("before", name)),
+            after=lambda name, out, seen=seen: seen.append(("after", name, type(out))),
+        )
         outputs[compiled] = program.run(tensors, probe, compiled=compiled)
     names = [n.name for n in op_nodes(cap.graph_module.graph)]
     assert [e[1] for e in runs[False] if e[0] == "before"] == names  # every op node once, in graph order
@@ -139,15 +141,21 @@ def test_a_pass_written_outside_the_package_plugs_in_by_node_name():
     program = fxinspect.instrument(model, x)
     elements = OutputElements().run(program).extras["elements"]
     hooked = {}  # the same figures from forward hooks, by module path
-    handles = [m.register_forward_hook(lambda m, i, o, p=p: hooked.__setitem__(p, o.numel()))
-               for p, m in model.named_modules() if p]
+    handles = [
+        m.register_forward_hook(lambda m, i, o, p=p: hooked.__setitem__(p, o.numel()))
+        for p, m in model.named_modules()
+        if p
+    ]
     model(x)
     for h in handles:
         h.remove()
     assert set(elements) == set(program.probe_points)
     by_module = {n.name: n.meta["fxinspect_module"][0] for n in op_nodes(program.graph) if n.op == "call_module"}
     assert {by_module[k]: v for k, v in elements.items() if k in by_module} == {
-        "a.0": 5 * 4, "a.1": 5 * 4, "b": 5 * 3}  # batch 5 times the features
+        "a.0": 5 * 4,
+        "a.1": 5 * 4,
+        "b": 5 * 3,
+    }  # batch 5 times the features
     assert elements["sum_1"] == 3  # sum over the batch leaves the 3 outputs
 
 
@@ -182,9 +190,9 @@ def test_the_printed_program_shows_probes_around_every_op():
 class RunsAnOpBetweenNodes(InstrumentedProgram):
     """A program that does arithmetic outside every node (as a buggy probe might)."""
 
-    def run(self, inputs, probe=Probe(), compiled=False):
+    def run(self, inputs, probe=None, compiled=False):
         torch.ones(3) * 2.0  # under the counting mode, while no node runs: 3 multiplies
-        return super().run(inputs, probe, compiled)
+        return super().run(inputs, probe or Probe(), compiled)
 
 
 def test_ops_outside_every_node_are_reported_not_dropped():
@@ -192,6 +200,8 @@ def test_ops_outside_every_node_are_reported_not_dropped():
     program = RunsAnOpBetweenNodes(fxinspect.instrument(model, x).capture)
     report = fxinspect.Report(**report_fields(model, program, [CountPass().run(program)], virtual=False))
     assert [(c.op, c.calls, c.flops) for c in report.unattributed] == [
-        ("aten.ones.default", 1, 0), ("aten.mul.Tensor", 1, 3)]  # a fill, then 3 multiplies
+        ("aten.ones.default", 1, 0),
+        ("aten.mul.Tensor", 1, 3),
+    ]  # a fill, then 3 multiplies
     assert report.totals.flops == sum(n.flops for n in report.nodes if n.is_op)  # the nodes' own figures
     assert "outside nodes" in report.summary() and "aten.mul.Tensor" in report.summary()

@@ -15,8 +15,35 @@ def test_of_builds_the_record_init_builds():
     assert stats == ValueStats(-1.0, 2.0, 0.5, math.nan, 3, 0) and not stats.finite
     meta = TensorMeta.of((2, 3), "float32", "cpu", 24, stats)
     call = AtenCall.of("aten.mm.default", 1, 12, 6, 48, 24, "counted")
-    values = ("mm", "call_function", "torch.mm", "mm", "fc", "Linear", ("x",), (meta,), (meta,),
-              12, 6, 48, 24, None, None, 3, 0, 24, 12, 96, 48, 1e-5, 24, 24, None, (call,), (meta,))
+    values = (
+        "mm",
+        "call_function",
+        "torch.mm",
+        "mm",
+        "fc",
+        "Linear",
+        ("x",),
+        (meta,),
+        (meta,),
+        12,
+        6,
+        48,
+        24,
+        None,
+        None,
+        3,
+        0,
+        24,
+        12,
+        96,
+        48,
+        1e-5,
+        24,
+        24,
+        None,
+        (call,),
+        (meta,),
+    )
     # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))

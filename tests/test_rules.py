@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import fxinspect
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+import fxinspect
 from fxinspect.rules import (
     FREE,
     Cost,
@@ -173,7 +172,11 @@ def test_grouped_mm_without_offset_values_raises_so_it_is_uncounted():
     from fxinspect.rules.matmul import grouped_mm
 
     bf16 = dict(device="meta", dtype=torch.bfloat16)
-    a, b, offs = torch.empty(6, 8, **bf16), torch.empty(2, 8, 8, **bf16), torch.empty(2, device="meta", dtype=torch.int32)
+    a, b, offs = (
+        torch.empty(6, 8, **bf16),
+        torch.empty(2, 8, 8, **bf16),
+        torch.empty(2, device="meta", dtype=torch.int32),
+    )
     with pytest.raises(ValueError, match="meta/fake"):
         grouped_mm((a, b, offs), {}, aten._grouped_mm(a, b, offs))
 
@@ -258,6 +261,7 @@ def test_conv_backward_honours_output_mask():
 
 
 # -- attention ----------------------------------------------------------------------
+
 
 def meta(*shape):
     return torch.empty(*shape, device="meta")
@@ -577,8 +581,12 @@ def _names(table: dict) -> list[str]:
         _names(elementwise.PER_OUTPUT_ELEMENT),
         _names(reduction.PER_INPUT_ELEMENT),
         _names(losses.FORWARD) + _names(losses.BACKWARD),
-        _names(pooling.WINDOWED) + _names(pooling.WINDOWED_BACKWARD) + _names(pooling.ADAPTIVE)
-        + _names(pooling.ADAPTIVE_BACKWARD) + list(pooling.SCATTER_BACKWARD) + list(pooling.NEIGHBOURS),
+        _names(pooling.WINDOWED)
+        + _names(pooling.WINDOWED_BACKWARD)
+        + _names(pooling.ADAPTIVE)
+        + _names(pooling.ADAPTIVE_BACKWARD)
+        + list(pooling.SCATTER_BACKWARD)
+        + list(pooling.NEIGHBOURS),
         list(movement.MOVES) + list(movement.GATHERS) + list(movement.FACTORIES),
         _names(free.FREE_OPS),
     ],
@@ -684,6 +692,7 @@ def test_duplicate_registration_raises():
 def test_replace_overrides_and_restores():
     original = lookup(aten.mm.default)
     try:
+
         @register_rule(aten.mm, replace=True)
         def custom(args, kwargs, out):
             return Cost(flops=1)
@@ -794,10 +803,13 @@ class LegitBatchNorm(torch.nn.Module):
         return torch.ops.aten._native_batch_norm_legit.default(x, None, None, self.mean, self.var, True, 0.1, 1e-5)[0]
 
 
-@pytest.mark.parametrize("make, op", [
-    (lambda: torch.nn.BatchNorm2d(8, affine=False), "aten.native_batch_norm.default"),  # writes them undeclared
-    (LegitBatchNorm, "aten._native_batch_norm_legit.default"),  # declares them: Tensor(a!) running_mean
-])
+@pytest.mark.parametrize(
+    "make, op",
+    [
+        (lambda: torch.nn.BatchNorm2d(8, affine=False), "aten.native_batch_norm.default"),  # writes them undeclared
+        (LegitBatchNorm, "aten._native_batch_norm_legit.default"),  # declares them: Tensor(a!) running_mean
+    ],
+)
 def test_training_batch_norm_writes_its_running_statistics(make, op):
     x = torch.randn(2, 8, 4, 4)
     report = fxinspect.analyze(make().train(), x, timing=False)
@@ -816,19 +828,25 @@ def _cost_of(fn, *args):
     return mode
 
 
-@pytest.mark.parametrize("fn, args, flops", [
-    (torch.special.bessel_j0, (torch.rand(4, 5),), 4 * 5),  # special functions: 1 per element
-    (torch.special.zeta, (torch.rand(4, 5) + 1, torch.rand(4, 5)), 4 * 5),
-    (torch.special.chebyshev_polynomial_t, (torch.rand(6), torch.tensor(3.0)), 6),
-    (torch.igamma, (torch.rand(3, 3), torch.rand(3, 3)), 3 * 3),
-    (torch.linalg.cross, (torch.rand(4, 3), torch.rand(4, 3)), 3 * 4 * 3),  # 2 products, 1 difference per component
-    (torch.dist, (torch.rand(5, 2), torch.rand(5, 2)), 3 * 10),  # difference, power, sum
-    (torch.allclose, (torch.rand(8), torch.rand(8)), 5 * 8),  # subtract, two abs, multiply, add
-    (lambda a, i, s: a.index_reduce(0, i, s, "prod"), (torch.ones(3, 2), torch.tensor([0, 2, 0]), torch.rand(3, 2)),
-     3 * 2),  # one combine per source element
-    (torch.nn.functional.pdist, (torch.rand(10, 4),), 45 * 4 * 3),  # 10*9/2 pairs, 3 per coordinate
-    (torch.rot90, (torch.rand(3, 4),), 0),  # a copy
-])
+@pytest.mark.parametrize(
+    "fn, args, flops",
+    [
+        (torch.special.bessel_j0, (torch.rand(4, 5),), 4 * 5),  # special functions: 1 per element
+        (torch.special.zeta, (torch.rand(4, 5) + 1, torch.rand(4, 5)), 4 * 5),
+        (torch.special.chebyshev_polynomial_t, (torch.rand(6), torch.tensor(3.0)), 6),
+        (torch.igamma, (torch.rand(3, 3), torch.rand(3, 3)), 3 * 3),
+        (torch.linalg.cross, (torch.rand(4, 3), torch.rand(4, 3)), 3 * 4 * 3),  # 2 products, 1 difference per component
+        (torch.dist, (torch.rand(5, 2), torch.rand(5, 2)), 3 * 10),  # difference, power, sum
+        (torch.allclose, (torch.rand(8), torch.rand(8)), 5 * 8),  # subtract, two abs, multiply, add
+        (
+            lambda a, i, s: a.index_reduce(0, i, s, "prod"),
+            (torch.ones(3, 2), torch.tensor([0, 2, 0]), torch.rand(3, 2)),
+            3 * 2,
+        ),  # one combine per source element
+        (torch.nn.functional.pdist, (torch.rand(10, 4),), 45 * 4 * 3),  # 10*9/2 pairs, 3 per coordinate
+        (torch.rot90, (torch.rand(3, 4),), 0),  # a copy
+    ],
+)
 def test_arithmetic_found_in_the_op_database_is_counted(fn, args, flops):
     mode = _cost_of(fn, *args)
     assert mode.uncounted == set() and mode.flops == flops

@@ -33,6 +33,7 @@ def test_resnet18_layer1_outputs_and_gradients_equal_what_module_hooks_see():
     seen_out, seen_grad, calls = [], {}, {}
     for name, m in reference.named_modules():
         if "layer1" in name:
+
             def forward_hook(mod, args, out, name=name):
                 call = calls[name] = calls.get(name, -1) + 1
                 seen_out.append((name, call, out.detach().clone()))
@@ -56,7 +57,7 @@ def test_resnet18_layer1_outputs_and_gradients_equal_what_module_hooks_see():
     grads = {(s.name, s.call): s.value for s in tracker.stashes if s.kind == "grad"}
     # backward hooks count calls in backward order: the last forward call is the first one back
     by_name: dict[str, list] = {}
-    for (name, call), value in sorted(grads.items()):
+    for (name, _call), value in sorted(grads.items()):
         by_name.setdefault(name, []).append(value)
     for (name, back), value in seen_grad.items():
         assert torch.allclose(by_name[name][len(by_name[name]) - 1 - back], value), (name, back)
@@ -73,8 +74,15 @@ def test_stash_value_custom_stash_steps_and_frame():
     tracker.unregister()
     model(torch.randn(3, 4))  # not tracked any more
     assert [(s.name, s.kind, s.step) for s in tracker.stashes] == [
-        ("0", "output", 0), ("1", "output", 0), ("1", "grad", 0), ("0", "grad", 0),
-        ("0", "output", 1), ("1", "output", 1), ("1", "grad", 1), ("0", "grad", 1)]
+        ("0", "output", 0),
+        ("1", "output", 0),
+        ("1", "grad", 0),
+        ("0", "grad", 0),
+        ("0", "output", 1),
+        ("1", "output", 1),
+        ("1", "grad", 1),
+        ("0", "grad", 1),
+    ]
     assert all(isinstance(s.value, float) for s in tracker.stashes)
     frame = tracker.to_frame()
     assert list(frame.columns) == ["name", "type", "kind", "step", "call", "value"] and len(frame) == 8
@@ -104,7 +112,11 @@ def test_op_level_stashes_through_the_instrumented_program():
         out.sum().backward()
     assert torch.equal(out, (expected + x).sum(dim=1))  # the program answered the call, unchanged
     assert [(s.name, s.type, s.kind) for s in tracker.stashes] == [
-        ("relu", "relu", "output"), ("mul", "mul", "output"), ("mul", "mul", "grad"), ("relu", "relu", "grad")]
+        ("relu", "relu", "output"),
+        ("mul", "mul", "output"),
+        ("mul", "mul", "grad"),
+        ("relu", "relu", "grad"),
+    ]
     assert torch.equal(tracker.stashes[1].value, expected)
     assert torch.equal(tracker.stashes[3].value, torch.full((3, 4), 2.0))  # d(sum(2h + x))/dh
     assert model.fc.weight.grad is not None and "forward" not in vars(model)  # the user's gradients; unpatched

@@ -61,12 +61,34 @@ def _node(name, label, module, mtype, args, ins, outs, flops=0, macs=0, read=0, 
 NODES = (
     _node("x", "x", "", "", (), (), (_t(1, 3, 8, 8),), op="placeholder"),
     # macs: 16*8*8 outputs * 3*3*3 = 27648; read 768 B input + 448*4 B params
-    _node("conv", "Conv2d", "features.0", "Conv2d", ("x",), (_t(1, 3, 8, 8),), (_t(1, 16, 8, 8),),
-          2 * 27648, 27648, 768 + 1792, 4096),
-    _node("relu", "ReLU", "features.1", "ReLU", ("conv",), (_t(1, 16, 8, 8),), (_t(1, 16, 8, 8),),
-          1024, 0, 4096, 4096),
-    _node("mean", "mean", "features", "Stem", ("relu",), (_t(1, 16, 8, 8),), (_t(1, 16),),
-          1024, 0, 4096, 64, op="call_method"),
+    _node(
+        "conv",
+        "Conv2d",
+        "features.0",
+        "Conv2d",
+        ("x",),
+        (_t(1, 3, 8, 8),),
+        (_t(1, 16, 8, 8),),
+        2 * 27648,
+        27648,
+        768 + 1792,
+        4096,
+    ),
+    _node("relu", "ReLU", "features.1", "ReLU", ("conv",), (_t(1, 16, 8, 8),), (_t(1, 16, 8, 8),), 1024, 0, 4096, 4096),
+    _node(
+        "mean",
+        "mean",
+        "features",
+        "Stem",
+        ("relu",),
+        (_t(1, 16, 8, 8),),
+        (_t(1, 16),),
+        1024,
+        0,
+        4096,
+        64,
+        op="call_method",
+    ),
     # macs: 16*16 = 256; read 64 B input + 272*4 B params
     _node("fc0", "Linear", "blocks.0.fc", "Linear", ("mean",), (_t(1, 16),), (_t(1, 16),), 512, 256, 1152, 64),
     _node("act0", "ReLU", "blocks.0.act", "ReLU", ("fc0",), (_t(1, 16),), (_t(1, 16),), 16, 0, 64, 64),
@@ -75,10 +97,20 @@ NODES = (
     # macs: 16*4 = 64; read 64 B + 68*4 B params
     _node("head", "Linear", "head", "Linear", ("act1",), (_t(1, 16),), (_t(1, 4),), 128, 64, 336, 16),
 )
-SQUARE = _node("square", "mul", "", "Net", ("head", "head"), (_t(1, 4), _t(1, 4)), (_t(1, 4),),
-               4, 0, 32, 16, op="call_function")
-LATENCY = {"conv": 1.2e-4, "relu": 3e-6, "mean": 2e-6, "fc0": 5e-6, "act0": 1e-6, "fc1": 5e-6, "act1": 1e-6,
-           "head": 4e-6, "square": 5e-7}
+SQUARE = _node(
+    "square", "mul", "", "Net", ("head", "head"), (_t(1, 4), _t(1, 4)), (_t(1, 4),), 4, 0, 32, 16, op="call_function"
+)
+LATENCY = {
+    "conv": 1.2e-4,
+    "relu": 3e-6,
+    "mean": 2e-6,
+    "fc0": 5e-6,
+    "act0": 1e-6,
+    "fc1": 5e-6,
+    "act1": 1e-6,
+    "head": 4e-6,
+    "square": 5e-7,
+}
 
 # (path, type, params, trainable) ; features.0 is frozen
 MODULES = (
@@ -112,28 +144,51 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
                 n,
                 nan_count=2 if n.name in ("head", "square") else 0,
                 inf_count=0,
-                outputs=tuple(dataclasses.replace(t, stats=bad if n.name in ("head", "square") else good)
-                              for t in n.outputs),
-            ) if n.is_op else n
+                outputs=tuple(
+                    dataclasses.replace(t, stats=bad if n.name in ("head", "square") else good) for t in n.outputs
+                ),
+            )
+            if n.is_op
+            else n
             for n in nodes
         ]
     infos = [
-        ModuleInfo(path, mtype, params, trainable, 0, params if mtype in ("Conv2d", "Linear") else 0, 0,
-                   tuple(p for p, *_ in MODULES if p and p.rpartition(".")[0] == path and p != path))
+        ModuleInfo(
+            path,
+            mtype,
+            params,
+            trainable,
+            0,
+            params if mtype in ("Conv2d", "Linear") else 0,
+            0,
+            tuple(p for p, *_ in MODULES if p and p.rpartition(".")[0] == path and p != path),
+        )
         for path, mtype, params, trainable in MODULES
     ]
     modules = aggregate_modules(nodes, infos, calls={p: 1 for p, *_ in MODULES}, measured=("latency",) if timed else ())
     totals = Totals(
-        params=MODULES[0][2], trainable_params=MODULES[0][3], buffers=0, param_bytes=4 * MODULES[0][2],
-        buffer_bytes=0, **{k: sum_nodes(nodes)[k] for k in ("flops", "macs", "bytes_read", "bytes_written")},
-        latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None, partial=uncounted,
+        params=MODULES[0][2],
+        trainable_params=MODULES[0][3],
+        buffers=0,
+        param_bytes=4 * MODULES[0][2],
+        buffer_bytes=0,
+        **{k: sum_nodes(nodes)[k] for k in ("flops", "macs", "bytes_read", "bytes_written")},
+        latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None,
+        partial=uncounted,
         # no backward ran: its figures are unknown, not zero
-        backward_flops=None, backward_macs=None, backward_bytes_read=None, backward_bytes_written=None,
-        backward_latency=None, output_bytes=None, saved_bytes=None, measured_growth=None,  # nor the memory pass
+        backward_flops=None,
+        backward_macs=None,
+        backward_bytes_read=None,
+        backward_bytes_written=None,
+        backward_latency=None,
+        output_bytes=None,
+        saved_bytes=None,
+        measured_growth=None,  # nor the memory pass
     )
     head = next(n for n in nodes if n.name == "head")  # its input's stats are those of act1's output
-    head_inputs = tuple(dataclasses.replace(t, stats=next(n for n in nodes if n.name == "act1").outputs[0].stats)
-                        for t in head.inputs)
+    head_inputs = tuple(
+        dataclasses.replace(t, stats=next(n for n in nodes if n.name == "act1").outputs[0].stats) for t in head.inputs
+    )
     return Report(
         nodes=tuple(nodes),
         modules=modules,
@@ -141,12 +196,23 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         capture=CaptureInfo("symbolic", notes=("leaves: Conv2d, Linear, ReLU",)),
         uncounted=(UncountedOp("aten.mean.dim", 1, ("mean",), ("features",)),) if uncounted else (),
         nonfinite=NonFinite("head", "head", "Linear", "nan", head_inputs, ("square",) if root_op else ())
-        if nonfinite else None,
+        if nonfinite
+        else None,
         shared=(SharedParameter("head.weight", ("blocks.0.fc.weight",), 64),) if root_op else (),
         inputs=(_t(1, 3, 8, 8),),
         outputs=(_t(1, 4),),
-        timing=TimingInfo("cpu", 3, 10, forward=2.1e-4, plain_forward=1.6e-4, node_sum=totals.latency,
-                          batch_size=1, throughput=1 / 1.6e-4) if timed else None,
+        timing=TimingInfo(
+            "cpu",
+            3,
+            10,
+            forward=2.1e-4,
+            plain_forward=1.6e-4,
+            node_sum=totals.latency,
+            batch_size=1,
+            throughput=1 / 1.6e-4,
+        )
+        if timed
+        else None,
         environment=Environment("2.14.1", "3.11.7", "linux", "cpu", 4),
     )
 
@@ -239,8 +305,10 @@ GOLDEN_TABLES = {
     "module_depth1": ({}, {"depth": 1}),
     "module_unfolded": ({}, {"fold": False}),
     "module_timed_partial": ({"timed": True, "uncounted": True}, {}),
-    "module_github": ({"root_op": True}, {"tablefmt": "github", "columns": ["name", "type", "calls", "params",
-                                                                            "flops", "intensity", "share"]}),
+    "module_github": (
+        {"root_op": True},
+        {"tablefmt": "github", "columns": ["name", "type", "calls", "params", "flops", "intensity", "share"]},
+    ),
     "op_sorted": ({"timed": True, "root_op": True}, {"by": "op", "sort": "flops"}),
     "node_nonfinite": ({"nonfinite": True, "root_op": True}, {"by": "node"}),
     "node_top": ({"timed": True}, {"by": "node", "sort": "latency", "top": 3}),
@@ -284,8 +352,10 @@ def test_depth1_rows_sum_to_total(root_op, fold):
 
 def test_fold_sums_repeated_blocks():
     report = make_report()
-    rows = {r.values[Column.NAME].strip(): r.values
-            for r in module_rows(report, depth=None, fold=True, indent=True, uncounted=set())}
+    rows = {
+        r.values[Column.NAME].strip(): r.values
+        for r in module_rows(report, depth=None, fold=True, indent=True, uncounted=set())
+    }
     assert rows["blocks.0–1"][Column.TYPE] == "2 × Block"
     assert rows["blocks.0–1"][Column.FLOPS] == 2 * (512 + 16)
     assert rows["blocks.0–1.fc"][Column.MACS] == 2 * 256
@@ -295,13 +365,16 @@ def test_fold_sums_repeated_blocks():
     assert "blocks.0" not in rows
 
 
-@pytest.mark.parametrize("by, sort, column, expected", [
-    ("op", "flops", 0, ["Conv2d", "Linear", "ReLU", "mean"]),  # 55296, 1152, 1056, 1024
-    ("op", "count", 0, ["ReLU", "Linear", "Conv2d", "mean"]),  # 3, 3, 1, 1; ties keep first-seen order
-    ("op", "op", 0, ["Conv2d", "Linear", "ReLU", "mean"]),  # text columns sort ascending
-    ("node", "bytes", 0, ["relu", "conv", "mean", "fc0", "fc1"]),  # 8192, 6656, 4160, 1216, 1216 ...
-    ("module", "params", 0, ["blocks", "blocks.0–1", "blocks.0–1.fc", "features", "features.0"]),  # 544 x3, 448
-])
+@pytest.mark.parametrize(
+    "by, sort, column, expected",
+    [
+        ("op", "flops", 0, ["Conv2d", "Linear", "ReLU", "mean"]),  # 55296, 1152, 1056, 1024
+        ("op", "count", 0, ["ReLU", "Linear", "Conv2d", "mean"]),  # 3, 3, 1, 1; ties keep first-seen order
+        ("op", "op", 0, ["Conv2d", "Linear", "ReLU", "mean"]),  # text columns sort ascending
+        ("node", "bytes", 0, ["relu", "conv", "mean", "fc0", "fc1"]),  # 8192, 6656, 4160, 1216, 1216 ...
+        ("module", "params", 0, ["blocks", "blocks.0–1", "blocks.0–1.fc", "features", "features.0"]),  # 544 x3, 448
+    ],
+)
 def test_sort_is_numeric_and_descending(by, sort, column, expected):
     text = table(make_report(), by=by, sort=sort, tablefmt="tsv")
     assert _cells(text, column)[: len(expected)] == expected
@@ -311,7 +384,7 @@ def test_sort_is_numeric_and_descending(by, sort, column, expected):
 def test_top_keeps_rows_after_sort(top):
     text = table(make_report(), by="node", sort="flops", top=top, tablefmt="tsv", columns=["name"])
     names = ["conv", "relu", "mean", "fc0", "fc1", "head", "act0", "act1"]  # by FLOPs, ties in graph order
-    assert [line.strip() for line in text.splitlines()[1:1 + min(top, 8)]] == names[:top]
+    assert [line.strip() for line in text.splitlines()[1 : 1 + min(top, 8)]] == names[:top]
     assert ("rows shown" in text) == (top < 8)
 
 
@@ -322,14 +395,17 @@ def test_columns_strings_and_enums_agree(columns):
     assert table(report, columns=columns).splitlines()[0].split() == ["name", "FLOPs"]
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"by": "layer"}, "'module', 'op', 'node'"),
-    ({"columns": ["name", "flop"]}, "valid columns: name, type"),
-    ({"by": "op", "columns": ["params"]}, "unknown column 'params' for by='op'"),
-    ({"sort": "speed"}, "sort: unknown column"),
-    ({"by": "op", "depth": 1}, "by='module' only"),
-    ({"top": -1}, "non-negative"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"by": "layer"}, "'module', 'op', 'node'"),
+        ({"columns": ["name", "flop"]}, "valid columns: name, type"),
+        ({"by": "op", "columns": ["params"]}, "unknown column 'params' for by='op'"),
+        ({"sort": "speed"}, "sort: unknown column"),
+        ({"by": "op", "depth": 1}, "by='module' only"),
+        ({"top": -1}, "non-negative"),
+    ],
+)
 def test_bad_options_raise(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         table(make_report(), **options)
@@ -375,13 +451,16 @@ def test_every_summed_field_is_a_column(field, timed):
     ops = [n for n in report.nodes if n.is_op]
     for by in ("node", "op", "module"):
         assert field.name in [str(c) for c in columns_for(by)]
-        text = table(report, by=by, columns=["op" if by == "op" else "name", field.name], sort=field.name,
-                     tablefmt="tsv")
+        text = table(
+            report, by=by, columns=["op" if by == "op" else "name", field.name], sort=field.name, tablefmt="tsv"
+        )
         header, *_, total = [line.split("\t")[1].strip() for line in text.splitlines() if "\t" in line]
         assert header == field.header and total == _as_text(field, getattr(report.totals, field.name))
     by_op = table(report, by="op", columns=["op", field.name], tablefmt="tsv")
-    assert _cells(by_op, 1) == [_as_text(field, _hand_sum(field, (getattr(n, field.name) for n in ops if n.label == label)))
-                                for label in dict.fromkeys(n.label for n in ops)]
+    assert _cells(by_op, 1) == [
+        _as_text(field, _hand_sum(field, (getattr(n, field.name) for n in ops if n.label == label)))
+        for label in dict.fromkeys(n.label for n in ops)
+    ]
     by_node = table(report, by="node", columns=["name", field.name], tablefmt="tsv")
     assert _cells(by_node, 1) == [_as_text(field, getattr(n, field.name)) for n in ops]
 
@@ -391,8 +470,12 @@ def test_every_summed_field_is_a_column(field, timed):
 def test_every_summed_field_is_a_member_sum(field, timed):
     """Each figure of a module-level graph node: the sum over its op nodes."""
     report = make_report(timed=timed, root_op=True)
-    groups = {"features": ("conv", "relu", "mean"), "blocks": ("fc0", "act0", "fc1", "act1"),
-              "head": ("head",), "": ("square",)}
+    groups = {
+        "features": ("conv", "relu", "mean"),
+        "blocks": ("fc0", "act0", "fc1", "act1"),
+        "head": ("head",),
+        "": ("square",),
+    }
     g = to_networkx(report, level="module", depth=1)
     for key, names in groups.items():
         hand = _hand_sum(field, (getattr(report.node(n), field.name) for n in names))
@@ -444,10 +527,13 @@ def test_json_rejects_other_schema(version):
         export.from_json(json.dumps(data))
 
 
-@pytest.mark.parametrize("by, rows, column", [
-    ("node", len(NODES) + 1, "output_shapes"),  # + the output node
-    ("module", len(MODULES), "frozen_params"),
-])
+@pytest.mark.parametrize(
+    "by, rows, column",
+    [
+        ("node", len(NODES) + 1, "output_shapes"),  # + the output node
+        ("module", len(MODULES), "frozen_params"),
+    ],
+)
 def test_dataframe(by, rows, column):
     pytest.importorskip("pandas")
     report = make_report()
@@ -490,11 +576,14 @@ def test_networkx_nodes_carry_records():
     assert g.nodes["conv"]["inputs"][0]["shape"] == (1, 3, 8, 8)
 
 
-@pytest.mark.parametrize("edge, nbytes, reads", [
-    (("x", "conv"), 768, 1),  # 1*3*8*8 * 4 B
-    (("mean", "fc0"), 64, 1),  # 1*16 * 4 B
-    (("head", "square"), 16, 2),  # x * x reads head twice, one edge
-])
+@pytest.mark.parametrize(
+    "edge, nbytes, reads",
+    [
+        (("x", "conv"), 768, 1),  # 1*3*8*8 * 4 B
+        (("mean", "fc0"), 64, 1),  # 1*16 * 4 B
+        (("head", "square"), 16, 2),  # x * x reads head twice, one edge
+    ],
+)
 def test_networkx_edges_carry_tensors(edge, nbytes, reads):
     report = make_report(root_op=True)
     g = to_networkx(report)
@@ -503,14 +592,31 @@ def test_networkx_edges_carry_tensors(edge, nbytes, reads):
     assert g.number_of_edges() == sum(len(set(n.args)) for n in report.nodes)
 
 
-@pytest.mark.parametrize("depth, nodes, edges", [
-    (0, ["input", "", "output"], [("input", ""), ("", "output")]),
-    (1, ["input", "features", "blocks", "head", "", "output"],
-     [("input", "features"), ("features", "blocks"), ("blocks", "head"), ("head", ""), ("", "output")]),
-    (2, ["input", "features.0", "features.1", "features", "blocks.0", "blocks.1", "head", "", "output"],
-     [("input", "features.0"), ("features.0", "features.1"), ("features.1", "features"), ("features", "blocks.0"),
-      ("blocks.0", "blocks.1"), ("blocks.1", "head"), ("head", ""), ("", "output")]),
-])
+@pytest.mark.parametrize(
+    "depth, nodes, edges",
+    [
+        (0, ["input", "", "output"], [("input", ""), ("", "output")]),
+        (
+            1,
+            ["input", "features", "blocks", "head", "", "output"],
+            [("input", "features"), ("features", "blocks"), ("blocks", "head"), ("head", ""), ("", "output")],
+        ),
+        (
+            2,
+            ["input", "features.0", "features.1", "features", "blocks.0", "blocks.1", "head", "", "output"],
+            [
+                ("input", "features.0"),
+                ("features.0", "features.1"),
+                ("features.1", "features"),
+                ("features", "blocks.0"),
+                ("blocks.0", "blocks.1"),
+                ("blocks.1", "head"),
+                ("head", ""),
+                ("", "output"),
+            ],
+        ),
+    ],
+)
 def test_module_graph_collapse(depth, nodes, edges):
     report = make_report(root_op=True, timed=True)
     g = to_networkx(report, level="module", depth=depth)
@@ -628,8 +734,7 @@ def test_diff_matches_modules_by_path_and_nested_json_is_the_module_tree():
         return torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.ReLU(), torch.nn.Linear(width, 2))
 
     a = fxinspect.analyze(net(4), torch.randn(3, 8), timing=False, memory=False)
-    b = fxinspect.analyze(torch.nn.Sequential(*net(16), torch.nn.Tanh()), torch.randn(3, 8), timing=False,
-                          memory=False)
+    b = fxinspect.analyze(torch.nn.Sequential(*net(16), torch.nn.Tanh()), torch.randn(3, 8), timing=False, memory=False)
     d = a.diff(b)
     assert d.modules["0"].macs == (3 * 8 * 4, 3 * 8 * 16) and d.modules["0"].params == (8 * 4 + 4, 8 * 16 + 16)
     assert d.modules["3"].types == (None, "Tanh") and d.modules["1"].flops == (3 * 4, 3 * 16)  # ReLU: 1 per element

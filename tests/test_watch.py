@@ -11,9 +11,16 @@ from fxinspect.histograms import log2_histogram
 
 
 def cnn() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
-                               torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                               torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 10),
+    )
 
 
 def train(model, steps, lr=0.05, seed=0):
@@ -38,7 +45,7 @@ def test_histograms_keep_every_value_and_equal_numpy_on_power_of_two_edges():
     assert h.finite_nonzero + h.zeros + h.nonfinite == h.total
     for sign, counts in ((1, h.positive), (-1, h.negative)):
         values = (sign * x[(sign * x > 0) & torch.isfinite(x)]).numpy()
-        edges = [2.0 ** e for e in range(h.low, h.low + len(counts) + 1)]
+        edges = [2.0**e for e in range(h.low, h.low + len(counts) + 1)]
         assert list(np.histogram(values, bins=edges)[0]) == list(counts)
     assert h.low == -1074
 
@@ -113,12 +120,16 @@ def test_watch_and_track_on_resnet18_and_bert_in_train_mode_change_nothing():
 
     torch.manual_seed(0)
     resnet = torchvision.models.resnet18(weights=None).train()
-    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                vocab_size=100)).train()
-    cases = [(resnet, (torch.randn(2, 3, 32, 32),), {}),
-             (bert, (), {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)})]
+    bert = BertModel(
+        BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    ).train()
+    cases = [
+        (resnet, (torch.randn(2, 3, 32, 32),), {}),
+        (bert, (), {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}),
+    ]
     for model, args, kwargs in cases:
-        def loss():
+
+        def loss(model=model, args=args, kwargs=kwargs):
             out = model(*args, **kwargs)
             return (out if isinstance(out, torch.Tensor) else out.last_hidden_state).pow(2).mean()
 

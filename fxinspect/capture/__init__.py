@@ -16,22 +16,32 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
 from ..errors import CaptureError, InputError, add_where
-from .blame import module_where, raised_by_model
 from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
-from .quiet import quiet
-from .inputs import FlatInputs, check_inputs, normalize
+from .blame import module_where, raised_by_model
 from .eager import trace_eager
 from .exported import trace_export
 from .hf import prepare_inputs
+from .inputs import FlatInputs, check_inputs, normalize
+from .quiet import quiet
 from .symbolic import trace_symbolic
 
 __all__ = [
-    "Capture", "MODULE_KEY", "Method", "TIERS", "capture", "captures", "module_of", "normalize", "unwrap", "FlatInputs",
+    "Capture",
+    "MODULE_KEY",
+    "Method",
+    "TIERS",
+    "capture",
+    "captures",
+    "module_of",
+    "normalize",
+    "unwrap",
+    "FlatInputs",
 ]
 
 Tier = Callable[[torch.nn.Module, FlatInputs, Iterable[Any]], Capture]
@@ -73,7 +83,11 @@ def _finish(cap: Capture, model: torch.nn.Module, failures: list[tuple[str, str]
 
 
 def capture(
-    model: torch.nn.Module, args: tuple, kwargs: dict, method: Method | str = Method.AUTO, leaf_modules: Iterable[Any] = ()
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    method: Method | str = Method.AUTO,
+    leaf_modules: Iterable[Any] = (),
 ) -> Capture:
     """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
     return next(captures(model, args, kwargs, method, leaf_modules))
@@ -112,7 +126,8 @@ def captures(
             if raised_by_model(exc):  # a plain call would raise it too: no other tier runs the model
                 path = module_where(exc, model)
                 where = "in the model" if path is None else f"in module {path!r}" if path else "in the root module"
-                raise add_where(exc, f"{where} while the {name} tier ran its forward")
+                # the model's own exception, re-raised as itself with a note on where
+                raise add_where(exc, f"{where} while the {name} tier ran its forward")  # noqa: B904
             failures.append((name, one_line(exc)))
             last = exc
             continue

@@ -38,7 +38,6 @@ class Method(Choice):
     EAGER = "eager"
 
 
-
 @dataclass
 class Capture:
     """A captured program and how it was obtained.

@@ -31,10 +31,9 @@ import torch
 __all__ = ["module_where", "raised_by_model"]
 
 # code that is not the model's: torch (tracers, exporters, kernels), fxinspect, the stdlib
-_NOT_MODEL = tuple(
-    os.path.dirname(p) + os.sep
-    for p in (torch.__file__, os.path.dirname(__file__), os.__file__)
-) + (sysconfig.get_paths()["stdlib"] + os.sep,)
+_NOT_MODEL = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, os.path.dirname(__file__), os.__file__)) + (
+    sysconfig.get_paths()["stdlib"] + os.sep,
+)
 _TRACING_WORDS = ("Proxy", "symbolically traced", "torch.fx", "FakeTensor", "fake tensor", "data-dependent", "SymInt")
 
 

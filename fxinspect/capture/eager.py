@@ -29,7 +29,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -75,7 +76,9 @@ def _notes(builder: GraphBuilder) -> list[str]:
     """What the capture fixed or left out, for ``Capture.notes``."""
     notes = ["eager: one executed path; data-dependent branches are fixed to this input"]
     if builder.scalars:
-        notes.append(f"eager: {builder.scalars} value(s) read back from tensors (.item(), bool) are baked into later ops")
+        notes.append(
+            f"eager: {builder.scalars} value(s) read back from tensors (.item(), bool) are baked into later ops"
+        )
     if builder.random_ops:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(builder.random_ops.items()))
         notes.append(f"eager: random ops draw new values on every run ({ops})")

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import operator
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx

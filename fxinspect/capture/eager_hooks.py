@@ -27,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 

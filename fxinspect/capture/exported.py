@@ -37,7 +37,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -97,9 +98,7 @@ def _drop_checks(graph: fx.Graph) -> None:
 def _rename(graph: fx.Graph, inputs: FlatInputs) -> None:
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(inputs.names):
-        raise RuntimeError(
-            f"export produced {len(placeholders)} inputs for {len(inputs.names)} tensor inputs"
-        )
+        raise RuntimeError(f"export produced {len(placeholders)} inputs for {len(inputs.names)} tensor inputs")
     for node, name in zip(placeholders, inputs.names):
         node._rename(name)
         node.target = node.name
@@ -133,7 +132,9 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     """Export ``model`` (non-strict) and turn the program into a tagged flat GraphModule."""
     notes: list[str] = []
     if tuple(leaf_modules):
-        notes.append("export: leaf_modules not applied (the export graph is aten-level; every module is traced through)")
+        notes.append(
+            "export: leaf_modules not applied (the export graph is aten-level; every module is traced through)"
+        )
     root = _Root(model, inputs)
     program = torch.export.export(root, tuple(inputs.tensors), strict=False)
     unlifted = program.module()
@@ -150,7 +151,9 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     gm.graph.lint()
     calls, unknown = tag_modules(gm, model)
     if unknown:
-        notes.append(f"export: {unknown} node(s) ran in modules the model does not register; attributed to the nearest registered parent")
+        notes.append(
+            f"export: {unknown} node(s) ran in modules the model does not register; attributed to the nearest registered parent"
+        )
     return Capture(
         graph_module=gm,
         method=Method.EXPORT,

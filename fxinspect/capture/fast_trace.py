@@ -126,13 +126,17 @@ class UncheckedGraph(fx.Graph):
 
 def _graph_internals_known() -> bool:
     graph = fx.Graph()
-    return all(hasattr(graph, a) for a in ("_graph_namespace", "_target_to_str", "_insert", "_find_nodes_lookup_table", "_len"))
+    return all(
+        hasattr(graph, a) for a in ("_graph_namespace", "_target_to_str", "_insert", "_find_nodes_lookup_table", "_len")
+    )
 
 
 GRAPH_INTERNALS_KNOWN = _graph_internals_known()
 
 
-def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None) -> fx.Node:
+def make_node(
+    tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None
+) -> fx.Node:
     """``TracerBase.create_node`` for symbolic tracing's common case.
 
     fx's version also handles metadata preserved by ``torch.export`` and dynamo, the
@@ -154,17 +158,27 @@ def make_node(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: di
     return node
 
 
-def make_proxy(tracer: fx.Tracer, kind: str, target: Any, args: tuple, kwargs: dict, name=None, type_expr=None,
-               proxy_factory_fn=None) -> fx.Proxy:
+def make_proxy(
+    tracer: fx.Tracer,
+    kind: str,
+    target: Any,
+    args: tuple,
+    kwargs: dict,
+    name=None,
+    type_expr=None,
+    proxy_factory_fn=None,
+) -> fx.Proxy:
     """``TracerBase.create_proxy``: lower the arguments, make the node, wrap it in a proxy.
 
     A positional argument that is a proxy or a scalar (nearly all of them) is lowered
     here, without the two calls per argument of ``tracer.create_arg``."""
     if type(args) is tuple:
-        lowered = tuple([
-            a.node if type(a) is fx.Proxy else a if type(a) in _PLAIN_ARGS or a is None else tracer.create_arg(a)
-            for a in args
-        ])
+        lowered = tuple(
+            [
+                a.node if type(a) is fx.Proxy else a if type(a) in _PLAIN_ARGS or a is None else tracer.create_arg(a)
+                for a in args
+            ]
+        )
     else:
         lowered = tracer.create_arg(args)
     node = tracer.create_node(kind, target, lowered, tracer.create_arg(kwargs) if kwargs else {}, name, type_expr)

@@ -57,4 +57,8 @@ def prepare_inputs(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[t
     if USE_CACHE in bound.arguments:
         return args, kwargs, []
     kwargs = {**kwargs, USE_CACHE: False}
-    return args, kwargs, ["passed use_cache=False to the Hugging Face model (cache objects are not part of one forward)"]
+    return (
+        args,
+        kwargs,
+        ["passed use_cache=False to the Hugging Face model (cache objects are not part of one forward)"],
+    )

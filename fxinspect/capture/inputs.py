@@ -17,8 +17,9 @@ from __future__ import annotations
 import inspect
 import keyword
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
@@ -131,7 +132,7 @@ class FlatInputs:
     names: list[str]  # one readable identifier per tensor leaf, used as placeholder name
 
     @classmethod
-    def build(cls, args: tuple, kwargs: dict, forward: Callable | None = None) -> "FlatInputs":
+    def build(cls, args: tuple, kwargs: dict, forward: Callable | None = None) -> FlatInputs:
         leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
         positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         paths = [p for p, _ in pytree.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]]

@@ -21,7 +21,7 @@ import contextlib
 import io
 import logging
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["quiet"]
 

@@ -23,8 +23,8 @@ Example
 
 from __future__ import annotations
 
-
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -32,8 +32,8 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
 from ..records import OP_KINDS
-from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from . import fast_trace
+from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
 from .kept import kept_calls
@@ -151,9 +151,7 @@ class ModuleTracer(fx.Tracer):
             self.stack.pop()
 
 
-def trace_symbolic(
-    model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()
-) -> Capture:
+def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterable[Any] = ()) -> Capture:
     """Trace ``model`` symbolically; raises the tracer's error when every retry fails."""
     leaf_types = tuple(x for x in leaf_modules if isinstance(x, type))
     leaf_paths = {x for x in leaf_modules if isinstance(x, str)}

@@ -8,8 +8,8 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..choices import Choice
 from ..fields import with_figures
@@ -25,7 +25,6 @@ class NonFiniteKind(Choice):
     NAN = "nan"
     INF = "inf"
     BOTH = "nan+inf"
-
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
 
 _R = TypeVar("_R")
 
+
 def _positional(cls: type[_R]) -> type[_R]:
     """Give a frozen record ``cls.of(*values)``: every field, in order, without ``__init__``.
 
@@ -112,7 +113,6 @@ class OpStatus(Choice):
     COUNTED = "counted"
     FREE = "free"  # views, metadata, allocation: no arithmetic, no data moved
     UNCOUNTED = "uncounted"  # no rule: totals that include it are partial
-
 
 
 @_positional

@@ -89,7 +89,7 @@ from .registry import (
 )
 
 # Imported for their registrations; the order only matters for helpers they share.
-from . import (  # noqa: E402, F401  isort: skip
+from . import (  # noqa: F401  isort: skip
     normalization,
     matmul,
     attention,

@@ -7,8 +7,9 @@ or fake).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from math import prod
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import torch
 

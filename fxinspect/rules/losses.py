@@ -31,7 +31,9 @@ FORWARD: dict[int, tuple[str, ...]] = {
 BACKWARD: dict[int, tuple[str, ...]] = {
     3: ("mse_loss_backward",),
     4: (
-        "smooth_l1_loss_backward", "huber_loss_backward", "multi_margin_loss_backward",
+        "smooth_l1_loss_backward",
+        "huber_loss_backward",
+        "multi_margin_loss_backward",
         "multilabel_margin_loss_backward",
     ),
     5: ("soft_margin_loss_backward",),

@@ -225,8 +225,14 @@ register_rule(
 )(_conv_rule(False, "convolution_forward"))
 register_rule(
     *aten_packets(
-        ["_slow_conv2d_forward", "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
-         "_conv_depthwise2d", "conv_depthwise3d"]
+        [
+            "_slow_conv2d_forward",
+            "slow_conv3d_forward",
+            "slow_conv_dilated2d",
+            "slow_conv_dilated3d",
+            "_conv_depthwise2d",
+            "conv_depthwise3d",
+        ]
     )
 )(_conv_rule(False, "convolution_forward_bias_3", bias_at=3))
 register_rule(aten.cudnn_convolution)(_conv_rule(False, "convolution_forward_no_bias", bias_at=None))

@@ -23,7 +23,8 @@ element of ``v`` (square and sum for the norm, one scale), backward 6.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._util import arg, aten, aten_packets, first_tensor, is_float, nbytes, numel
 from .registry import Cost, Rule, register_rule
@@ -75,8 +76,11 @@ _WEIGHT_BIAS_1_2 = _present((1, "weight"), (2, "bias"))
 
 # -- forward ------------------------------------------------------------------------
 BATCH_NORMS_WITH_TRAINING_FLAG = (  # (input, weight, bias, running_mean, running_var, training, ...)
-    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
-    "cudnn_batch_norm", "miopen_batch_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "cudnn_batch_norm",
+    "miopen_batch_norm",
 )
 # These update running_mean/running_var in place in training without saying so in their
 # schema (``Tensor?``, not ``Tensor(a!)``), so the counting mode cannot see those writes;
@@ -126,6 +130,7 @@ def fused_rms_norm(args, kwargs, out):
         return cost
     rows = args[0].numel() // max(1, numel(arg(args, kwargs, 1, "normalized_shape")))
     return Cost(flops=cost.flops + 2 * rows)
+
 
 # -- backward -----------------------------------------------------------------------
 register_rule(aten.native_batch_norm_backward)(

@@ -92,10 +92,14 @@ ADAPTIVE_BACKWARD: dict[int, tuple[str, ...]] = {
     3: ("_adaptive_avg_pool3d_backward",),
 }
 SCATTER_BACKWARD: tuple[str, ...] = (  # max pooling: each grad_output element added once
-    "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
-    "mkldnn_max_pool2d_backward", "mkldnn_max_pool3d_backward",
-    "fractional_max_pool2d_backward", "fractional_max_pool3d_backward",
-    "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward",
+    "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward",
+    "mkldnn_max_pool2d_backward",
+    "mkldnn_max_pool3d_backward",
+    "fractional_max_pool2d_backward",
+    "fractional_max_pool3d_backward",
+    "adaptive_max_pool2d_backward",
+    "adaptive_max_pool3d_backward",
 )
 
 for _dims, _names in WINDOWED.items():
@@ -115,10 +119,18 @@ def interpolation_flops(neighbours: int) -> int:
 
 
 NEIGHBOURS: dict[str, int] = {
-    "upsample_nearest1d": 1, "upsample_nearest2d": 1, "upsample_nearest3d": 1,
-    "_upsample_nearest_exact1d": 1, "_upsample_nearest_exact2d": 1, "_upsample_nearest_exact3d": 1,
-    "upsample_linear1d": 2, "upsample_bilinear2d": 4, "_upsample_bilinear2d_aa": 4,
-    "upsample_trilinear3d": 8, "upsample_bicubic2d": 16, "_upsample_bicubic2d_aa": 16,
+    "upsample_nearest1d": 1,
+    "upsample_nearest2d": 1,
+    "upsample_nearest3d": 1,
+    "_upsample_nearest_exact1d": 1,
+    "_upsample_nearest_exact2d": 1,
+    "_upsample_nearest_exact3d": 1,
+    "upsample_linear1d": 2,
+    "upsample_bilinear2d": 4,
+    "_upsample_bilinear2d_aa": 4,
+    "upsample_trilinear3d": 8,
+    "upsample_bicubic2d": 16,
+    "_upsample_bicubic2d_aa": 16,
 }
 
 for _name, _n in NEIGHBOURS.items():

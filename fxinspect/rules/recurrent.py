@@ -46,7 +46,11 @@ def _biases(*tensors) -> int:
 def mkldnn_rnn_layer(args, kwargs, out):
     """oneDNN's recurrent layer (CPU LSTM): (input, w_ih, w_hh, b_ih, b_hh, hx, cx, ...)."""
     return rnn_layer_cost(
-        args[0], args[1], args[2], arg(args, kwargs, 10, "hidden_size"), biases=2 * bool(arg(args, kwargs, 12, "has_biases", True))
+        args[0],
+        args[1],
+        args[2],
+        arg(args, kwargs, 10, "hidden_size"),
+        biases=2 * bool(arg(args, kwargs, 12, "has_biases", True)),
     )
 
 
@@ -54,7 +58,11 @@ def mkldnn_rnn_layer(args, kwargs, out):
 def mkldnn_rnn_layer_backward(args, kwargs, out):
     """Its backward: gradients of input, hidden state and weights, twice the forward."""
     return rnn_layer_cost(
-        args[0], args[1], args[2], arg(args, kwargs, 15, "hidden_size"), factor=2,
+        args[0],
+        args[1],
+        args[2],
+        arg(args, kwargs, 15, "hidden_size"),
+        factor=2,
         biases=2 * bool(arg(args, kwargs, 17, "has_biases", True)),
     )
 

@@ -28,13 +28,14 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Union
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
 from ..choices import Choice
 
-OpKey = Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload]
+OpKey = torch._ops.OpOverloadPacket | torch._ops.OpOverload
 
 
 class Cost(NamedTuple):
@@ -53,7 +54,7 @@ class Cost(NamedTuple):
     bytes_written: int | None = None
 
     @staticmethod
-    def matmul(macs: int) -> "Cost":
+    def matmul(macs: int) -> Cost:
         """A matmul-like op without a bias: ``flops = 2 * macs``."""
         return Cost(flops=2 * macs, macs=macs)
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -71,7 +72,7 @@ class AllocatorWatch:
         self._backward: Any = None  # the open profiler range of the backward
         self._start = 0
 
-    def __enter__(self) -> "AllocatorWatch":
+    def __enter__(self) -> AllocatorWatch:
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -136,7 +137,7 @@ class AllocatorWatch:
                 continue
             name = event.name
             if name.startswith(_RANGE):
-                name = name[len(_RANGE):]
+                name = name[len(_RANGE) :]
                 if name == "<backward>":
                     backward_start = event.start_time_ns
                 else:

@@ -19,7 +19,8 @@ import dataclasses
 import operator
 import platform
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -178,7 +179,9 @@ def _leaves(cap: Capture) -> set[str]:
     return set(cap.leaves) | called
 
 
-def report_fields(model: torch.nn.Module, program: InstrumentedProgram, results: Sequence[PassResult], virtual: bool) -> dict[str, Any]:
+def report_fields(
+    model: torch.nn.Module, program: InstrumentedProgram, results: Sequence[PassResult], virtual: bool
+) -> dict[str, Any]:
     """Every field of :class:`~fxinspect.records.ReportRecord`, from the passes' results."""
     cap = program.capture
     measured = {f for r in results for f in r.fields}

@@ -31,7 +31,8 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -119,7 +120,11 @@ def compile_graph(
             return f"{ref(type(a), type(a).__name__)}(" + ", ".join(arg(x) for x in a) + ")"
         if isinstance(a, slice):
             return f"slice({arg(a.start)}, {arg(a.stop)}, {arg(a.step)})"
-        if a is None or type(a) in (bool, int) or (type(a) is float and a == a and a not in (float("inf"), float("-inf"))):
+        if (
+            a is None
+            or type(a) in (bool, int)
+            or (type(a) is float and a == a and a not in (float("inf"), float("-inf")))
+        ):
             return repr(a)
         if type(a) is str:
             return repr(a)
@@ -138,7 +143,10 @@ def compile_graph(
         dead = [var[u] for u in node.all_input_nodes if last_use.get(u) is node]
         if node.op == "get_attr":
             value = resolve_attr(gm, str(node.target))
-            body.append(f"{name} = {ref(value, _hint(value, node, user_path))}" + (f";  {' = '.join(dead)} = None" if dead else ""))
+            body.append(
+                f"{name} = {ref(value, _hint(value, node, user_path))}"
+                + (f";  {' = '.join(dead)} = None" if dead else "")
+            )
             continue
         is_op = node.op in OP_KINDS
         if is_op and before is not None:

@@ -20,7 +20,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -91,7 +92,9 @@ class CountingMode(TorchDispatchMode):
             per_node = self.costs[self.node] = {}
         acc = per_node.get(key)
         if acc is None:
-            acc = per_node[key] = OpCost(OpStatus.FREE if rule is FREE else OpStatus.COUNTED if rule else OpStatus.UNCOUNTED)
+            acc = per_node[key] = OpCost(
+                OpStatus.FREE if rule is FREE else OpStatus.COUNTED if rule else OpStatus.UNCOUNTED
+            )
         acc.calls += 1
         if rule is FREE:
             return out

@@ -13,13 +13,15 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch.fx as fx
 
 from ..records import OP_KINDS
 
 __all__ = ["OP_KINDS", "MethodCall", "last_uses", "node_callable", "op_nodes"]
+
 
 def op_nodes(graph: fx.Graph) -> list[fx.Node]:
     """The nodes that run something, in graph order."""

@@ -50,8 +50,13 @@ def materialized(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tor
     still = _lazy_paths(twin)
     if still:
         raise ValueError(f"one call on the example inputs left {formatting.listing(still)} uninitialised")
-    owners = formatting.listing(dict.fromkeys(type(m).__name__ for m in model.modules() if _lazy_paths(m) and not any(
-        _lazy_paths(child) for child in m.children())))
+    owners = formatting.listing(
+        dict.fromkeys(
+            type(m).__name__
+            for m in model.modules()
+            if _lazy_paths(m) and not any(_lazy_paths(child) for child in m.children())
+        )
+    )
     return twin, [
         f"{formatting.plural(len(lazy), 'uninitialised tensor')} ({formatting.listing(lazy)}) in {owners}: "
         "analysed a copy materialised by one call on the example inputs; your model is still lazy"

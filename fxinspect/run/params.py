@@ -80,12 +80,8 @@ def module_infos(model: torch.nn.Module) -> tuple[list[ModuleInfo], list[SharedP
     for path, module in modules:
         prefix = f"{path}." if path else ""
         params, buffers = subtrees[id(module)]
-        own_params = [
-            p for n, p in module._parameters.items() if p is not None and param_names[id(p)][0] == prefix + n
-        ]
-        own_buffers = [
-            b for n, b in module._buffers.items() if b is not None and buffer_names[id(b)][0] == prefix + n
-        ]
+        own_params = [p for n, p in module._parameters.items() if p is not None and param_names[id(p)][0] == prefix + n]
+        own_buffers = [b for n, b in module._buffers.items() if b is not None and buffer_names[id(b)][0] == prefix + n]
         children = tuple(paths[id(c)] for c in module.children() if paths.get(id(c), None) is not None)
         infos.append(
             ModuleInfo(

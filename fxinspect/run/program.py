@@ -27,8 +27,9 @@ torch.Size([3, 2])
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -159,7 +160,9 @@ class InstrumentedProgram:
         """Every parameter the program uses, once: the graph's and the captured model's (a
         checkpointed block's parameters are called from a node, not held by the graph)."""
         model = self.capture.model
-        return list(dict.fromkeys([*self.graph_module.parameters(), *(model.parameters() if model is not None else ())]))
+        return list(
+            dict.fromkeys([*self.graph_module.parameters(), *(model.parameters() if model is not None else ())])
+        )
 
     def buffers(self) -> list[torch.Tensor]:
         """Every buffer the program uses, once (as :meth:`parameters`)."""

@@ -31,7 +31,8 @@ Example
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -129,7 +130,11 @@ class StorageTracker(TorchDispatchMode):
             if resident is not None and resident() is st:
                 continue
             if inputs is None:
-                inputs = {id(s) for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None}
+                inputs = {
+                    id(s)
+                    for a in tree_leaves((args, kwargs))
+                    if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None
+                }
             if key in inputs:  # an input's storage we did not see made: it existed before
                 continue
             self._allocated(t, st, key)

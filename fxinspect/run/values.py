@@ -143,7 +143,9 @@ class ValueReader:
                     counts = torch.stack([torch.isnan(flat).sum(), torch.isinf(flat).sum()]).to(mean.dtype)
                     row = torch.cat([torch.stack([flat.amin(), flat.amax(), mean, var]), counts]).double()
                 else:  # reading CPU values costs no synchronisation
-                    lo, hi, total, squares = torch.stack([flat.amin(), flat.amax(), flat.sum(), torch.dot(flat, flat)]).tolist()
+                    lo, hi, total, squares = torch.stack(
+                        [flat.amin(), flat.amax(), flat.sum(), torch.dot(flat, flat)]
+                    ).tolist()
                     mean = total / n
                     var = squares / n - mean * mean
                     if not (math.isfinite(lo) and math.isfinite(hi)):

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode

@@ -26,9 +26,9 @@ from .folding import Folds
 __all__ = ["breakdown", "plot_breakdown"]
 
 
-
-def breakdown(report: ReportRecord, metric: str = "flops", by: str = "module", depth: int = 1,
-              top: int = 10) -> list[tuple[str, float]]:
+def breakdown(
+    report: ReportRecord, metric: str = "flops", by: str = "module", depth: int = 1, top: int = 10
+) -> list[tuple[str, float]]:
     """``(label, value)`` of the ``top`` largest non-zero parts, then ``("other (n)", rest)``:
     they sum to the total."""
     if metric not in COLOR_BY:
@@ -62,8 +62,17 @@ def breakdown(report: ReportRecord, metric: str = "flops", by: str = "module", d
     return shown
 
 
-def plot_breakdown(report: ReportRecord, metric: str = "flops", path: str | Path | None = None, *, by: str = "module",
-                   depth: int = 1, top: int = 10, title: str | None = None, dpi: int = 100) -> Any:
+def plot_breakdown(
+    report: ReportRecord,
+    metric: str = "flops",
+    path: str | Path | None = None,
+    *,
+    by: str = "module",
+    depth: int = 1,
+    top: int = 10,
+    title: str | None = None,
+    dpi: int = 100,
+) -> Any:
     """Sorted horizontal bars of ``metric`` by module or op type; returns the Figure."""
     from matplotlib.figure import Figure
 
@@ -93,8 +102,9 @@ def plot_breakdown(report: ReportRecord, metric: str = "flops", path: str | Path
     ax.spines[["top", "right"]].set_visible(False)
     root = report.modules.get("")
     where = f"modules to depth {depth}" if by == "module" else "op types"
-    ax.set_title(title or f"{root.type if root else 'model'}: {COLOR_BY[metric][1]} by {where}", fontsize=10,
-                 loc="left")
+    ax.set_title(
+        title or f"{root.type if root else 'model'}: {COLOR_BY[metric][1]} by {where}", fontsize=10, loc="left"
+    )
     if path is not None:
         save_figure(fig, path)
     return fig

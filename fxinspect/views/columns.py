@@ -15,14 +15,26 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .. import formatting as fmt
 from ..choices import Choice
 from ..fields import SUMMED, Aggregate, Field, Unit
 
-__all__ = ["BACKWARD_ONLY", "TIMED_ONLY", "UNIT_TEXT", "By", "Column", "DEFAULT", "SPECS", "columns_for", "parse_by", "parse_column"]
+__all__ = [
+    "BACKWARD_ONLY",
+    "TIMED_ONLY",
+    "UNIT_TEXT",
+    "By",
+    "Column",
+    "DEFAULT",
+    "SPECS",
+    "columns_for",
+    "parse_by",
+    "parse_column",
+]
 
 
 class By(Choice):
@@ -35,11 +47,24 @@ class By(Choice):
 
 # the columns that are not a declared figure: (member, name), in the order tables offer them
 _LEADING = (
-    ("NAME", "name"), ("TYPE", "type"), ("LABEL", "op"), ("MODULE", "module"), ("INPUTS", "inputs"),
-    ("OUTPUTS", "outputs"), ("GRADIENTS", "gradients"), ("COUNT", "count"), ("CALLS", "calls"), ("PARAMS", "params"),
+    ("NAME", "name"),
+    ("TYPE", "type"),
+    ("LABEL", "op"),
+    ("MODULE", "module"),
+    ("INPUTS", "inputs"),
+    ("OUTPUTS", "outputs"),
+    ("GRADIENTS", "gradients"),
+    ("COUNT", "count"),
+    ("CALLS", "calls"),
+    ("PARAMS", "params"),
 )
-_DERIVED = (("BYTES", "bytes"), ("INTENSITY", "intensity"), ("SHARE", "share"), ("NONFINITE", "nonfinite"),
-            ("PER_BLOCK", "per_block"))
+_DERIVED = (
+    ("BYTES", "bytes"),
+    ("INTENSITY", "intensity"),
+    ("SHARE", "share"),
+    ("NONFINITE", "nonfinite"),
+    ("PER_BLOCK", "per_block"),
+)
 
 
 def _members() -> list[tuple[str, str]]:
@@ -149,23 +174,56 @@ _AVAILABLE: dict[By, tuple[Column, ...]] = {
     By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK),
     By.OP: (Column.LABEL, Column.COUNT, *_figures()),
     By.NODE: (
-        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, *_figures(),
+        Column.NAME,
+        Column.LABEL,
+        Column.MODULE,
+        Column.INPUTS,
+        Column.OUTPUTS,
+        Column.GRADIENTS,
+        *_figures(),
         Column.NONFINITE,
     ),
 }
 
 DEFAULT: dict[By, tuple[Column, ...]] = {
     By.MODULE: (
-        Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, Column.MACS, Column.BYTES,
-        Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
+        Column.NAME,
+        Column.TYPE,
+        Column.PARAMS,
+        Column.FLOPS,
+        Column.PER_BLOCK,
+        Column.MACS,
+        Column.BYTES,
+        Column.LATENCY,
+        Column.BACKWARD_FLOPS,
+        Column.BACKWARD_LATENCY,
+        Column.SAVED_BYTES,
     ),
     By.OP: (
-        Column.LABEL, Column.COUNT, Column.FLOPS, Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS,
-        Column.BACKWARD_LATENCY, Column.SHARE,
+        Column.LABEL,
+        Column.COUNT,
+        Column.FLOPS,
+        Column.MACS,
+        Column.BYTES,
+        Column.LATENCY,
+        Column.BACKWARD_FLOPS,
+        Column.BACKWARD_LATENCY,
+        Column.SHARE,
     ),
     By.NODE: (
-        Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, Column.FLOPS,
-        Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES,
+        Column.NAME,
+        Column.LABEL,
+        Column.MODULE,
+        Column.INPUTS,
+        Column.OUTPUTS,
+        Column.GRADIENTS,
+        Column.FLOPS,
+        Column.MACS,
+        Column.BYTES,
+        Column.LATENCY,
+        Column.BACKWARD_FLOPS,
+        Column.BACKWARD_LATENCY,
+        Column.SAVED_BYTES,
         Column.NONFINITE,
     ),
 }

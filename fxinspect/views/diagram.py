@@ -91,9 +91,13 @@ def boxes(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], list
         if n.op in ("placeholder", "output"):
             key = f"<{n.op}:{n.name}>"
             shapes = n.outputs if n.op == "placeholder" else report.outputs
-            found[key] = Box(key, n.name if n.op == "placeholder" else "output",
-                             "input" if n.op == "placeholder" else "output",
-                             shape=fmt.shapes(tuple(t.shape for t in shapes)), order=i)
+            found[key] = Box(
+                key,
+                n.name if n.op == "placeholder" else "output",
+                "input" if n.op == "placeholder" else "output",
+                shape=fmt.shapes(tuple(t.shape for t in shapes)),
+                order=i,
+            )
         elif depth is None:
             key = n.name
             found[key] = Box(key, n.name, "op", n.label, nodes=[n], order=i)
@@ -166,15 +170,25 @@ def _measure(lines: list[tuple[str, float, str]]) -> tuple[float, float]:
     from matplotlib.textpath import TextToPath
 
     t2p = TextToPath()
-    width = max(t2p.get_text_width_height_descent(text, FontProperties(size=size, weight=weight), ismath=False)[0]
-                for text, size, weight in lines)
+    width = max(
+        t2p.get_text_width_height_descent(text, FontProperties(size=size, weight=weight), ismath=False)[0]
+        for text, size, weight in lines
+    )
     height = sum(size * 1.35 for _, size, _ in lines)
     return width + 2 * PAD, height + 2 * PAD
 
 
-def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | None = 1,
-         color_by: str | None = "flops", direction: str = "TB", cmap: str = "YlOrRd", title: str | None = None,
-         dpi: int = 100) -> Any:
+def plot(
+    report: ReportRecord,
+    path: str | Path | None = None,
+    *,
+    depth: int | None = 1,
+    color_by: str | None = "flops",
+    direction: str = "TB",
+    cmap: str = "YlOrRd",
+    title: str | None = None,
+    dpi: int = 100,
+) -> Any:
     """Draw the dataflow of ``report``; returns a ``matplotlib.figure.Figure``.
 
     ``depth``: modules cut to this many path components (``None``: every op node).
@@ -199,8 +213,13 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
     labels = {k: _lines(found[k]) for k in ordered}
     sizes = {k: _measure(labels[k]) for k in ordered}
     lr = direction == "LR"
-    pos, routes = layered(ordered, edges, {k: (h, w) if lr else (w, h) for k, (w, h) in sizes.items()},
-                          gap=24.0 if lr else 18.0, layer_gap=40.0 if lr else 26.0)
+    pos, routes = layered(
+        ordered,
+        edges,
+        {k: (h, w) if lr else (w, h) for k, (w, h) in sizes.items()},
+        gap=24.0 if lr else 18.0,
+        layer_gap=40.0 if lr else 26.0,
+    )
     if lr:  # layers run left to right: swap the axes of the layout
         pos = {k: (y, x) for k, (x, y) in pos.items()}
         routes = {e: [(y, x) for x, y in r] for e, r in routes.items()}
@@ -247,12 +266,14 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
             start, end = (x0, y0 + sizes[u][1] / 2), (x1, y1 - sizes[v][1] / 2)
         points = [start, *route[1:-1], end]
         if len(points) == 2:
-            patch = FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, color="#555555", lw=0.9,
-                                    shrinkA=0, shrinkB=0, zorder=1)
+            patch = FancyArrowPatch(
+                start, end, arrowstyle="-|>", mutation_scale=9, color="#555555", lw=0.9, shrinkA=0, shrinkB=0, zorder=1
+            )
         else:
             codes = [MplPath.MOVETO] + [MplPath.LINETO] * (len(points) - 1)
-            patch = FancyArrowPatch(path=MplPath(points, codes), arrowstyle="-|>", mutation_scale=9,
-                                    color="#555555", lw=0.9, zorder=1)
+            patch = FancyArrowPatch(
+                path=MplPath(points, codes), arrowstyle="-|>", mutation_scale=9, color="#555555", lw=0.9, zorder=1
+            )
         ax.add_patch(patch)
 
     for k in ordered:
@@ -265,15 +286,33 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
         else:
             face = "white"
         root_cause = nonfinite is not None and any(n.name == nonfinite for n in box.nodes)
-        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=4",
-                                    facecolor=face, edgecolor="#d62728" if root_cause else "#333333",
-                                    lw=2.5 if root_cause else 0.8, zorder=2))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - w / 2, y - h / 2),
+                w,
+                h,
+                boxstyle="round,pad=0,rounding_size=4",
+                facecolor=face,
+                edgecolor="#d62728" if root_cause else "#333333",
+                lw=2.5 if root_cause else 0.8,
+                zorder=2,
+            )
+        )
         dark = not isinstance(face, str) and (0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2]) < 0.5
         ty = y - h / 2 + PAD
         for text, size, weight in labels[k]:
             ty += size * 1.35 / 2
-            ax.text(x, ty, text, ha="center", va="center", fontsize=size, fontweight=weight,
-                    color="white" if dark else "black", zorder=3)
+            ax.text(
+                x,
+                ty,
+                text,
+                ha="center",
+                va="center",
+                fontsize=size,
+                fontweight=weight,
+                color="white" if dark else "black",
+                zorder=3,
+            )
             ty += size * 1.35 / 2
 
     if norm is not None:
@@ -287,9 +326,7 @@ def plot(report: ReportRecord, path: str | Path | None = None, *, depth: int | N
         colorbar.set_label(f"{COLOR_BY[color_by][1]} per box{seconds}", fontsize=FONT)
         colorbar.ax.tick_params(labelsize=FONT - 1)
     if title is not False:
-        fig.suptitle(heading, fontsize=FONT + 2, x=0.02, ha="left",
-                     y=1 - 0.1 / fig.get_figheight(), va="top")
+        fig.suptitle(heading, fontsize=FONT + 2, x=0.02, ha="left", y=1 - 0.1 / fig.get_figheight(), va="top")
     if path is not None:
         save_figure(fig, path)
     return fig
-

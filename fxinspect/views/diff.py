@@ -14,8 +14,9 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from tabulate import tabulate
 
@@ -25,15 +26,25 @@ from ..records import ReportRecord
 __all__ = ["FIGURES", "ModuleDiff", "ReportDiff", "diff"]
 
 FIGURES = ("params", "flops", "macs", "bytes", "latency")
-_TEXT = {"params": fmt.count, "flops": fmt.count, "macs": fmt.count, "bytes": fmt.nbytes,
-         "latency": lambda v, p=False: fmt.seconds(v)}
+_TEXT = {
+    "params": fmt.count,
+    "flops": fmt.count,
+    "macs": fmt.count,
+    "bytes": fmt.nbytes,
+    "latency": lambda v, p=False: fmt.seconds(v),
+}
 
 
 def _figures(record: Any) -> dict[str, Any]:
     if record is None:
         return dict.fromkeys(FIGURES)
-    return {"params": record.params, "flops": record.flops, "macs": record.macs,
-            "bytes": record.bytes_read + record.bytes_written, "latency": record.latency}
+    return {
+        "params": record.params,
+        "flops": record.flops,
+        "macs": record.macs,
+        "bytes": record.bytes_read + record.bytes_written,
+        "latency": record.latency,
+    }
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,9 @@ class ModuleDiff:
     @property
     def changed(self) -> bool:
         """Whether any figure (latency aside: it is noise) or the type differs."""
-        return self.types[0] != self.types[1] or any(getattr(self, f)[0] != getattr(self, f)[1]
-                                                     for f in FIGURES if f != "latency")
+        return self.types[0] != self.types[1] or any(
+            getattr(self, f)[0] != getattr(self, f)[1] for f in FIGURES if f != "latency"
+        )
 
 
 @dataclass(frozen=True)
@@ -61,8 +73,12 @@ class ReportDiff:
 
     modules: Mapping[str, ModuleDiff]
 
-    def table(self, figures: tuple[str, ...] = ("params", "flops", "bytes"), changed_only: bool = True,
-              depth: int | None = None) -> str:
+    def table(
+        self,
+        figures: tuple[str, ...] = ("params", "flops", "bytes"),
+        changed_only: bool = True,
+        depth: int | None = None,
+    ) -> str:
         """A text table: each figure in this report, the other, and the change in per cent."""
         unknown = [f for f in figures if f not in FIGURES]
         if unknown:
@@ -83,8 +99,9 @@ class ReportDiff:
             rows.append(row)
         if not rows:
             return "no module differs"
-        return tabulate(rows, headers=headers, disable_numparse=True,
-                        colalign=["left", "left", *(["right"] * (3 * len(figures)))])
+        return tabulate(
+            rows, headers=headers, disable_numparse=True, colalign=["left", "left", *(["right"] * (3 * len(figures)))]
+        )
 
     def __str__(self) -> str:
         return self.table()
@@ -105,6 +122,5 @@ def diff(this: ReportRecord, other: ReportRecord) -> ReportDiff:
     for path in paths:
         a, b = this.modules.get(path), other.modules.get(path)
         fa, fb = _figures(a), _figures(b)
-        out[path] = ModuleDiff(path, (a.type if a else None, b.type if b else None),
-                               *((fa[f], fb[f]) for f in FIGURES))
+        out[path] = ModuleDiff(path, (a.type if a else None, b.type if b else None), *((fa[f], fb[f]) for f in FIGURES))
     return ReportDiff(out)

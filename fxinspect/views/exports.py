@@ -161,15 +161,19 @@ def module_tree(report: ReportRecord) -> dict[str, Any]:
 
     def node(path: str) -> dict[str, Any]:
         record = report.modules[path]
-        fields = {f.name: to_plain(getattr(record, f.name)) for f in dataclasses.fields(record)
-                  if f.name not in ("children", "nodes")}
+        fields = {
+            f.name: to_plain(getattr(record, f.name))
+            for f in dataclasses.fields(record)
+            if f.name not in ("children", "nodes")
+        }
         return {**fields, "children": [node(c) for c in record.children if c in report.modules]}
 
     return node("") if "" in report.modules else {"children": [node(p) for p in report.modules if "." not in p]}
 
 
-def to_json(report: ReportRecord, path: str | os.PathLike | None = None, indent: int | None = 1,
-            layout: str = "flat") -> str:
+def to_json(
+    report: ReportRecord, path: str | os.PathLike | None = None, indent: int | None = 1, layout: str = "flat"
+) -> str:
     """The report as strict JSON text, also written to ``path`` (UTF-8) when given.
 
     ``layout="flat"`` (the default) is the whole report, which ``from_json`` reads back;
@@ -177,8 +181,11 @@ def to_json(report: ReportRecord, path: str | os.PathLike | None = None, indent:
     """
     if layout not in ("flat", "nested"):
         raise ValueError(f"layout must be 'flat' or 'nested', got {layout!r}")
-    data = report_to_dict(report) if layout == "flat" else {"schema_version": report.schema_version,
-                                                            "model": module_tree(report)}
+    data = (
+        report_to_dict(report)
+        if layout == "flat"
+        else {"schema_version": report.schema_version, "model": module_tree(report)}
+    )
     text = json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
@@ -235,8 +242,10 @@ def _rows(report: ReportRecord, by: By | str) -> list[dict[str, Any]]:
     if by is By.NODE:
         return [_node_row(n) for n in report.nodes]
     if by is By.MODULE:
-        return [{**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)}, "frozen_params": m.frozen_params}
-                for m in report.modules.values()]
+        return [
+            {**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)}, "frozen_params": m.frozen_params}
+            for m in report.modules.values()
+        ]
     raise ValueError(f"by={by.value!r}: exports are by 'node' or 'module'")
 
 
@@ -263,8 +272,9 @@ def to_csv(report: ReportRecord, path: str | os.PathLike | None = None, by: By |
     writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: json.dumps(to_plain(v)) if isinstance(v, tuple) else ("" if v is None else v)
-                         for k, v in row.items()})
+        writer.writerow(
+            {k: json.dumps(to_plain(v)) if isinstance(v, tuple) else ("" if v is None else v) for k, v in row.items()}
+        )
     text = out.getvalue()
     if path is not None:
         Path(path).write_text(text, encoding="utf-8", newline="")

@@ -27,7 +27,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 __all__ = ["layered"]
 
@@ -54,7 +54,7 @@ def _crossings(upper: list[Node], lower: list[Node], down: dict[Node, list[Node]
     # inversions of the lower ends, read in upper order, are the crossings
     count = 0
     for i, a in enumerate(ends):
-        for b in ends[i + 1:]:
+        for b in ends[i + 1 :]:
             if b < a:
                 count += 1
     return count
@@ -73,7 +73,7 @@ def _order(rows: list[list[Node]], down: dict[Node, list[Node]], up: dict[Node, 
             links = up if going_down else down
             current = {n: k for k, n in enumerate(rows[i])}
 
-            def key(n: Node) -> tuple[float, int]:
+            def key(n: Node, ref=ref, links=links, current=current) -> tuple[float, int]:
                 near = [ref[m] for m in links.get(n, ()) if m in ref]
                 return (sum(near) / len(near) if near else current[n], current[n])
 

@@ -37,16 +37,26 @@ def _contributors(m: MemoryRecord, depth: int, top: int) -> list[tuple[str, int]
         where = ".".join(t.module_path.split(".")[:depth]) if t.module_path else (t.node or "(outside nodes)")
         groups[(where, str(t.role))].append(t.nbytes)
     ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
-    lines = [(f"{where} · {role}" + (f", {len(sizes)} tensors" if len(sizes) > 1 else ""), sum(sizes))
-             for (where, role), sizes in ranked[:top]]
+    lines = [
+        (f"{where} · {role}" + (f", {len(sizes)} tensors" if len(sizes) > 1 else ""), sum(sizes))
+        for (where, role), sizes in ranked[:top]
+    ]
     rest = ranked[top:]
     if rest:
         lines.append((f"{len(rest)} smaller groups", sum(sum(sizes) for _, sizes in rest)))
     return lines
 
 
-def plot_memory(report: ReportRecord, path: str | Path | None = None, *, depth: int = 1, top: int = 8,
-                title: str | None = None, figsize: tuple[float, float] = (12.0, 5.5), dpi: int = 120) -> Any:
+def plot_memory(
+    report: ReportRecord,
+    path: str | Path | None = None,
+    *,
+    depth: int = 1,
+    top: int = 8,
+    title: str | None = None,
+    figsize: tuple[float, float] = (12.0, 5.5),
+    dpi: int = 120,
+) -> Any:
     """The memory timeline of ``report`` (needs ``analyze(..., memory=True)``, the default).
 
     Returns a ``matplotlib.figure.Figure``; with ``path`` also saves it (PNG, SVG or PDF
@@ -69,10 +79,25 @@ def plot_memory(report: ReportRecord, path: str | Path | None = None, *, depth: 
     grid = fig.add_gridspec(1, 2, width_ratios=(3.2, 1))
     ax, side = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
     end = max(xs[-1], 1)
-    ax.fill_between([0, end], 0, resident / scale, color=_RESIDENT, step="post", label="resident (params, buffers, inputs"
-                    + (", optimizer state)" if m.optimizer_state else ")"), linewidth=0)
-    ax.fill_between(xs, resident / scale, [y / scale for y in ys], step="post", color=_RUN, alpha=0.85,
-                    label="allocated by the run", linewidth=0)
+    ax.fill_between(
+        [0, end],
+        0,
+        resident / scale,
+        color=_RESIDENT,
+        step="post",
+        label="resident (params, buffers, inputs" + (", optimizer state)" if m.optimizer_state else ")"),
+        linewidth=0,
+    )
+    ax.fill_between(
+        xs,
+        resident / scale,
+        [y / scale for y in ys],
+        step="post",
+        color=_RUN,
+        alpha=0.85,
+        label="allocated by the run",
+        linewidth=0,
+    )
     ceiling = highest / scale * 1.2
     if m.backward_start is not None:  # the boundary, drawn up to the curve (clear of the notes above it)
         at = max((y for x, y in zip(xs, ys) if x <= m.backward_start), default=resident)
@@ -84,12 +109,24 @@ def plot_memory(report: ReportRecord, path: str | Path | None = None, *, depth: 
     ax.plot([peak_x], [(resident + m.peak) / scale], "o", color=_PEAK, zorder=5)
     where = f"{m.peak_node} ({m.peak_phase})" if m.peak_node else str(m.peak_phase)
     right = peak_x > 0.6 * max(xs[-1], 1)  # the note goes where there is room
-    ax.annotate(f"peak {fmt.nbytes(resident + m.peak)} at {where}", (peak_x, (resident + m.peak) / scale),
-                xytext=(-10 if right else 10, 18), textcoords="offset points", color=_PEAK, fontsize=9,
-                ha="right" if right else "left", arrowprops={"arrowstyle": "-", "color": _PEAK, "linewidth": 0.8})
+    ax.annotate(
+        f"peak {fmt.nbytes(resident + m.peak)} at {where}",
+        (peak_x, (resident + m.peak) / scale),
+        xytext=(-10 if right else 10, 18),
+        textcoords="offset points",
+        color=_PEAK,
+        fontsize=9,
+        ha="right" if right else "left",
+        arrowprops={"arrowstyle": "-", "color": _PEAK, "linewidth": 0.8},
+    )
     if m.measured_peak is not None:
-        ax.axhline((resident + m.measured_peak) / scale, color=_MEASURED, linestyle=":", linewidth=1.5,
-                   label=f"measured peak ({m.measured_by})")
+        ax.axhline(
+            (resident + m.measured_peak) / scale,
+            color=_MEASURED,
+            linestyle=":",
+            linewidth=1.5,
+            label=f"measured peak ({m.measured_by})",
+        )
     ax.set_xlim(0, end)
     ax.set_ylim(0, ceiling)
     ax.set_xlabel("execution order (aten ops)")

@@ -12,15 +12,16 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .. import formatting as fmt
 from .. import paths
 from ..fields import sums
 from ..records import ModuleRecord, NodeRecord, ReportRecord, Totals
-from .folding import Folds
 from .columns import Column
+from .folding import Folds
 
 __all__ = ["Row", "module_rows", "node_rows", "op_rows", "totals_row"]
 
@@ -85,7 +86,7 @@ def module_rows(report: ReportRecord, depth: int | None, fold: bool, indent: boo
     ``indent`` indents names by depth; ``uncounted`` names the nodes without a FLOP rule.
     """
     rows = []
-    for name, repeats, members in _module_groups(report, depth, fold):
+    for name, _repeats, members in _module_groups(report, depth, fold):
         records = [report.modules[p] for p in members]
         first = records[0]
         values = {

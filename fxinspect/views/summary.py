@@ -12,7 +12,7 @@ bytes        120.85 MiB read, 79.74 MiB written; 18.07 FLOP/B
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .. import formatting as fmt
 from ..records import MemoryRecord, NonFinite, ReportRecord, TensorMeta, TimingInfo
@@ -22,8 +22,8 @@ __all__ = ["summary"]
 _WIDTH = 12  # width of the label column
 _LIST = 3  # names listed before "… (+n)"
 _UNCOUNTED = 5  # uncounted ops listed one per line; the rest are counted
-_RATIO_TOLERANCE = 0.1
-_BUSY = 0.1  # an IQR above 10 % of the median: other work shared the machine  # node-sum vs plain forward: beyond 10 % the parts do not add up
+_RATIO_TOLERANCE = 0.1  # node sum vs plain forward: beyond 10 % the parts do not add up
+_BUSY = 0.1  # an IQR above 10 % of the median: other work shared the machine
 _KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
 
 
@@ -41,11 +41,13 @@ def _tensors(metas: Iterable[TensorMeta]) -> str:
 
 def _params(report: ReportRecord) -> list[str]:
     t = report.totals
-    lines = [_line(
-        "params",
-        f"{fmt.count(t.params)} ({fmt.count(t.trainable_params)} trainable, {fmt.count(t.frozen_params)} frozen),"
-        f" {fmt.count(t.buffers)} buffer elements; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
-    )]
+    lines = [
+        _line(
+            "params",
+            f"{fmt.count(t.params)} ({fmt.count(t.trainable_params)} trainable, {fmt.count(t.frozen_params)} frozen),"
+            f" {fmt.count(t.buffers)} buffer elements; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
+        )
+    ]
     for s in report.shared:
         lines.append(_line("shared", f"{s.name} also as {_names(s.aliases)} ({fmt.count(s.numel)}, counted once)"))
     return lines
@@ -69,9 +71,14 @@ def _costs(report: ReportRecord) -> list[str]:
     if t.partial:
         lines.append(_line("", f"{fmt.PARTIAL} totals are lower bounds: the ops above have no FLOP rule"))
     if t.backward_flops is not None:  # a backward ran
-        lines.append(_line("backward", f"{fmt.count(t.backward_flops, t.partial)} FLOPs (MACs "
-                                       f"{fmt.count(t.backward_macs, t.partial)}), "
-                                       f"{fmt.nbytes(t.backward_bytes_read + t.backward_bytes_written)} moved"))
+        lines.append(
+            _line(
+                "backward",
+                f"{fmt.count(t.backward_flops, t.partial)} FLOPs (MACs "
+                f"{fmt.count(t.backward_macs, t.partial)}), "
+                f"{fmt.nbytes(t.backward_bytes_read + t.backward_bytes_written)} moved",
+            )
+        )
     if report.unattributed:  # ran between the graph's nodes: listed, not in any node's figures
         ops = fmt.listing(f"{c.op} ×{c.calls}" for c in report.unattributed)
         flops = sum(c.flops for c in report.unattributed)
@@ -90,46 +97,73 @@ def _timing(timing: TimingInfo) -> list[str]:
     spread = timing.plain_forward_iqr
     if spread is not None and timing.plain_forward:
         busy = spread / timing.plain_forward > _BUSY
-        lines.append(_line("spread", f"IQR {fmt.seconds(spread)} = {fmt.percent(spread / timing.plain_forward)} of the median"
-                                     + ("; the machine was busy: times are noisy (re-run, or raise repeats)" if busy else "")))
+        lines.append(
+            _line(
+                "spread",
+                f"IQR {fmt.seconds(spread)} = {fmt.percent(spread / timing.plain_forward)} of the median"
+                + ("; the machine was busy: times are noisy (re-run, or raise repeats)" if busy else ""),
+            )
+        )
     if timing.throughput is not None:
         batch = "" if timing.batch_size is None else f" (batch {fmt.count(timing.batch_size)})"
         lines.append(_line("throughput", f"{fmt.count(timing.throughput)} samples/s{batch}"))
     ratio = timing.node_sum_ratio
     verdict = "" if abs(ratio - 1) <= _RATIO_TOLERANCE else "; per-node times do not add up to the forward"
-    lines.append(_line(
-        "node sum",
-        f"{fmt.seconds(timing.node_sum)} = {fmt.ratio(ratio)} the plain forward{verdict}",
-    ))
+    lines.append(
+        _line(
+            "node sum",
+            f"{fmt.seconds(timing.node_sum)} = {fmt.ratio(ratio)} the plain forward{verdict}",
+        )
+    )
     if timing.plain_backward is not None:
         ratio = timing.backward_node_sum_ratio
         verdict = "" if abs(ratio - 1) <= _RATIO_TOLERANCE else "; per-node times do not add up to the backward"
-        lines.append(_line("backward", f"{fmt.seconds(timing.plain_backward)} per backward, "
-                                       f"{fmt.seconds(timing.backward)} with a clock on every autograd node; node sum "
-                                       f"{fmt.seconds(timing.backward_node_sum)} = {fmt.ratio(ratio)} the plain backward"
-                                       f"{verdict}"))
+        lines.append(
+            _line(
+                "backward",
+                f"{fmt.seconds(timing.plain_backward)} per backward, "
+                f"{fmt.seconds(timing.backward)} with a clock on every autograd node; node sum "
+                f"{fmt.seconds(timing.backward_node_sum)} = {fmt.ratio(ratio)} the plain backward"
+                f"{verdict}",
+            )
+        )
     return lines
 
 
 def _memory(m: MemoryRecord) -> list[str]:
     where = f"at node {m.peak_node!r} ({m.peak_phase})" if m.peak_node else f"({m.peak_phase})"
     resident = f"params {fmt.nbytes(m.params)}, buffers {fmt.nbytes(m.buffers)}, inputs {fmt.nbytes(m.inputs)}"
-    lines = [_line("memory", f"peak {fmt.nbytes(m.peak)} {where} on top of {fmt.nbytes(m.resident)} resident ({resident})")]
+    lines = [
+        _line("memory", f"peak {fmt.nbytes(m.peak)} {where} on top of {fmt.nbytes(m.resident)} resident ({resident})")
+    ]
     if m.measured_peak is not None:
         gap = m.measured_peak / m.peak - 1 if m.peak else 0.0
-        lines.append(_line("", f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: "
-                               f"kernel scratch the tensor model does not see)" if abs(gap) > 0.005 else
-                               f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}"))
+        lines.append(
+            _line(
+                "",
+                f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: "
+                f"kernel scratch the tensor model does not see)"
+                if abs(gap) > 0.005
+                else f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}",
+            )
+        )
     if m.alive_at_peak:
-        top = ", ".join(f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in m.alive_at_peak[:_LIST])
+        top = ", ".join(
+            f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in m.alive_at_peak[:_LIST]
+        )
         lines.append(_line("", f"{fmt.plural(len(m.alive_at_peak), 'tensor')} alive at the peak, largest: {top}"))
     if m.saved:
         lines.append(_line("saved", f"{fmt.nbytes(m.saved)} kept by autograd for the backward (each storage once)"))
     if m.gradients is not None:
         lines.append(_line("gradients", f"{fmt.nbytes(m.gradients)} in parameters' .grad after the backward"))
     if m.optimizer is not None:
-        lines.append(_line("optimizer", f"{m.optimizer}: {fmt.nbytes(m.optimizer_state)} of state, "
-                                        f"+{fmt.nbytes(m.optimizer_step)} while step() runs"))
+        lines.append(
+            _line(
+                "optimizer",
+                f"{m.optimizer}: {fmt.nbytes(m.optimizer_state)} of state, "
+                f"+{fmt.nbytes(m.optimizer_step)} while step() runs",
+            )
+        )
     if m.backward_start is not None:
         lines.append(_line("step peak", f"{fmt.nbytes(m.total_peak)} with everything resident"))
     return lines
@@ -143,11 +177,13 @@ def _capture(report: ReportRecord) -> list[str]:
 
 def _nonfinite(nf: NonFinite, label: str = "non-finite", tensors: str = "input") -> list[str]:
     where = f"module {nf.module_path!r}" if nf.module_path else "the root module"
-    lines = [_line(
-        label,
-        f"{_KINDS.get(nf.kind, nf.kind)} first at node {nf.root_cause!r} ({where}, {nf.module_type});"
-        f" {fmt.plural(len(nf.downstream), 'node')} downstream",
-    )]
+    lines = [
+        _line(
+            label,
+            f"{_KINDS.get(nf.kind, nf.kind)} first at node {nf.root_cause!r} ({where}, {nf.module_type});"
+            f" {fmt.plural(len(nf.downstream), 'node')} downstream",
+        )
+    ]
     if nf.sources:
         lines.append(_line("", f"already non-finite: {_names(nf.sources)}"))
     for i, m in enumerate(nf.inputs):
@@ -166,8 +202,12 @@ def summary(report: ReportRecord) -> str:
     root = report.modules.get("")
     env = report.environment
     head = " · ".join(
-        [root.type if root else "model", f"captured by {report.capture.method}",
-         f"torch {env.torch_version} on {env.device}" + (" (virtual: fake tensors, no values)" if env.virtual else "")]
+        [
+            root.type if root else "model",
+            f"captured by {report.capture.method}",
+            f"torch {env.torch_version} on {env.device}"
+            + (" (virtual: fake tensors, no values)" if env.virtual else ""),
+        ]
     )
     lines = [head, _line("inputs", f"{_tensors(report.inputs)} -> {_tensors(report.outputs)}")]
     lines += _params(report)

@@ -20,14 +20,14 @@ total   1.82 G
 from __future__ import annotations
 
 import textwrap
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tabulate import SEPARATING_LINE, tabulate
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .columns import BACKWARD_ONLY, DEFAULT, TIMED_ONLY, SPECS, By, Column, columns_for, parse_by, parse_column
+from .columns import BACKWARD_ONLY, DEFAULT, SPECS, TIMED_ONLY, By, Column, columns_for, parse_by, parse_column
 from .rows import Row, module_rows, node_rows, op_rows, totals_row
 
 __all__ = ["By", "Column", "table", "columns_for"]
@@ -35,8 +35,18 @@ __all__ = ["By", "Column", "table", "columns_for"]
 # Formats in which tabulate draws SEPARATING_LINE as a rule; elsewhere (markdown, html,
 # grid) it would print a broken or duplicated row, so the totals row just follows.
 _RULED_FORMATS = frozenset(
-    {"simple", "rst", "psql", "outline", "simple_outline", "rounded_outline", "heavy_outline",
-     "mixed_outline", "double_outline", "fancy_outline"}
+    {
+        "simple",
+        "rst",
+        "psql",
+        "outline",
+        "simple_outline",
+        "rounded_outline",
+        "heavy_outline",
+        "mixed_outline",
+        "double_outline",
+        "fancy_outline",
+    }
 )
 
 
@@ -112,9 +122,14 @@ def table(
         timed = report.totals.latency is not None
         found = any(n.nonfinite for n in report.nodes)
         backward = report.totals.backward_flops is not None
-        cols = [c for c in DEFAULT[by]
-                if (c not in TIMED_ONLY or timed) and (c is not Column.NONFINITE or found)
-                and (c not in BACKWARD_ONLY or backward) and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)]
+        cols = [
+            c
+            for c in DEFAULT[by]
+            if (c not in TIMED_ONLY or timed)
+            and (c is not Column.NONFINITE or found)
+            and (c not in BACKWARD_ONLY or backward)
+            and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)
+        ]
     else:
         cols = [parse_column(c, by, "columns") for c in columns]
     sort_column = None if sort is None else parse_column(sort, by, "sort")
@@ -163,7 +178,9 @@ def table(
     if per_block_dropped:
         notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
     if hidden_free:
-        notes.append(f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
+        notes.append(
+            f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True"
+        )
     if width is not None:
         notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
     return "\n".join([text, *notes])
@@ -177,8 +194,9 @@ _HEADER_PADDING = 2  # tabulate's MIN_PADDING: a column is at least its header a
 
 
 def _width(cells: list[list[str]], cols: Sequence[Column]) -> int:
-    return sum(max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells))
-               for i, c in enumerate(cols)) + 2 * (len(cols) - 1)
+    return sum(
+        max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)
+    ) + 2 * (len(cols) - 1)
 
 
 def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: By) -> list[list[str]]:
@@ -194,15 +212,17 @@ def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: 
     widths = [max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     caps = list(widths)
     while sum(caps) + 2 * (len(caps) - 1) > width:
-        candidates = [i for i, c in enumerate(cols) if c in shrinkable and c is not Column.NAME
-                      and caps[i] > _NARROWEST]
+        candidates = [
+            i for i, c in enumerate(cols) if c in shrinkable and c is not Column.NAME and caps[i] > _NARROWEST
+        ]
         candidates = candidates or [i for i, c in enumerate(cols) if c in shrinkable and caps[i] > _NARROWEST]
         if not candidates:
             break
         widest = max(candidates, key=lambda i: caps[i])
         caps[widest] -= 1
-    return [[fmt.middle(cell, caps[i]) if cols[i] in shrinkable else cell for i, cell in enumerate(row)]
-            for row in cells]
+    return [
+        [fmt.middle(cell, caps[i]) if cols[i] in shrinkable else cell for i, cell in enumerate(row)] for row in cells
+    ]
 
 
 def _footnotes(

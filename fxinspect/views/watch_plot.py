@@ -17,8 +17,12 @@ from .figures import save_figure
 
 __all__ = ["plot_watch"]
 
-_TITLES = {"io": "outputs", "io_grad": "output-gradient norms (per sample)", "params": "parameters",
-           "params_grad": "parameter gradients"}
+_TITLES = {
+    "io": "outputs",
+    "io_grad": "output-gradient norms (per sample)",
+    "params": "parameters",
+    "params_grad": "parameter gradients",
+}
 
 
 def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str], list[int]]:
@@ -28,8 +32,13 @@ def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str
     lo = min(lows, default=0)
     hi = max((h.low + len(h.positive) - 1 for h in hists if h.finite_nonzero), default=0)
     negative = any(sum(h.negative) for h in hists)  # (norms have no negative half to show)
-    labels = ["NaN", "+Inf"] + [f"+2^{e}" for e in range(hi, lo - 1, -1)] + ["0"] + \
-             ([f"-2^{e}" for e in range(lo, hi + 1)] if negative else []) + ["-Inf"]
+    labels = (
+        ["NaN", "+Inf"]
+        + [f"+2^{e}" for e in range(hi, lo - 1, -1)]
+        + ["0"]
+        + ([f"-2^{e}" for e in range(lo, hi + 1)] if negative else [])
+        + ["-Inf"]
+    )
     rows: list[list[float]] = [[0.0] * len(steps) for _ in labels]
     for j, h in enumerate(hists):
         rows[0][j], rows[1][j], rows[-1][j] = h.nan, h.pos_inf, h.neg_inf
@@ -42,13 +51,17 @@ def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str
     return [[math.log10(1 + v) for v in row] for row in rows], labels, steps
 
 
-def plot_watch(w: Any, module_or_pattern: str, path: str | Path | None = None,
-               quantities: tuple[str, ...] | None = None) -> Any:
+def plot_watch(
+    w: Any, module_or_pattern: str, path: str | Path | None = None, quantities: tuple[str, ...] | None = None
+) -> Any:
     """Heat maps of the modules named (exactly, or else matched by the regex) ``module_or_pattern``."""
     from matplotlib.figure import Figure
 
-    names = [module_or_pattern] if module_or_pattern in w.names() else \
-        [n for n in w.names() if re.search(module_or_pattern, n)]
+    names = (
+        [module_or_pattern]
+        if module_or_pattern in w.names()
+        else [n for n in w.names() if re.search(module_or_pattern, n)]
+    )
     if not names:
         raise ValueError(f"no watched module matches {module_or_pattern!r}; watched: {w.names()[:10]}")
     quantities = quantities or tuple(q for q in w.log if any(w.steps(n, q) for n in names))
@@ -60,8 +73,13 @@ def plot_watch(w: Any, module_or_pattern: str, path: str | Path | None = None,
     for k, (name, quantity) in enumerate(panels):
         ax = fig.add_subplot(nrows, cols, k + 1)
         grid, labels, steps = _grid(w, name, quantity)
-        image = ax.imshow(grid, aspect="auto", cmap="magma_r", interpolation="nearest",
-                          extent=(-0.5, len(steps) - 0.5, len(labels) - 0.5, -0.5))
+        image = ax.imshow(
+            grid,
+            aspect="auto",
+            cmap="magma_r",
+            interpolation="nearest",
+            extent=(-0.5, len(steps) - 0.5, len(labels) - 0.5, -0.5),
+        )
         every = max(1, len(labels) // 10)
         zero = labels.index("0")
         fixed = {0, 1, zero, len(labels) - 1}  # NaN, +Inf, 0, -Inf always; bins between, spaced out

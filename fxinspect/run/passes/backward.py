@@ -31,23 +31,24 @@ Example
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
+from ...capture import module_of
 from ...errors import InputError
-from ...tensors import tensors_in
+from ...records import NonFinite, NonFiniteKind, TensorMeta
+from ...tensors import has_data, tensors_in
 from ..dispatch import UNATTRIBUTED, CountingMode
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
-from ...capture import module_of
-from ...records import NonFinite, NonFiniteKind, TensorMeta
-from ...tensors import has_data
 from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
 
 __all__ = ["BackwardMode", "BackwardPass", "Gradients", "backward_result", "default_loss", "fresh_grads"]
+
 
 @contextlib.contextmanager
 def fresh_grads(params: list[torch.Tensor]) -> Iterator[None]:
@@ -114,8 +115,9 @@ class Gradients:
         }
 
 
-def backward_result(program: InstrumentedProgram, costs: dict[Any, Any], gradients: Gradients,
-                    stats: list[Any]) -> PassResult:
+def backward_result(
+    program: InstrumentedProgram, costs: dict[Any, Any], gradients: Gradients, stats: list[Any]
+) -> PassResult:
     """A backward's figures per node (``costs`` keyed by node, as a counting mode keeps
     them), its output gradients, and where NaN/Inf first appeared in it."""
     metas = gradients.metas(stats)
@@ -123,8 +125,10 @@ def backward_result(program: InstrumentedProgram, costs: dict[Any, Any], gradien
     for name in program.probe_points:
         _, flops, macs, read, written = aten_calls(costs.get(name, {}))
         entry = result.nodes[name] = {
-            "backward_flops": flops, "backward_macs": macs,
-            "backward_bytes_read": read, "backward_bytes_written": written,
+            "backward_flops": flops,
+            "backward_macs": macs,
+            "backward_bytes_read": read,
+            "backward_bytes_written": written,
         }
         if metas.get(name):
             entry["grad_outputs"] = metas[name]

@@ -23,8 +23,9 @@ Example
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -60,8 +61,13 @@ class BackwardTimes:
     plain: float
 
 
-def time_backward(program: InstrumentedProgram, loss_fn: Callable[[Any], torch.Tensor], warmup: int = 2,
-                  repeats: int = 10, copy_inputs: Sequence[str] = ()) -> BackwardTimes:
+def time_backward(
+    program: InstrumentedProgram,
+    loss_fn: Callable[[Any], torch.Tensor],
+    warmup: int = 2,
+    repeats: int = 10,
+    copy_inputs: Sequence[str] = (),
+) -> BackwardTimes:
     """Warm-up, then ``repeats`` alternating plain and timed backwards of ``loss_fn(output)``."""
     tensors = program.inputs
     clock = Clock(tensors[0].device if tensors else torch.device("cpu"))

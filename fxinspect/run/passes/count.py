@@ -18,7 +18,8 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -126,16 +127,22 @@ class ForwardRecorder:
         if unattributed:
             result.report["unattributed"] = aten_calls(unattributed)[0]
         tensors = program.inputs
-        written = [n for n, t, v in zip(program.capture.inputs.names, tensors, self.versions)
-                   if v is not None and version(t) != v]
+        written = [
+            n
+            for n, t, v in zip(program.capture.inputs.names, tensors, self.versions)
+            if v is not None and version(t) != v
+        ]
         if written:
             result.extras["written_inputs"] = written
             result.notes.append(
                 f"the forward writes its input(s) {', '.join(written)} in place: the analysed run wrote them "
                 "once, as calling the model does"
             )
-        bad = [name for name, slot in self.sources if slot is not None and stats[slot] is not None
-               and not stats[slot].finite]
+        bad = [
+            name
+            for name, slot in self.sources
+            if slot is not None and stats[slot] is not None and not stats[slot].finite
+        ]
         # where a NaN came from matters only when one appeared: a pass over every weight
         # (5 ms on resnet50) is skipped when every value read was finite
         if model is not None and any(s is not None and not s.finite for s in stats):
@@ -195,6 +202,12 @@ class ForwardRecorder:
                 continue
             calls, flops, macs, read, written = aten_calls(costs.get(name, no_costs))
             out[name] = {
-                "outputs": outputs, "nan_count": nan, "inf_count": inf, "aten": calls,
-                "flops": flops, "macs": macs, "bytes_read": read, "bytes_written": written,
+                "outputs": outputs,
+                "nan_count": nan,
+                "inf_count": inf,
+                "aten": calls,
+                "flops": flops,
+                "macs": macs,
+                "bytes_read": read,
+                "bytes_written": written,
             }

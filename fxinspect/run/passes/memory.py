@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -69,7 +70,12 @@ class MemoryPass:
         optimizer: Any = None,
         measure: bool = True,
     ) -> None:
-        self.backward, self.loss_fn, self.optimizer, self.measure = backward, loss_fn or default_loss, optimizer, measure
+        self.backward, self.loss_fn, self.optimizer, self.measure = (
+            backward,
+            loss_fn or default_loss,
+            optimizer,
+            measure,
+        )
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         gm = program.graph_module
@@ -94,7 +100,9 @@ class MemoryPass:
             owners.after(name)
             if watch is not None:
                 watch.exit(name)
-            made = {id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name}
+            made = {
+                id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name
+            }
             outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
             tracker.node = None
 
@@ -164,7 +172,9 @@ class MemoryPass:
         return result
 
 
-def _alive(program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]) -> tuple[LiveTensor, ...]:
+def _alive(
+    program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]
+) -> tuple[LiveTensor, ...]:
     """The allocations alive at the peak as records, largest first."""
     modules = {n.name: module_of(n) for n in program.graph.nodes}
     out = []

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -49,10 +50,17 @@ class TimingPass:
     backward of ``loss_fn(output)`` is timed too (:func:`.backward_timing.time_backward`).
     """
 
-    def __init__(self, warmup: int = 2, repeats: int = 10, copy_inputs: Sequence[str] = (),
-                 loss_fn: Callable[[Any], torch.Tensor] | None = None):
+    def __init__(
+        self,
+        warmup: int = 2,
+        repeats: int = 10,
+        copy_inputs: Sequence[str] = (),
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    ):
         self.warmup, self.repeats, self.copy_inputs, self.loss_fn = warmup, repeats, copy_inputs, loss_fn
-        self.fields = ("latency", "latency_iqr", "backward_latency") if loss_fn is not None else ("latency", "latency_iqr")
+        self.fields = (
+            ("latency", "latency_iqr", "backward_latency") if loss_fn is not None else ("latency", "latency_iqr")
+        )
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         tensors = program.inputs
@@ -98,8 +106,9 @@ class TimingPass:
             times = time_backward(program, self.loss_fn, self.warmup, self.repeats, self.copy_inputs)
             for name, seconds in times.latencies.items():
                 nodes[name]["backward_latency"] = seconds
-            info = dataclasses.replace(info, backward=times.timed, plain_backward=times.plain,
-                                       backward_node_sum=sum(times.latencies.values()))
+            info = dataclasses.replace(
+                info, backward=times.timed, plain_backward=times.plain, backward_node_sum=sum(times.latencies.values())
+            )
         written = ", ".join(self.copy_inputs)
         notes = [f"the forward writes its input(s) {written} in place: timing runs used copies"] if written else []
         return PassResult(nodes=nodes, fields=self.fields, report={"timing": info}, notes=notes)
