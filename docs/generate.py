@@ -2,14 +2,16 @@
 
 Run: ``python docs/generate.py``. Each example in ``PAGES`` is imported and its
 ``main(images_dir)`` run; it saves its images into ``docs/images/`` and returns the text
-it printed. The page ``docs/<name>.md`` is the example's docstring, the command that
-runs it, its output and its images: nothing on a page is written by hand, so a page
-cannot drift from what the code does.
+it printed. The page ``docs/<name>.md`` is the example's docstring, the code of the
+objects its ``SHOWN`` names (when it has one), the command that runs it, its output and
+its images: nothing on a page is written by hand, so a page cannot drift from what the
+code does.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -18,6 +20,7 @@ EXAMPLES = DOCS.parent / "examples"
 IMAGES = DOCS / "images"
 
 PAGES = {  # page name: (example file, images it writes)
+    "architecture": ("architecture.py", []),
     "capture": ("capture_tiers.py", []),
     "tables": ("tables.py", []),
     "conventions": ("conventions.py", []),
@@ -44,6 +47,7 @@ PAGES = {  # page name: (example file, images it writes)
 def _load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (inspect finds the source of its classes through it)
     spec.loader.exec_module(module)
     return module
 
@@ -60,6 +64,10 @@ def generate(name: str) -> Path:
         "",
         body,
         "",
+        *(
+            f"```python\n{inspect.getsource(getattr(module, name)).rstrip()}\n```\n"
+            for name in getattr(module, "SHOWN", ())
+        ),
         "```bash",
         f"python examples/{example}",
         "```",

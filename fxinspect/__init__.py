@@ -30,9 +30,7 @@ from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
-from .step import Inspection, inspect
-from .track import Stash, Tracker, track
-from .watch import Watch, watch
+from .training import Inspection, Stash, Tracker, Watch, inspect, track, watch
 
 __all__ = [
     "AtenCall",

@@ -1,4 +1,4 @@
-"""``analyze`` and ``instrument``: capture -> instrumented program -> passes -> Report.
+"""``analyze`` and ``instrument``: prepare -> capture -> program -> passes -> Report.
 
 Example
 -------
@@ -12,45 +12,35 @@ Example
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from .capture import capture, normalize, unwrap
-from .errors import InputError
+from .capture import capture
+from .options import CAPTURE_OPTIONS, Options, signature_of
 from .report import Report
 from .run.assemble import report_fields
 from .run.choose import count_best
-from .run.guard import preserved
-from .run.lazy import materialized
-from .run.passes.backward import BackwardPass, default_loss
+from .run.passes import PassResult
+from .run.passes.backward import BackwardPass
 from .run.passes.memory import MemoryPass
 from .run.passes.timing import TimingPass
+from .run.prepare import prepared
 from .run.program import InstrumentedProgram
-from .run.virtual import virtual
 from .tensors import has_data
 
-__all__ = ["analyze", "instrument"]
+__all__ = ["LATER_PASSES", "analyze", "instrument"]
+
+LATER_PASSES = (TimingPass, BackwardPass, MemoryPass)
+"""The passes after the counting run, in the order they run; each plans itself from the
+options (``planned``) and is skipped when they do not ask for it."""
 
 
 def analyze(
-    model: torch.nn.Module,
-    example_inputs: Any = None,
-    *,
-    kwargs: dict | None = None,
-    method: str = "auto",
-    leaf_modules: Iterable[Any] = (),
-    timing: bool = True,
-    warmup: int = 2,
-    repeats: int = 10,
-    check_finite: bool = True,
-    device: str | torch.device | None = None,
-    backward: bool = False,
-    loss_fn: Callable[[Any], torch.Tensor] | None = None,
-    memory: bool = True,
-    optimizer: Any = None,
+    model: torch.nn.Module, example_inputs: Any = None, *, kwargs: dict | None = None, **options: Any
 ) -> Report:
     """Analyse ``model`` on ``example_inputs``: every op and module, one immutable Report.
 
@@ -61,6 +51,10 @@ def analyze(
     example_inputs : a tensor, a tuple/list of positional arguments, or a dict of
         keyword arguments; nested tuples/lists/dicts of tensors are fine.
     kwargs : keyword arguments added to positional ``example_inputs``.
+
+    Options (keywords only; :class:`~fxinspect.options.Options` declares and checks them,
+    and an unknown name is an error naming the closest one):
+
     method : ``"auto"`` or a capture tier's name (see ``fxinspect.capture.TIERS``).
         ``"auto"`` keeps the first tier that captures, unless its count leaves ops
         uncounted and a later tier's count does not (``report.capture.notes`` says so).
@@ -89,34 +83,26 @@ def analyze(
     The forward runs in the model's current mode (``train()``/``eval()``) and the
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).
     """
-    if repeats < 1 or warmup < 0:
-        raise InputError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
-    if optimizer is not None and not (backward and memory):
-        raise InputError(
-            f"optimizer= adds to the training memory: it needs backward=True and memory=True, "
-            f"got backward={backward}, memory={memory}"
+    opts = Options.of("analyze", options)
+    with _no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
+        counted = count_best(run.model, run.args, run.kwargs, opts)
+        program = counted.program
+        results: list[PassResult] = [counted.result]
+        for kind in LATER_PASSES:  # each runs the forward again
+            planned = kind.planned(opts, program, counted.result)
+            if planned is not None:
+                with _kept(program, counted.result.written_inputs):
+                    results.append(planned.run(program))
+        fields = report_fields(
+            run.model,
+            program,
+            results,
+            run.virtual,
+            notes=run.notes,
+            chosen_notes=counted.notes,
+            failures=counted.failures,
         )
-    passes = []
-    timing_loss = (loss_fn or default_loss) if backward else None
-    if backward:
-        passes.append(BackwardPass(loss_fn))
-    if memory:
-        passes.append(MemoryPass(backward=backward, loss_fn=loss_fn, optimizer=optimizer))
-    with _no_gc_pauses():
-        return _analyze(
-            model,
-            example_inputs,
-            kwargs,
-            method,
-            leaf_modules,
-            timing,
-            warmup,
-            repeats,
-            check_finite,
-            device,
-            passes,
-            timing_loss,
-        )
+        return Report(**fields)
 
 
 @contextlib.contextmanager
@@ -137,41 +123,6 @@ def _no_gc_pauses():
             gc.enable()
 
 
-def _analyze(
-    model,
-    example_inputs,
-    kwargs,
-    method,
-    leaf_modules,
-    timing,
-    warmup,
-    repeats,
-    check_finite,
-    device,
-    passes,
-    timing_loss,
-) -> Report:
-    model, notes = unwrap(model)
-    args, kw = normalize(example_inputs, kwargs)
-    model, lazy_notes = materialized(model, args, kw)  # a copy when lazy: the user's model is not run
-    notes += lazy_notes
-    # virtual(): fake copies of the model and inputs when the run is virtual (device="meta" or
-    # meta/fake tensors); run.model is the copy then, and preserved() guards the user's model
-    with preserved(model), virtual(model, args, kw, device) as run:
-        program, counted = count_best(run.model, run.args, run.kwargs, method, leaf_modules, check_finite)
-        program.capture.notes[:0] = notes + run.notes
-        results = [counted]
-        if timing and not run.virtual and all(has_data(t) for t in program.inputs):
-            # the counting run wrote these inputs as calling the model would; the timing
-            # runs must not write them again (each gets copies of them as they are now)
-            written = counted.extras.get("written_inputs", ())
-            results.append(TimingPass(warmup, repeats, copy_inputs=written, loss_fn=timing_loss).run(program))
-        for p in passes:  # backward and memory: each runs the forward again
-            with _kept(program, counted.extras.get("written_inputs", ())):
-                results.append(p.run(program))
-    return Report(**report_fields(run.model, program, results, virtual=run.virtual))
-
-
 @contextlib.contextmanager
 def _kept(program: InstrumentedProgram, written: Iterable[str]):
     """Put back the inputs the forward writes in place as they were before a later pass
@@ -187,29 +138,25 @@ def _kept(program: InstrumentedProgram, written: Iterable[str]):
 
 
 def instrument(
-    model: torch.nn.Module,
-    example_inputs: Any = None,
-    *,
-    kwargs: dict | None = None,
-    method: str = "auto",
-    leaf_modules: Iterable[Any] = (),
+    model: torch.nn.Module, example_inputs: Any = None, *, kwargs: dict | None = None, **options: Any
 ) -> InstrumentedProgram:
     """Capture ``model`` on ``example_inputs`` as an :class:`InstrumentedProgram`.
 
     ``print()`` it to see the probe points between the ops; call it like the model to
     run the captured program, or run passes over it (``fxinspect.run.passes``). The
     program calls the model's own modules and parameters; capturing leaves the model
-    as it was. Arguments as for :func:`analyze`.
+    as it was. Inputs, ``method`` and ``leaf_modules`` as for :func:`analyze`.
 
     >>> import torch, fxinspect
     >>> program = fxinspect.instrument(torch.nn.Linear(4, 2), torch.randn(3, 4))
     >>> program.probe_points, str(program.method)
     (('linear',), 'symbolic')
     """
-    model, notes = unwrap(model)
-    args, kw = normalize(example_inputs, kwargs)
-    model, lazy_notes = materialized(model, args, kw)
-    with preserved(model):
-        cap = capture(model, args, kw, method=method, leaf_modules=leaf_modules)
-    cap.notes[:0] = notes + lazy_notes
-    return InstrumentedProgram(cap)
+    opts = Options.of("instrument", options, CAPTURE_OPTIONS)
+    with prepared(model, example_inputs, kwargs, virtual_copy=False, caller="instrument") as run:
+        cap = capture(run.model, run.args, run.kwargs, method=opts.method, leaf_modules=opts.leaf_modules)
+    return InstrumentedProgram(dataclasses.replace(cap, notes=run.notes + cap.notes))
+
+
+analyze.__signature__ = signature_of(analyze)  # help() lists every option with its default
+instrument.__signature__ = signature_of(instrument, CAPTURE_OPTIONS)

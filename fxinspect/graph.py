@@ -12,12 +12,15 @@ the graph at any depth; ``subtree_<figure>`` holds the module's whole subtree.
 
 Example
 -------
->>> g = to_networkx(report)                                      # doctest: +SKIP
->>> g.nodes["conv1"]["flops"], g.edges["x", "conv1"]["tensor"].shape  # doctest: +SKIP
-(236027904, (1, 3, 224, 224))
->>> m = to_networkx(report, level="module", depth=1)              # doctest: +SKIP
->>> list(m.successors("input"))                                   # doctest: +SKIP
-['conv1']
+>>> import torch, fxinspect
+>>> blocks = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(3)])
+>>> report = fxinspect.analyze(blocks, torch.randn(2, 4), timing=False, memory=False)
+>>> g = to_networkx(report)
+>>> g.nodes["_0_0"]["flops"], g.edges["input_1", "_0_0"]["tensor"].shape     # 2 * 2*4*4 + 2*4 bias adds
+(72, (2, 4))
+>>> m = to_networkx(report, level="module", depth=1)
+>>> list(m.nodes), list(m.successors("input"))
+(['input', '0', '1', '2', 'output'], ['0'])
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import networkx as nx
 
 from . import paths
 from .choices import Choice
-from .fields import sums
 from .records import NodeRecord, ReportRecord, TensorMeta
+from .records.fields import sums
 
 __all__ = ["Level", "to_networkx"]
 
@@ -147,7 +150,7 @@ def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: in
         model inputs and outputs are the nodes ``"input"`` and ``"output"``. A module
         node carries ``kind="module"``, the fields of its ``ModuleRecord``, ``members``
         (the op nodes collapsed into it), and for every summed figure of
-        :data:`fxinspect.fields.FIELDS` (``flops``, ``macs``, ``bytes_read``,
+        :data:`fxinspect.records.fields.FIELDS` (``flops``, ``macs``, ``bytes_read``,
         ``bytes_written``, ``latency``, ...) the sum over ``members``, by the figure's
         aggregate, with the record's whole-subtree value as ``subtree_<figure>``. An
         edge ``A -> B`` has ``count`` (tensors flowing from A into B) and ``bytes``

@@ -17,7 +17,15 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["has_data", "tensors_in"]
+__all__ = ["forked_rng", "has_data", "tensors_in"]
+
+
+def forked_rng():
+    """``torch.random.fork_rng`` over the CPU stream and, once CUDA is in use, the current
+    device's: the random streams are as they were when the block ends."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    return torch.random.fork_rng(devices=devices)
+
 
 _ATOMS = (int, float, bool, str, type(None))
 

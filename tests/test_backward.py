@@ -147,8 +147,9 @@ def test_backward_latency_per_node_adds_up_within_the_timed_backward():
     ops = [n for n in r.nodes if n.is_op]
     assert all(n.backward_latency > 0 for n in ops)  # each made autograd nodes: each was timed
     assert all(n.latency_iqr is not None and n.latency_iqr >= 0 for n in ops) and t.plain_forward_iqr >= 0
-    # the node times are spans of the timed backward: never more than it, and summed as declared
-    assert t.backward_node_sum <= t.backward and t.plain_backward > 0
+    # the node times are medians of spans of the timed backwards, summed as declared (a sum of
+    # medians is not bounded by the median of the sums: on a busy machine it can exceed it)
+    assert t.backward_node_sum > 0 and t.backward > 0 and t.plain_backward > 0
     assert r.totals.backward_latency == pytest.approx(sum(n.backward_latency for n in ops))
     assert r.modules["0"].backward_latency == r.node("_0").backward_latency
     assert "bwd latency" in r.table() and "per backward" in str(r)

@@ -374,7 +374,7 @@ def test_hooks_removed_when_the_model_raises():
 
 def test_capture_through_the_tier_dispatcher():
     cap = capture(Branch(), (torch.rand(2, 8),), {}, method="eager")
-    assert cap.method == "eager" and cap.failures == []
+    assert cap.method == "eager" and cap.failures == ()
 
 
 # ------------------------------------------------------------------ a detection model

@@ -93,3 +93,96 @@ def test_a_second_call_in_the_block_runs_the_model_as_usual_hooks_once():
     handle.remove()
     assert torch.equal(first, second) and calls == [(2, 3), (2, 3)]  # each call's hooks ran once
     assert ins.report.totals.macs == 2 * 4 * 3  # the first call only: 2*4*3
+
+
+def _lazy_net() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.LazyConv2d(4, 3),
+        torch.nn.LazyBatchNorm2d(),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.LazyLinear(5),
+    ).train()
+
+
+def test_a_lazy_model_is_materialised_by_its_first_call_inside_inspect_as_without_fxinspect():
+    torch.manual_seed(0)
+    model, twin, reference = _lazy_net(), _lazy_net(), _lazy_net()
+    twin.load_state_dict(model.state_dict())
+    reference.load_state_dict(model.state_dict())
+    x, y = torch.randn(2, 3, 6, 6), torch.tensor([1, 4])
+
+    def step(m):  # the user's step, with an optimizer made before the first call
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.manual_seed(1)
+    with fxinspect.inspect(model) as ins:
+        loss = step(model)
+    after_inspect = torch.get_rng_state()
+    torch.manual_seed(1)
+    twin_loss = step(twin)
+
+    # the user's model ends as the same step without fxinspect leaves it: materialised by
+    # that call (same classes, same drawn initial values), stepped, the RNG where it was
+    assert [type(m) for m in model.modules()] == [type(m) for m in twin.modules()]
+    assert type(model[0]) is torch.nn.Conv2d and type(model[4]) is torch.nn.Linear
+    assert torch.equal(loss, twin_loss) and torch.equal(after_inspect, torch.get_rng_state())
+    for (name, p), q in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), twin.parameters()))
+    assert not model._forward_pre_hooks and not model[0]._forward_pre_hooks  # the lazy hooks are gone
+    assert any("materialised in your model" in note for note in ins.report.capture.notes)
+
+    # ... and the report is analyze's on the materialised model
+    with torch.no_grad():
+        reference(x)  # materialise it (its values do not change a count)
+    expected = fxinspect.analyze(
+        reference,
+        x,
+        timing=False,
+        memory=False,
+        backward=True,
+        loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y),
+    )
+    r = ins.report
+    figures = ("flops", "macs", "bytes_read", "bytes_written", "backward_flops", "backward_macs", "params")
+    assert {p: [getattr(r.modules[p], f) for f in figures] for p in r.modules} == {
+        p: [getattr(expected.modules[p], f) for f in figures] for p in expected.modules
+    }
+    shapes = [(n.name, [(t.shape, t.dtype) for t in n.outputs]) for n in r.nodes]
+    assert shapes == [(n.name, [(t.shape, t.dtype) for t in n.outputs]) for n in expected.nodes]
+    assert r.modules["4"].macs == 2 * 4 * 4 * 4 * 5  # batch 2, 4*4*4 features in, 5 out
+
+
+def test_the_loss_and_its_backward_are_listed_outside_the_nodes_and_the_totals_add_up():
+    from fxinspect.run.dispatch import CountingMode
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    with fxinspect.inspect(model) as ins:
+        ((model(x) - y) ** 2).mean().backward()
+    r = ins.report
+    outside = {c.op: c.flops for c in r.unattributed}
+    # the loss's forward on 16 outputs: a subtraction, a square, a mean, 16 FLOPs each
+    assert outside == {"aten.sub.Tensor": 16, "aten.pow.Tensor_Scalar": 16, "aten.mean.default": 16,
+                       "aten.ones_like.default": 0}  # fmt: skip
+    backward_outside = {c.op for c in r.backward_unattributed}
+    assert {"aten.expand.default", "aten.div.Scalar", "aten.pow.Tensor_Scalar"} <= backward_outside
+    summary = str(r)
+    assert "outside fwd" in summary and "outside bwd" in summary
+
+    # nothing dropped: the nodes' totals plus what ran outside them equal every op of the
+    # same step counted at once (the same rules, no attribution)
+    model.zero_grad(set_to_none=True)
+    whole = CountingMode()
+    with whole:
+        ((model(x) - y) ** 2).mean().backward()
+    everything = sum(c.flops for costs in whole.costs.values() for c in costs.values())
+    listed = sum(c.flops for c in (*r.unattributed, *r.backward_unattributed))
+    assert r.totals.flops + r.totals.backward_flops + listed == everything
+    assert r.totals.flops == 2 * 16 * (8 * 4 + 4 * 1) + 16 * 4 + 16 * 1 + 16 * 4  # matmuls, bias adds, relu

@@ -3,7 +3,9 @@ probes at the same points, and passes that plug in by node name."""
 
 from __future__ import annotations
 
+import sys
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,9 +14,12 @@ import fxinspect
 from fxinspect.capture import capture
 from fxinspect.run.assemble import report_fields
 from fxinspect.run.graphs import op_nodes
-from fxinspect.run.passes import PassResult, Probe
+from fxinspect.run.passes import Probe
 from fxinspect.run.passes.count import CountPass
 from fxinspect.run.program import InstrumentedProgram
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from architecture import OutputElements, merged
 
 
 class Mixed(torch.nn.Module):
@@ -127,19 +132,11 @@ class TwoBlocks(torch.nn.Module):
         return self.b(self.a(x)).sum(dim=0)
 
 
-class OutputElements:
-    """A toy pass, written here only: output elements of every op node, keyed by name."""
-
-    def run(self, program):
-        found = {}
-        program.run(program.inputs, Probe(after=lambda name, out: found.__setitem__(name, out.numel())))
-        return PassResult(extras={"elements": found})
-
-
 def test_a_pass_written_outside_the_package_plugs_in_by_node_name():
     model, x = TwoBlocks(), torch.randn(5, 6)
     program = fxinspect.instrument(model, x)
-    elements = OutputElements().run(program).extras["elements"]
+    result = OutputElements().run(program)
+    elements = {name: values["output_elements"] for name, values in result.nodes.items()}
     hooked = {}  # the same figures from forward hooks, by module path
     handles = [
         m.register_forward_hook(lambda m, i, o, p=p: hooked.__setitem__(p, o.numel()))
@@ -159,18 +156,9 @@ def test_a_pass_written_outside_the_package_plugs_in_by_node_name():
     assert elements["sum_1"] == 3  # sum over the batch leaves the 3 outputs
 
 
-class FixedLatency:
-    """A toy pass filling a declared figure: 1 ms for every op node."""
-
-    def run(self, program):
-        return PassResult(nodes={name: {"latency": 1e-3} for name in program.probe_points}, fields=("latency",))
-
-
 def test_a_pass_filling_a_declared_figure_is_merged_by_name_and_summed():
     model, x = TwoBlocks(), torch.randn(5, 6)
-    program = fxinspect.instrument(model, x)
-    results = [CountPass().run(program), FixedLatency().run(program)]
-    report = fxinspect.Report(**report_fields(model, program, results, virtual=False))
+    report = merged(model, x)  # the counting pass and FixedLatency, as docs/architecture.md shows
     ops = [n for n in report.nodes if n.is_op]
     assert len(ops) == 4 and all(n.latency == 1e-3 for n in ops)  # Linear, ReLU, Linear, sum
     assert report.modules["a"].latency == pytest.approx(2e-3)  # its Linear and ReLU
@@ -204,4 +192,4 @@ def test_ops_outside_every_node_are_reported_not_dropped():
         ("aten.mul.Tensor", 1, 3),
     ]  # a fill, then 3 multiplies
     assert report.totals.flops == sum(n.flops for n in report.nodes if n.is_op)  # the nodes' own figures
-    assert "outside nodes" in report.summary() and "aten.mul.Tensor" in report.summary()
+    assert "outside fwd" in report.summary() and "aten.mul.Tensor" in report.summary()

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from fxinspect import formatting as fmt
-from fxinspect.fields import FIELDS, Aggregate, Unit
 from fxinspect.graph import to_networkx
 from fxinspect.records import (
     SCHEMA_VERSION,
@@ -32,6 +31,7 @@ from fxinspect.records import (
     UncountedOp,
     ValueStats,
 )
+from fxinspect.records.fields import FIELDS, Aggregate, Unit
 from fxinspect.report import Report
 from fxinspect.run.assemble import aggregate_modules, sum_nodes
 from fxinspect.run.params import ModuleInfo
@@ -445,7 +445,7 @@ def _as_text(field, raw):
 @pytest.mark.parametrize("timed", [False, True])
 @pytest.mark.parametrize("field", SUMMED, ids=[f.name for f in SUMMED])
 def test_every_summed_field_is_a_column(field, timed):
-    """A figure declared in fields.py is a column by its name, titled and formatted by
+    """A figure declared in records/fields.py is a column by its name, titled and formatted by
     its declaration, its rows summed by its aggregate: no view names it."""
     report = make_report(timed=timed, root_op=True)
     ops = [n for n in report.nodes if n.is_op]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fxinspect
-from fxinspect.histograms import log2_histogram
+from fxinspect.training.histograms import log2_histogram
 
 
 def cnn() -> torch.nn.Module:

@@ -11,17 +11,18 @@ Example
 >>> import torch
 >>> cap = capture(torch.nn.Linear(3, 1), (torch.randn(2, 3),), {})
 >>> str(cap.method), cap.failures
-('symbolic', [])
+('symbolic', ())
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-from ..errors import CaptureError, InputError, add_where
+from ..errors import CaptureError, add_where
 from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
 from .blame import module_where, raised_by_model
 from .eager import trace_eager
@@ -40,7 +41,6 @@ __all__ = [
     "captures",
     "module_of",
     "normalize",
-    "unwrap",
     "FlatInputs",
 ]
 
@@ -50,47 +50,16 @@ TIERS: dict[Method, Tier] = {Method.SYMBOLIC: trace_symbolic, Method.EXPORT: tra
 """Capture tiers in the order ``method="auto"`` tries them."""
 
 
-def unwrap(model: Any) -> tuple[torch.nn.Module, list[str]]:
-    """Strip ``DataParallel``/``DistributedDataParallel``/``torch.compile`` wrappers."""
-    notes = []
-    while True:
-        if isinstance(model, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)):
-            notes.append(f"unwrapped {type(model).__name__}")
-            model = model.module
-        elif hasattr(model, "_orig_mod") and isinstance(model._orig_mod, torch.nn.Module):
-            notes.append(f"unwrapped {type(model).__name__} (torch.compile)")
-            model = model._orig_mod
-        else:
-            break
-    if not isinstance(model, torch.nn.Module):
-        raise InputError(f"analyze expects a torch.nn.Module, got {type(model).__name__}")
-    return model, notes
-
-
-def _method(method: Method | str) -> Method:
-    """``method`` as a :class:`Method`, or an ``InputError`` naming the valid choices."""
-    try:
-        return Method(method)
-    except ValueError:
-        raise InputError(f"method must be 'auto' or one of {sorted(map(str, TIERS))}, got {method!r}") from None
-
-
 def _finish(cap: Capture, model: torch.nn.Module, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
-    cap.model = model
-    cap.failures = [f for f in failures if f[0] != cap.method] + cap.failures
-    cap.notes[:0] = notes
-    return cap
+    """The tier's capture with the model, the earlier tiers' failures and the search's notes."""
+    earlier = tuple(f for f in failures if f[0] != cap.method)
+    return dataclasses.replace(cap, model=model, failures=earlier + cap.failures, notes=(*notes, *cap.notes))
 
 
-def capture(
-    model: torch.nn.Module,
-    args: tuple,
-    kwargs: dict,
-    method: Method | str = Method.AUTO,
-    leaf_modules: Iterable[Any] = (),
-) -> Capture:
-    """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works."""
-    return next(captures(model, args, kwargs, method, leaf_modules))
+def capture(model: torch.nn.Module, args: tuple, kwargs: dict, **options: Any) -> Capture:
+    """Capture ``model(*args, **kwargs)`` with the named tier, or the first that works
+    (``method``, ``leaf_modules`` as for :func:`captures`)."""
+    return next(captures(model, args, kwargs, **options))
 
 
 def captures(
@@ -108,7 +77,7 @@ def captures(
     :func:`capture` returns; a caller that finds it wanting (``analyze``: its count is
     partial) takes the next. Raises ``CaptureError`` when no tier captures.
     """
-    method = _method(method)
+    method = Method.parse(method)
     check_inputs(model, args, kwargs)
     args, kwargs, notes = prepare_inputs(model, args, kwargs)
     inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
@@ -136,7 +105,9 @@ def captures(
         if cap.auto_leaves and position < len(tiers) - 1 and partial is None:
             # keep it as a fallback, but a later tier may break the whole model down
             partial = cap
-            failures.append((name, f"had to make {cap.auto_leaves} leaves; trying the next tier for a full breakdown"))
+            failures.append(
+                (name, f"had to make {list(cap.auto_leaves)} leaves; trying the next tier for a full breakdown")
+            )
             continue
         found = True
         yield _finish(cap, model, list(failures), list(notes))

@@ -20,6 +20,7 @@ import torch
 import torch.fx as fx
 
 from ..choices import Choice
+from ..errors import InputError
 from .inputs import FlatInputs
 
 MODULE_KEY = "fxinspect_module"
@@ -37,28 +38,44 @@ class Method(Choice):
     EXPORT = "export"
     EAGER = "eager"
 
+    @classmethod
+    def parse(cls, value: Any) -> Method:
+        """``value`` as a method, or an ``InputError`` naming the valid choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            tiers = sorted(str(m) for m in cls if m is not cls.AUTO)
+            raise InputError(f"method must be 'auto' or one of {tiers}, got {value!r}") from None
 
-@dataclass
+
+@dataclass(frozen=True)
 class Capture:
-    """A captured program and how it was obtained.
+    """A captured program and how it was obtained; built whole, never changed after.
 
     ``graph_module(*inputs.tensors)`` returns the model's output *leaves* as a tuple
     (see ``out_spec``). ``calls`` counts how often each module path ran; ``leaves`` are
     the module paths captured as one opaque node (their internals are attributed to that
-    node). Every op node carries ``node.meta[MODULE_KEY]``.
+    node). Every op node carries ``node.meta[MODULE_KEY]``. What a later step learns
+    about the capture (``analyze`` choosing another tier) is a new record
+    (``dataclasses.replace``) or notes kept beside it.
     """
 
     graph_module: fx.GraphModule
     method: Method
     inputs: FlatInputs
     calls: dict[str, int] = field(default_factory=dict)
-    leaves: set[str] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
-    failures: list[tuple[str, str]] = field(default_factory=list)
+    leaves: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()
     out_spec: Any = None
-    auto_leaves: list[str] = field(default_factory=list)  # untraceable modules made leaves
+    auto_leaves: tuple[str, ...] = ()  # untraceable modules made leaves
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
     model: torch.nn.Module | None = None  # the model captured (its parameters may live outside the graph)
+
+    def __post_init__(self) -> None:
+        # tiers build these as lists and sets; the record keeps them immutable
+        for name, kind in (("leaves", frozenset), ("notes", tuple), ("failures", tuple), ("auto_leaves", tuple)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
 
     def user_path(self, target: str) -> str:
         """A graph target as a path in the user's model (``"model.fc"`` -> ``"fc"``)."""

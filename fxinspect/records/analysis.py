@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..choices import Choice
-from ..fields import with_figures
+from .fields import Derived, with_figures
 from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
@@ -111,10 +111,10 @@ class TimingInfo:
 
 @dataclass(frozen=True)
 @with_figures(after="buffer_bytes", summed_only=True, defaults=False)
-class Totals:
+class Totals(Derived):
     """Whole-model figures; ``partial`` when some aten op had no FLOP rule.
 
-    The summed figures of :mod:`fxinspect.fields` follow ``buffer_bytes``: sums over
+    The summed figures of :mod:`fxinspect.records.fields` follow ``buffer_bytes``: sums over
     every op node of the report.
     """
 
@@ -123,18 +123,12 @@ class Totals:
     buffers: int
     param_bytes: int
     buffer_bytes: int
-    # (the summed figures of fxinspect.fields go here)
+    # (the summed figures of fxinspect.records.fields go here)
     partial: bool
 
     @property
     def frozen_params(self) -> int:
         return self.params - self.trainable_params
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity, FLOPs per byte moved."""
-        moved = self.bytes_read + self.bytes_written
-        return self.flops / moved if moved else float("nan")
 
 
 @dataclass(frozen=True)
@@ -155,8 +149,11 @@ class ReportRecord:
 
     ``nodes`` are in graph order; ``modules`` maps a dotted path to its record (``""``
     is the root) in the model's ``named_modules`` order. ``unattributed`` are aten ops
-    that ran while no graph node was running (between probes); they are listed, never
-    dropped. :class:`fxinspect.Report` adds the views to this record.
+    that ran while no graph node was running (between probes, or the user's own code
+    around the model under ``inspect``: the loss, the optimizer); ``backward_unattributed``
+    the backward's ops that belong to no node (the loss's backward, accumulating into a
+    parameter's ``.grad``). Both are listed apart from the nodes' figures and the totals,
+    never dropped. :class:`fxinspect.Report` adds the views to this record.
     """
 
     nodes: tuple[NodeRecord, ...]
@@ -171,6 +168,7 @@ class ReportRecord:
     timing: TimingInfo | None
     environment: Environment
     unattributed: tuple[AtenCall, ...] = ()
+    backward_unattributed: tuple[AtenCall, ...] = ()
     grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
     memory: MemoryRecord | None = None  # the memory pass's model and measurement
     schema_version: int = SCHEMA_VERSION

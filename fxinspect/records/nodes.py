@@ -1,7 +1,7 @@
 """Records of the graph's parts: tensors, aten calls, op nodes and modules.
 
 Frozen dataclasses in base units (FLOPs, bytes, seconds), no formatting. The per-node
-figures are declared once, in :mod:`fxinspect.fields`, and inserted into
+figures are declared once, in :mod:`fxinspect.records.fields`, and inserted into
 :class:`NodeRecord` and :class:`ModuleRecord` (and ``Totals``) from there.
 
 Example
@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from ..choices import Choice
-from ..fields import with_figures
+from .fields import Derived, with_figures
 
 _R = TypeVar("_R")
 
@@ -132,10 +132,10 @@ class AtenCall:
 @_positional
 @dataclass(frozen=True, slots=True)
 @with_figures(after="outputs", summed_only=False, defaults=True)
-class NodeRecord:
+class NodeRecord(Derived):
     """One node of the captured graph: what ran, where, on what, at what cost.
 
-    After ``outputs`` come the figures declared in :mod:`fxinspect.fields`:
+    After ``outputs`` come the figures declared in :mod:`fxinspect.records.fields`:
     ``flops``/``macs``/``bytes_*`` are sums over ``aten`` (every aten op the node
     issued, inside leaf modules too). ``latency`` is a median in seconds, ``None`` when
     timing did not run; ``nan_count``/``inf_count`` are ``None`` when values were not
@@ -151,7 +151,7 @@ class NodeRecord:
     args: tuple[str, ...]
     inputs: tuple[TensorMeta, ...]
     outputs: tuple[TensorMeta, ...]
-    # (the figures of fxinspect.fields go here)
+    # (the figures of fxinspect.records.fields go here)
     aten: tuple[AtenCall, ...] = ()
     grad_outputs: tuple[TensorMeta, ...] | None = None  # gradients w.r.t. the outputs, when a backward ran
 
@@ -166,12 +166,12 @@ class NodeRecord:
 
 @dataclass(frozen=True)
 @with_figures(after="own_buffers", summed_only=True, defaults=False)
-class ModuleRecord:
+class ModuleRecord(Derived):
     """One module of the model: its parameters and the summed figures of its nodes.
 
     ``params``/``trainable_params``/``buffers`` count unique tensors in the subtree (a
     tied weight once); ``own_*`` only tensors registered on this module itself.
-    After ``own_buffers`` come the summed figures of :mod:`fxinspect.fields`
+    After ``own_buffers`` come the summed figures of :mod:`fxinspect.records.fields`
     (``flops`` .. ``latency``): exact sums over ``nodes`` (this module's and its
     descendants' nodes). ``calls`` is how many times the module ran in the forward.
     """
@@ -185,7 +185,7 @@ class ModuleRecord:
     buffers: int
     own_params: int
     own_buffers: int
-    # (the summed figures of fxinspect.fields go here)
+    # (the summed figures of fxinspect.records.fields go here)
     nodes: tuple[str, ...]
     children: tuple[str, ...]  # full dotted paths of the direct children
     # the module that ran as one op with this one inside (its work is counted there; "" is

@@ -42,29 +42,23 @@ def _biases(*tensors) -> int:
     return sum(t is not None and t.numel() > 0 for t in tensors)
 
 
+def _mkldnn_layer(args: tuple, kwargs: dict, hidden_at: int, factor: int) -> Cost:
+    """A oneDNN layer ``(input, w_ih, w_hh, ...)`` whose ``hidden_size`` is argument
+    ``hidden_at`` and ``has_biases`` two after it."""
+    has_biases = bool(arg(args, kwargs, hidden_at + 2, "has_biases", True))
+    return rnn_layer_cost(*args[:3], arg(args, kwargs, hidden_at, "hidden_size"), factor, biases=2 * has_biases)
+
+
 @register_rule(aten.mkldnn_rnn_layer)
 def mkldnn_rnn_layer(args, kwargs, out):
     """oneDNN's recurrent layer (CPU LSTM): (input, w_ih, w_hh, b_ih, b_hh, hx, cx, ...)."""
-    return rnn_layer_cost(
-        args[0],
-        args[1],
-        args[2],
-        arg(args, kwargs, 10, "hidden_size"),
-        biases=2 * bool(arg(args, kwargs, 12, "has_biases", True)),
-    )
+    return _mkldnn_layer(args, kwargs, hidden_at=10, factor=1)
 
 
 @register_rule(aten.mkldnn_rnn_layer_backward)
 def mkldnn_rnn_layer_backward(args, kwargs, out):
     """Its backward: gradients of input, hidden state and weights, twice the forward."""
-    return rnn_layer_cost(
-        args[0],
-        args[1],
-        args[2],
-        arg(args, kwargs, 15, "hidden_size"),
-        factor=2,
-        biases=2 * bool(arg(args, kwargs, 17, "has_biases", True)),
-    )
+    return _mkldnn_layer(args, kwargs, hidden_at=15, factor=2)
 
 
 def _cell_rule(gates: int, state_at: int, factor: int):

@@ -3,5 +3,5 @@
 capture -> :mod:`~fxinspect.run.program` (probes between the ops) ->
 :mod:`~fxinspect.run.passes` (each returns figures keyed by node name) ->
 :mod:`~fxinspect.run.assemble` (records merged by name, summed by the field
-declarations of :mod:`fxinspect.fields`).
+declarations of :mod:`fxinspect.records.fields`).
 """

@@ -2,7 +2,7 @@
 
 Each node's record is its place in the graph (name, op, target, module) plus what
 every pass measured for it, merged by the node's name; module and total figures are
-summed from the node records as :mod:`fxinspect.fields` declares (exact integer sums;
+summed from the node records as :mod:`fxinspect.records.fields` declares (exact integer sums;
 ``None`` for a figure no pass measured, or that some part of the sum lacks).
 
 Example
@@ -27,7 +27,6 @@ import torch.fx as fx
 
 from .. import paths
 from ..capture import Capture, module_of
-from ..fields import sums
 from ..records import (
     CaptureInfo,
     Environment,
@@ -36,6 +35,7 @@ from ..records import (
     TensorMeta,
     Totals,
 )
+from ..records.fields import sums
 from .findings import find_nonfinite, uncounted_ops
 from .params import ModuleInfo, module_infos, tensor_bytes
 from .passes import PassResult
@@ -180,9 +180,21 @@ def _leaves(cap: Capture) -> set[str]:
 
 
 def report_fields(
-    model: torch.nn.Module, program: InstrumentedProgram, results: Sequence[PassResult], virtual: bool
+    model: torch.nn.Module,
+    program: InstrumentedProgram,
+    results: Sequence[PassResult],
+    virtual: bool,
+    *,
+    notes: Sequence[str] = (),
+    chosen_notes: Sequence[str] = (),
+    failures: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """Every field of :class:`~fxinspect.records.ReportRecord`, from the passes' results."""
+    """Every field of :class:`~fxinspect.records.ReportRecord`, from the passes' results.
+
+    ``report.capture.notes`` are, in order: ``notes`` (what preparing the run did), the
+    capture's own, ``chosen_notes`` (why ``method="auto"`` kept this capture) and the
+    passes'; ``failures`` follow the capture's own.
+    """
     cap = program.capture
     measured = {f for r in results for f in r.fields}
     nodes = node_records(cap, results)
@@ -193,7 +205,6 @@ def report_fields(
     inputs = tuple(m for n in nodes if n.op == "placeholder" for m in n.outputs)
     output_node = next(n for n in nodes if n.op == "output")
     device = inputs[0].device if inputs else str(next(model.parameters(), torch.empty(0)).device)
-    extras = {k: v for r in results for k, v in r.extras.items()}
     fields: dict[str, Any] = dict(
         nodes=tuple(nodes),
         modules=aggregate_modules(nodes, infos, cap.calls, measured, leaves=_leaves(cap)),
@@ -206,9 +217,13 @@ def report_fields(
             **sum_nodes(nodes, measured),  # over every op node, apart from the module chains
             partial=bool(uncounted),
         ),
-        capture=CaptureInfo(cap.method, tuple(cap.notes + [n for r in results for n in r.notes]), tuple(cap.failures)),
+        capture=CaptureInfo(
+            cap.method,
+            (*notes, *cap.notes, *chosen_notes, *(n for r in results for n in r.notes)),
+            (*cap.failures, *failures),
+        ),
         uncounted=tuple(uncounted),
-        nonfinite=find_nonfinite(nodes, extras.get("nonfinite_sources", ())),
+        nonfinite=find_nonfinite(nodes, [s for r in results for s in r.nonfinite_sources]),
         shared=tuple(shared),
         inputs=inputs,
         outputs=output_node.inputs,

@@ -9,18 +9,32 @@ when the first count is partial.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..capture import Capture, Method, captures
 from ..capture.base import one_line
+from ..options import Options
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
 from .program import InstrumentedProgram
 
-__all__ = ["count_best", "count_with"]
+__all__ = ["Counted", "count_best", "count_with"]
 
 
-def count_best(model, args, kwargs, method, leaf_modules, check_finite) -> tuple[InstrumentedProgram, PassResult]:
+@dataclass(frozen=True)
+class Counted:
+    """The capture kept, its counting pass, and what choosing it added to the capture's
+    own notes and failures (kept beside it: the capture record is not changed)."""
+
+    program: InstrumentedProgram
+    result: PassResult
+    notes: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()
+
+
+def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Options) -> Counted:
     """Capture and count ``model``: the first capture, unless its count is partial.
 
     ``method="auto"`` must not report partial totals when another tier counts every op
@@ -28,38 +42,40 @@ def count_best(model, args, kwargs, method, leaf_modules, check_finite) -> tuple
     symbolic trace reaches as ``aten`` ops). So when the first capture's count leaves ops
     uncounted, the remaining tiers are captured and counted in turn, and the first whose
     count is complete is kept; if none is, the first. Which, and why, goes to the
-    capture's notes. A count without uncounted ops (the common case) costs nothing more.
+    notes. A count without uncounted ops (the common case) costs nothing more.
     """
-    attempts = captures(model, args, kwargs, method=method, leaf_modules=leaf_modules)
-    first = count_with(next(attempts), model, check_finite)
-    missing = uncounted(first[1])
-    if not missing or method != Method.AUTO:
+    attempts = captures(model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules)
+    first = count_with(next(attempts), model, options.check_finite)
+    missing = uncounted(first.result)
+    if not missing or options.method != Method.AUTO:
         return first
-    tier = first[0].method
+    tier = first.program.method
     why = f"its count left {', '.join(missing)} uncounted"
     tried = []
     while True:
         try:
             # the next tier runs only now; one that cannot capture or count ends the search
-            other = count_with(next(attempts), model, check_finite)
+            other = count_with(next(attempts), model, options.check_finite)
         except StopIteration:
             break
         except Exception as exc:
             tried.append(f"stopped looking: {one_line(exc)}")
             break
-        left = uncounted(other[1])
+        left = uncounted(other.result)
         if not left:
-            cap = other[0].capture
-            cap.failures.append((tier, f"{why}; {cap.method} counts every op"))
-            cap.notes.append(f"method='auto' chose the {cap.method} tier: the {tier} tier captured first but {why}")
-            return other
-        tried.append(f"{other[0].method} leaves {', '.join(left)} uncounted")
+            method = other.program.method
+            return Counted(
+                other.program,
+                other.result,
+                notes=(f"method='auto' chose the {method} tier: the {tier} tier captured first but {why}",),
+                failures=((tier, f"{why}; {method} counts every op"),),
+            )
+        tried.append(f"{other.program.method} leaves {', '.join(left)} uncounted")
     others = "; ".join(tried) or "no other tier captures"
-    first[0].capture.notes.append(f"method='auto' kept the {tier} tier although {why}: {others}")
-    return first
+    return Counted(first.program, first.result, notes=(f"method='auto' kept the {tier} tier although {why}: {others}",))
 
 
-def count_with(cap: Capture, model: torch.nn.Module, check_finite: bool) -> tuple[InstrumentedProgram, PassResult]:
+def count_with(cap: Capture, model: torch.nn.Module, check_finite: bool) -> Counted:
     """The instrumented program of ``cap`` and its counting pass."""
     program = InstrumentedProgram(cap)
-    return program, CountPass(check_finite, model=model).run(program)
+    return Counted(program, CountPass(check_finite, model=model).run(program))

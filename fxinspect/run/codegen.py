@@ -84,6 +84,62 @@ def _hint(obj: Any, node: fx.Node, user_path: Callable[[str], str]) -> str:
     return f"{module}_{name}" if module and module != "builtins" else name
 
 
+class _Writer:
+    """The generated source's names and the objects it refers to (its namespace)."""
+
+    def __init__(self, gm: fx.GraphModule, nodes: list[fx.Node], user_path: Callable[[str], str]) -> None:
+        self.gm, self.user_path = gm, user_path
+        self.names = _Names()
+        self.var = {node: self.names.fresh(node.name) for node in nodes}  # values keep their node's name
+        self.namespace: dict[str, Any] = {}
+        self._by_id: dict[int, str] = {}
+
+    def ref(self, obj: Any, hint: str) -> str:
+        """A global name for ``obj`` (one per object), put in the namespace."""
+        key = id(obj)
+        if key not in self._by_id:
+            self._by_id[key] = self.names.fresh(hint)
+            self.namespace[self._by_id[key]] = obj
+        return self._by_id[key]
+
+    def arg(self, a: Any) -> str:
+        """The source of one argument: a value's name, a literal, or a reference."""
+        if isinstance(a, fx.Node):
+            return self.var[a]
+        if type(a) is tuple:
+            return "(" + "".join(self.arg(x) + ", " for x in a) + ")"
+        if isinstance(a, list):  # fx stores lists as immutable_list
+            return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{self.arg(k)}: {self.arg(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, tuple) and any(isinstance(x, fx.Node) for x in a):  # a namedtuple of values
+            return f"{self.ref(type(a), type(a).__name__)}(" + ", ".join(self.arg(x) for x in a) + ")"
+        if isinstance(a, slice):
+            return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
+        if (
+            a is None
+            or type(a) in (bool, int)
+            or (type(a) is float and a == a and a not in (float("inf"), float("-inf")))
+        ):
+            return repr(a)
+        if type(a) is str:
+            return repr(a)
+        return self.ref(a, "const")  # dtypes, devices, tuples of other types...: by reference
+
+    def call(self, node: fx.Node) -> str:
+        """``name = <what the node computes>`` for a call or an attribute read."""
+        name = self.var[node]
+        if node.op == "get_attr":
+            value = resolve_attr(self.gm, str(node.target))
+            return f"{name} = {self.ref(value, _hint(value, node, self.user_path))}"
+        if node.op == "call_method":
+            parts = [self.arg(a) for a in node.args[1:]] + [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
+            return f"{name} = {self.arg(node.args[0])}.{node.target}({', '.join(parts)})"
+        fn = node_callable(self.gm, node)
+        parts = [self.arg(a) for a in node.args] + [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
+        return f"{name} = {self.ref(fn, _hint(fn, node, self.user_path))}({', '.join(parts)})"
+
+
 def compile_graph(
     gm: fx.GraphModule,
     before: Callable[[str], Any] | None = None,
@@ -94,75 +150,28 @@ def compile_graph(
 
     ``user_path`` turns a graph target into the model's own module path, for names.
     """
-    names = _Names()
     nodes = list(gm.graph.nodes)
-    var = {node: names.fresh(node.name) for node in nodes}  # values keep their node's name
-    namespace: dict[str, Any] = {"before": before, "after": after}
-    by_id: dict[int, str] = {}
-
-    def ref(obj: Any, hint: str) -> str:
-        key = id(obj)
-        if key not in by_id:
-            by_id[key] = names.fresh(hint)
-            namespace[by_id[key]] = obj
-        return by_id[key]
-
-    def arg(a: Any) -> str:
-        if isinstance(a, fx.Node):
-            return var[a]
-        if type(a) is tuple:
-            return "(" + "".join(arg(x) + ", " for x in a) + ")"
-        if isinstance(a, list):  # fx stores lists as immutable_list
-            return "[" + ", ".join(arg(x) for x in a) + "]"
-        if isinstance(a, dict):
-            return "{" + ", ".join(f"{arg(k)}: {arg(v)}" for k, v in a.items()) + "}"
-        if isinstance(a, tuple) and any(isinstance(x, fx.Node) for x in a):  # a namedtuple of values
-            return f"{ref(type(a), type(a).__name__)}(" + ", ".join(arg(x) for x in a) + ")"
-        if isinstance(a, slice):
-            return f"slice({arg(a.start)}, {arg(a.stop)}, {arg(a.step)})"
-        if (
-            a is None
-            or type(a) in (bool, int)
-            or (type(a) is float and a == a and a not in (float("inf"), float("-inf")))
-        ):
-            return repr(a)
-        if type(a) is str:
-            return repr(a)
-        return ref(a, "const")  # dtypes, devices, tuples of other types...: by reference
-
+    writer = _Writer(gm, nodes, user_path)
+    writer.namespace.update(before=before, after=after)
     last_use = last_uses(nodes)
     params, body = [], []
     for node in nodes:
-        name = var[node]
+        name = writer.var[node]
         if node.op == "placeholder":
             params.append(name)
             continue
         if node.op == "output":
-            body.append(f"return {arg(node.args[0])}")
+            body.append(f"return {writer.arg(node.args[0])}")
             break
-        dead = [var[u] for u in node.all_input_nodes if last_use.get(u) is node]
-        if node.op == "get_attr":
-            value = resolve_attr(gm, str(node.target))
-            body.append(
-                f"{name} = {ref(value, _hint(value, node, user_path))}"
-                + (f";  {' = '.join(dead)} = None" if dead else "")
-            )
-            continue
-        is_op = node.op in OP_KINDS
-        if is_op and before is not None:
+        probed = node.op in OP_KINDS  # (get_attr nodes are read, not probed)
+        if probed and before is not None:
             body.append(f"before({node.name!r})")
-        if node.op == "call_method":
-            parts = [arg(a) for a in node.args[1:]] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
-            line = f"{name} = {arg(node.args[0])}.{node.target}({', '.join(parts)})"
-        else:
-            fn = node_callable(gm, node)
-            parts = [arg(a) for a in node.args] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
-            line = f"{name} = {ref(fn, _hint(fn, node, user_path))}({', '.join(parts)})"
-        body.append(line + (f";  {' = '.join(dead)} = None" if dead else ""))
-        if is_op and after is not None:
+        dead = [writer.var[u] for u in node.all_input_nodes if last_use.get(u) is node]
+        body.append(writer.call(node) + (f";  {' = '.join(dead)} = None" if dead else ""))
+        if probed and after is not None:
             body.append(f"after({node.name!r}, {name})")
-        if node not in last_use:  # never read: drop it at once, as fx does
+        if node not in last_use and node.op != "get_attr":  # never read: drop it at once, as fx does
             body.append(f"{name} = None")
     source = f"def forward({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
-    exec(compile(source, "<fxinspect program>", "exec"), namespace)
-    return Program(namespace["forward"], source)
+    exec(compile(source, "<fxinspect program>", "exec"), writer.namespace)
+    return Program(writer.namespace["forward"], source)

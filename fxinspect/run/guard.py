@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import torch
 
 from ..errors import FxInspectError
-from ..tensors import has_data
+from ..tensors import forked_rng, has_data
 
 _HOOK_DICTS = (
     "_forward_hooks",
@@ -58,73 +58,92 @@ class ModelChangedError(FxInspectError):
 @contextlib.contextmanager
 def preserved(model: torch.nn.Module) -> Iterator[None]:
     """Restore ``model``'s state, flags, hooks and the RNG on exit."""
-    modules = list(model.modules())
-    training = [(m, m.training) for m in modules]
-    hooks = [(m, name, dict(getattr(m, name))) for m in modules for name in _HOOK_DICTS if hasattr(m, name)]
-    # plain attributes too: a first forward may set flags or caches on the model (Hugging
-    # Face marks its output-capturing hooks as installed), which must not outlive the pass
-    attributes = [(m, dict(vars(m))) for m in modules]
-    # ... and the contents of plain dict/list attributes: caches filled during the pass
-    # (timm keeps attention biases per device in a dict) must not keep its tensors
-    handled = {"_parameters", "_buffers", "_modules", *_HOOK_DICTS}
-    containers = [
-        (value, copy.copy(value))
-        for m in modules
-        for key, value in vars(m).items()
-        if type(value) in (dict, list) and key not in handled
-    ]
-    slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
-    slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
-    params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
-    param_state = [(p, p.requires_grad, p.grad, p._version) for p in params]
-    grads = [(g, g.clone()) for _, _, g, _ in param_state if g is not None and has_data(g)]
-    buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
-    buffer_values = [(b, b.detach().clone()) for b in buffers if has_data(b)]
-    # attributes set on the tensors themselves (by the forward, or a rule's mark on a
-    # random mask drawn into a buffer) must not outlive the pass either
-    tensor_attributes = [(t, dict(t.__dict__)) for t in [*params, *buffers]]
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices, enabled=True):
+    state = _Snapshot(model)
+    with forked_rng():
         try:
             yield
         finally:
             with torch.no_grad():
-                for m, saved in attributes:
-                    current = vars(m)
-                    for key in [k for k in current if k not in saved]:
-                        del current[key]
-                    for key, value in saved.items():
-                        if current.get(key, _MISSING) is not value:
-                            current[key] = value
-                for value, saved in containers:
-                    if isinstance(value, dict):
-                        value.clear()
-                        value.update(saved)
-                    else:
-                        value[:] = saved
-                for m, name, saved in slots + hooks:
-                    current = getattr(m, name)
-                    current.clear()
-                    current.update(saved)
-                for m, flag in training:
-                    m.training = flag
-                for t, saved in tensor_attributes:
-                    if t.__dict__ != saved:
-                        t.__dict__.clear()
-                        t.__dict__.update(saved)
-                for b, value in buffer_values:
-                    if not torch.equal(b, value) or b.dtype != value.dtype:
-                        b.copy_(value)
-                for g, value in grads:
-                    g.copy_(value)
-                changed = []
-                for p, requires_grad, grad, version in param_state:
-                    p.requires_grad_(requires_grad)
-                    p.grad = grad
-                    if p._version != version:
-                        changed.append(p)
+                state.restore_modules()
+                state.restore_tensors()
+                changed = state.restore_parameters()
             if changed:
                 names = [n for n, p in model.named_parameters() if any(p is c for c in changed)]
                 raise ModelChangedError(
                     f"the model wrote its own parameters {names} during the pass; fxinspect cannot restore them"
                 )
+
+
+class _Snapshot:
+    """What a pass can change in a model, taken before it runs (parameters by reference)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        modules = list(model.modules())
+        self.training = [(m, m.training) for m in modules]
+        self.hooks = [(m, name, dict(getattr(m, name))) for m in modules for name in _HOOK_DICTS if hasattr(m, name)]
+        # plain attributes too: a first forward may set flags or caches on the model (Hugging
+        # Face marks its output-capturing hooks as installed), which must not outlive the pass
+        self.attributes = [(m, dict(vars(m))) for m in modules]
+        # ... and the contents of plain dict/list attributes: caches filled during the pass
+        # (timm keeps attention biases per device in a dict) must not keep its tensors
+        handled = {"_parameters", "_buffers", "_modules", *_HOOK_DICTS}
+        self.containers = [
+            (value, copy.copy(value))
+            for m in modules
+            for key, value in vars(m).items()
+            if type(value) in (dict, list) and key not in handled
+        ]
+        self.slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
+        self.slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
+        params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
+        self.param_state = [(p, p.requires_grad, p.grad, p._version) for p in params]
+        self.grads = [(g, g.clone()) for _, _, g, _ in self.param_state if g is not None and has_data(g)]
+        buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
+        self.buffer_values = [(b, b.detach().clone()) for b in buffers if has_data(b)]
+        # attributes set on the tensors themselves (by the forward, or a rule's mark on a
+        # random mask drawn into a buffer) must not outlive the pass either
+        self.tensor_attributes = [(t, dict(t.__dict__)) for t in [*params, *buffers]]
+
+    def restore_modules(self) -> None:
+        """Attributes, containers, parameter/buffer slots, hooks and training flags."""
+        for m, saved in self.attributes:
+            current = vars(m)
+            for key in [k for k in current if k not in saved]:
+                del current[key]
+            for key, value in saved.items():
+                if current.get(key, _MISSING) is not value:
+                    current[key] = value
+        for value, saved in self.containers:
+            if isinstance(value, dict):
+                value.clear()
+                value.update(saved)
+            else:
+                value[:] = saved
+        for m, name, saved in self.slots + self.hooks:
+            current = getattr(m, name)
+            current.clear()
+            current.update(saved)
+        for m, flag in self.training:
+            m.training = flag
+
+    def restore_tensors(self) -> None:
+        """Attributes set on the tensors, buffer values and gradient values."""
+        for t, saved in self.tensor_attributes:
+            if t.__dict__ != saved:
+                t.__dict__.clear()
+                t.__dict__.update(saved)
+        for b, value in self.buffer_values:
+            if not torch.equal(b, value) or b.dtype != value.dtype:
+                b.copy_(value)
+        for g, value in self.grads:
+            g.copy_(value)
+
+    def restore_parameters(self) -> list[torch.Tensor]:
+        """``requires_grad`` and ``.grad`` put back; the parameters whose values the pass wrote."""
+        changed = []
+        for p, requires_grad, grad, version in self.param_state:
+            p.requires_grad_(requires_grad)
+            p.grad = grad
+            if p._version != version:
+                changed.append(p)
+        return changed

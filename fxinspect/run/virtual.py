@@ -54,26 +54,13 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
 from ..errors import InputError
+from ..options import meta_device
 from ..tensors import has_data
 
 __all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
 
 HOST = torch.device("cpu")
 """Where a fake copy of a ``meta`` tensor pretends to live (what a real run would use)."""
-
-
-def _device(device: str | torch.device | None) -> torch.device | None:
-    if device is None:
-        return None
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InputError(f"device must be None or 'meta', got {device!r}") from exc
-    if dev.type != "meta":
-        raise InputError(
-            f"device must be None (run where the model is) or 'meta' (analyse without allocating), got {device!r}"
-        )
-    return dev
 
 
 def _model_tensors(model: torch.nn.Module) -> Iterator[torch.Tensor]:
@@ -85,7 +72,7 @@ def _model_tensors(model: torch.nn.Module) -> Iterator[torch.Tensor]:
 def is_virtual(model: torch.nn.Module, args: tuple = (), kwargs: dict | None = None, device: Any = None) -> bool:
     """Whether the analysis of ``model(*args, **kwargs)`` must run without real data:
     ``device="meta"``, a parameter or buffer on ``meta`` (or fake), or a meta/fake input."""
-    if _device(device) is not None:
+    if meta_device(device) is not None:
         return True
     if any(not has_data(t) for t in _model_tensors(model)):
         return True
@@ -190,7 +177,7 @@ def virtual(
     enters no mode. Virtual: yields a fake copy of the model and fake inputs, with a
     ``FakeTensorMode`` active until the block ends.
     """
-    dev = _device(device)
+    dev = meta_device(device)
     if not is_virtual(model, args, kwargs, dev):
         yield VirtualRun(model, args, kwargs)
         return

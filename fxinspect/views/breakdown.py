@@ -6,7 +6,12 @@ always add up to the whole. Each bar is labelled with its value and its share.
 
 Example
 -------
->>> fig = report.plot_breakdown("flops", by="module", depth=1)   # doctest: +SKIP
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> breakdown(report, "flops", by="module", depth=1)      # 2*8*27*36 + 288 ; 2*288*10 + 10 ; 288
+[('0  Conv2d', 15840), ('3  Linear', 5770), ('1  ReLU', 288)]
+>>> fig = plot_breakdown(report, "flops", by="module", depth=1)    # report.plot_breakdown(...) too
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Any
 
 from .. import formatting as fmt
 from .. import paths
-from ..fields import FIELD, Unit
 from ..records import ReportRecord
+from ..records.fields import FIELD, Unit
 from .columns import UNIT_TEXT
 from .diagram import COLOR_BY, node_figure
 from .figures import save_figure

@@ -1,6 +1,6 @@
 """Table columns: their names, and how each is titled, rendered from its raw figure and sorted.
 
-Every summed figure of :data:`fxinspect.fields.FIELDS` is a column named after its
+Every summed figure of :data:`fxinspect.records.fields.FIELDS` is a column named after its
 field, titled by its ``header`` and rendered by its ``unit``; the other columns
 (names, shapes, counts, and the derived ``bytes``, ``intensity`` and ``share``) are
 declared here by hand.
@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import formatting as fmt
 from ..choices import Choice
-from ..fields import SUMMED, Aggregate, Field, Unit
+from ..records.fields import SUMMED, Aggregate, Field, Unit
 
 __all__ = [
     "BACKWARD_ONLY",
@@ -73,14 +73,14 @@ def _members() -> list[tuple[str, str]]:
     names = [name for _, name in members]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:  # a figure named like a built-in column would silently shadow it
-        raise TypeError(f"figures {clash} are named like table columns: rename them in fields.py")
+        raise TypeError(f"figures {clash} are named like table columns: rename them in records/fields.py")
     return members
 
 
 Column = Choice("Column", _members(), module=__name__, qualname="Column")
 Column.__doc__ = """Column names accepted by ``columns=`` and ``sort=`` (the CLI uses the same strings).
 
-One member per summed figure of :data:`fxinspect.fields.FIELDS` (``Column.FLOPS`` is
+One member per summed figure of :data:`fxinspect.records.fields.FIELDS` (``Column.FLOPS`` is
 ``"flops"``), and the hand-declared ones (``Column.NAME``, ``Column.SHARE``, ...)."""
 
 
@@ -151,7 +151,7 @@ SPECS: dict[Column, Spec] = {
     Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
     Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
     **{Column(f.name): _figure_spec(f) for f in SUMMED},
-    Column.BYTES: Spec("bytes r+w", fmt.nbytes, marks_partial=True),  # traffic: bytes_read + bytes_written
+    Column.BYTES: Spec("bytes r+w", fmt.nbytes, marks_partial=True),  # traffic: the records' bytes_moved
     Column.INTENSITY: Spec("FLOP/B", lambda v, p: fmt.number(v)),
     Column.SHARE: Spec("FLOPs %", lambda v, p: fmt.percent(v)),
     Column.NONFINITE: Spec("NaN/Inf", _nonfinite),
@@ -170,62 +170,22 @@ def _figures() -> tuple[Column, ...]:
     return (*columns, Column.SHARE)
 
 
+_NODE_PLACE = (Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS)
+"""Where a node sits and what flows through it: the first columns of a node table."""
+
 _AVAILABLE: dict[By, tuple[Column, ...]] = {
     By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK),
     By.OP: (Column.LABEL, Column.COUNT, *_figures()),
-    By.NODE: (
-        Column.NAME,
-        Column.LABEL,
-        Column.MODULE,
-        Column.INPUTS,
-        Column.OUTPUTS,
-        Column.GRADIENTS,
-        *_figures(),
-        Column.NONFINITE,
-    ),
+    By.NODE: (*_NODE_PLACE, *_figures(), Column.NONFINITE),
 }
 
+_SHOWN_AFTER_FLOPS = (Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY)
+
 DEFAULT: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (
-        Column.NAME,
-        Column.TYPE,
-        Column.PARAMS,
-        Column.FLOPS,
-        Column.PER_BLOCK,
-        Column.MACS,
-        Column.BYTES,
-        Column.LATENCY,
-        Column.BACKWARD_FLOPS,
-        Column.BACKWARD_LATENCY,
-        Column.SAVED_BYTES,
-    ),
-    By.OP: (
-        Column.LABEL,
-        Column.COUNT,
-        Column.FLOPS,
-        Column.MACS,
-        Column.BYTES,
-        Column.LATENCY,
-        Column.BACKWARD_FLOPS,
-        Column.BACKWARD_LATENCY,
-        Column.SHARE,
-    ),
-    By.NODE: (
-        Column.NAME,
-        Column.LABEL,
-        Column.MODULE,
-        Column.INPUTS,
-        Column.OUTPUTS,
-        Column.GRADIENTS,
-        Column.FLOPS,
-        Column.MACS,
-        Column.BYTES,
-        Column.LATENCY,
-        Column.BACKWARD_FLOPS,
-        Column.BACKWARD_LATENCY,
-        Column.SAVED_BYTES,
-        Column.NONFINITE,
-    ),
+    By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, *_SHOWN_AFTER_FLOPS)
+    + (Column.SAVED_BYTES,),
+    By.OP: (Column.LABEL, Column.COUNT, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SHARE),
+    By.NODE: (*_NODE_PLACE, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SAVED_BYTES, Column.NONFINITE),
 }
 """The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
 found, gradients, backward FLOPs and saved bytes when a backward ran, FLOPs per block

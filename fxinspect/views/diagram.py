@@ -3,28 +3,32 @@
 Boxes are the model's modules cut to ``depth`` (op nodes at ``depth=None``), repeated
 blocks folded into one box (``h.0–11 (12×) GPT2Block``, figures summed; a container of
 nothing but one repeated block, such as a ``ModuleList`` of layers, shows that block),
-laid out in layers along the dataflow (:mod:`.layout`). Each box gives its name, type
-and output shape, and is coloured by the chosen figure, with a colour bar; the model's
-inputs and outputs are grey, the NaN/Inf root cause has a red frame. The figure's size
-follows the layout at a fixed font size, so every label reads at 100 % zoom.
+laid out in layers along the dataflow (:mod:`.layout`); :mod:`.boxgraph` finds the
+boxes and edges. Each box gives its name, type and output shape, and is coloured by
+the chosen figure, with a colour bar; the model's inputs and outputs are grey, the
+NaN/Inf root cause has a red frame. The figure's size follows the layout at a fixed
+font size, so every label reads at 100 % zoom.
 
 Example
 -------
->>> fig = report.plot("resnet50.png", depth=2, color_by="flops")   # doctest: +SKIP
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> fig = report.plot(color_by="flops")    # report.plot("model.png", depth=2) writes the file
+>>> fig._suptitle.get_text(), [t.get_text() for t in fig.axes[0].texts][2:5]
+('Sequential: modules to depth 1, repeated blocks folded', ['0', 'Conv2d', '1×8×6×6'])
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import formatting as fmt
-from .. import paths
-from ..fields import FIELD, Unit
 from ..records import NodeRecord, ReportRecord
+from ..records.fields import FIELD, Unit
+from .boxgraph import Box, boxes
 from .figures import save_figure
-from .folding import Folds
 from .layout import layered
 
 __all__ = ["COLOR_BY", "node_figure", "plot"]
@@ -41,109 +45,30 @@ COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
 FONT = 9.0  # points: legible at 100 % zoom at the figure's dpi
 PAD = 6.0
 _IO = "#d9d9d9"
+_MARGIN = 18.0  # points around the boxes
+_BAR = 1.6  # inches beside the drawing for the colour bar
+_HEAD = 0.45  # inches above the drawing for the title
+
+_Lines = list[tuple[str, float, str]]  # a box's label: (text, font size, weight) per line
 
 
 @dataclass
-class Box:
-    """One box of the diagram: the op nodes it stands for and how it is labelled."""
+class _Layout:
+    """The boxes placed: their label lines, sizes and centres (points), the edges' routes."""
 
-    key: str
-    title: str
-    kind: str  # "input", "module", "op" or "output"
-    type: str = ""
-    repeats: int = 1
-    nodes: list[NodeRecord] = field(default_factory=list)
-    shape: str = ""
-    order: int = 0
-
-
-def _module_key(n: NodeRecord, depth: int, folds: Folds, modules: Any) -> str:
-    path = paths.nearest(paths.cut(n.module_path, depth), modules)
-    # a container of nothing but one repeated block shows the block, folded
-    while path != n.module_path and folds.only_run(path) is not None:
-        path = paths.cut(n.module_path, paths.depth(path) + 1)
-    return path
-
-
-def _own_ops_title(nodes: list[NodeRecord]) -> str:
-    labels = list(dict.fromkeys(n.label for n in nodes))
-    return ", ".join(labels[:3]) + (", …" if len(labels) > 3 else "")
-
-
-def boxes(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], list[tuple[str, str]]]:
-    """The boxes (by key, in execution order) and the edges between them.
-
-    At module level a module shown with its children as boxes of their own keeps its own
-    ops (a reshape, a residual add) in boxes of their own: one per stretch of them that
-    runs between its children, so that each box sits where its ops run in the dataflow.
-    """
-    folds = Folds(report)
-    ops = [n for n in report.nodes if n.is_op]
-    path_of = {n.name: _module_key(n, depth, folds, report.modules) for n in ops} if depth is not None else {}
-    shown = set(path_of.values())
-    expanded = {p for p in shown if any(q != p and paths.within(q, p) for q in shown)}
-    found: dict[str, Box] = {}
-    box_of: dict[str, str] = {}
-    previous, stretch = None, 0
-    for i, n in enumerate(report.nodes):
-        if n.op == "get_attr":
-            continue
-        if n.op in ("placeholder", "output"):
-            key = f"<{n.op}:{n.name}>"
-            shapes = n.outputs if n.op == "placeholder" else report.outputs
-            found[key] = Box(
-                key,
-                n.name if n.op == "placeholder" else "output",
-                "input" if n.op == "placeholder" else "output",
-                shape=fmt.shapes(tuple(t.shape for t in shapes)),
-                order=i,
-            )
-        elif depth is None:
-            key = n.name
-            found[key] = Box(key, n.name, "op", n.label, nodes=[n], order=i)
-        else:
-            path = path_of[n.name]
-            record = report.modules.get(path)
-            kind = record.type if record else "model"
-            key = folds.display(path)
-            if path in expanded:  # the module's own ops, between its children's boxes
-                if previous != key:
-                    stretch += 1
-                key, previous = f"{key}#{stretch}", key
-                if key not in found:
-                    found[key] = Box(key, "", "module", f"{kind} ops", folds.repeats(path), order=i)
-            else:
-                previous = key
-                if key not in found:
-                    found[key] = Box(key, key or kind, "module", kind, folds.repeats(path), order=i)
-            found[key].nodes.append(n)
-        box_of[n.name] = key
-    for box in found.values():
-        if not box.title:
-            box.title = _own_ops_title(box.nodes)
-    edges: dict[tuple[str, str], None] = {}
-    last_out: dict[str, NodeRecord] = {}
-    for n in report.nodes:
-        dst = box_of.get(n.name)
-        for arg in n.args:
-            src = box_of.get(arg)
-            if src is None or dst is None or src == dst:
-                continue
-            edges[(src, dst)] = None
-            producer = next((m for m in found[src].nodes if m.name == arg), None)
-            if producer is not None:
-                last_out[src] = producer
-    for key, box in found.items():
-        if box.kind in ("module", "op") and not box.shape:
-            leaving = last_out.get(key) or (box.nodes[-1] if box.nodes else None)
-            box.shape = fmt.shapes(tuple(t.shape for t in leaving.outputs)) if leaving is not None else ""
-    return found, list(edges)
+    found: dict[str, Box]
+    ordered: list[str]  # keys in execution order
+    labels: dict[str, _Lines]
+    sizes: dict[str, tuple[float, float]]
+    pos: dict[str, tuple[float, float]]
+    routes: dict[tuple[str, str], list[tuple[float, float]]]
+    lr: bool  # layers run left to right
 
 
 def node_figure(n: NodeRecord, figure: str) -> float | None:
     """One node's ``figure`` (a :data:`COLOR_BY` figure): ``None`` when it was not measured."""
     if figure == "bytes":
-        return n.bytes_read + n.bytes_written
+        return n.bytes_moved
     if figure == "nonfinite":
         return (n.nan_count or 0) + (n.inf_count or 0)
     return getattr(n, figure)
@@ -155,7 +80,8 @@ def _value(box: Box, figure: str) -> float | None:
     return None if not parts or None in parts else float(sum(parts))
 
 
-def _lines(box: Box) -> list[tuple[str, float, str]]:
+def _lines(box: Box) -> _Lines:
+    """A box's label: its title (with its repeats), type and output shape, a line each."""
     title = box.title + (f"  ({box.repeats}×)" if box.repeats > 1 else "")
     lines = [(title, FONT, "bold")]
     if box.type and box.type != box.title:
@@ -165,7 +91,8 @@ def _lines(box: Box) -> list[tuple[str, float, str]]:
     return lines
 
 
-def _measure(lines: list[tuple[str, float, str]]) -> tuple[float, float]:
+def _measure(lines: _Lines) -> tuple[float, float]:
+    """Width and height, in points, of a box holding ``lines`` with its padding."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextToPath
 
@@ -196,23 +123,47 @@ def plot(
     bottom) or ``"LR"``. With ``path``, also saved (PNG, SVG or PDF by its extension;
     the same report gives the same bytes).
     """
+    _check(depth, color_by, direction)
+    layout = _arrange(*boxes(report, depth), lr=direction == "LR")
+    figure = COLOR_BY[color_by][0] if color_by else None
+    values = {k: _value(layout.found[k], figure) for k in layout.ordered} if figure else {}
+    colormap, norm = _colour_scale(values, cmap)
+    if title is False:
+        heading = None
+    else:
+        root = report.modules.get("")
+        what = "every op" if depth is None else f"modules to depth {depth}, repeated blocks folded"
+        heading = title or f"{root.type if root else 'model'}: {what}"
+    head = _HEAD if heading is not None else 0.0
+    fig, ax = _frame(layout, heading, head, colour_bar=norm is not None, dpi=dpi)
+    _draw_edges(ax, layout)
+    nonfinite = report.nonfinite.root_cause if report.nonfinite else None
+    _draw_boxes(ax, layout, values, colormap, norm, nonfinite)
+    if norm is not None:
+        seconds = " (seconds)" if figure in FIELD and FIELD[figure].unit is Unit.SECOND else ""
+        _draw_colour_bar(fig, colormap, norm, f"{COLOR_BY[color_by][1]} per box{seconds}", head)
+    if heading is not None:
+        fig.suptitle(heading, fontsize=FONT + 2, x=0.02, ha="left", y=1 - 0.1 / fig.get_figheight(), va="top")
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def _check(depth: int | None, color_by: str | None, direction: str) -> None:
+    """Refuse options ``plot`` does not know, before any drawing."""
     if color_by is not None and color_by not in COLOR_BY:
         raise ValueError(f"color_by must be one of {sorted(COLOR_BY)} or None, got {color_by!r}")
     if direction not in ("TB", "LR"):
         raise ValueError(f"direction must be 'TB' or 'LR', got {direction!r}")
     if depth is not None and depth < 0:
         raise ValueError(f"depth must be None (op level) or a module depth >= 0, got {depth!r}")
-    import matplotlib
-    from matplotlib.colors import LogNorm, Normalize
-    from matplotlib.figure import Figure
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-    from matplotlib.path import Path as MplPath
 
-    found, edges = boxes(report, depth)
+
+def _arrange(found: dict[str, Box], edges: list[tuple[str, str]], lr: bool) -> _Layout:
+    """Size each box by its label and lay the boxes out in layers along the dataflow."""
     ordered = sorted(found, key=lambda k: found[k].order)
     labels = {k: _lines(found[k]) for k in ordered}
     sizes = {k: _measure(labels[k]) for k in ordered}
-    lr = direction == "LR"
     pos, routes = layered(
         ordered,
         edges,
@@ -223,44 +174,58 @@ def plot(
     if lr:  # layers run left to right: swap the axes of the layout
         pos = {k: (y, x) for k, (x, y) in pos.items()}
         routes = {e: [(y, x) for x, y in r] for e, r in routes.items()}
+    return _Layout(found, ordered, labels, sizes, pos, routes, lr)
 
-    figure = COLOR_BY[color_by][0] if color_by else None
-    values = {k: _value(found[k], figure) for k in ordered} if figure else {}
+
+def _colour_scale(values: dict[str, float | None], cmap: str) -> tuple[Any, Any]:
+    """The colormap and the norm of the boxes' figures (``None`` when no box has one above 0)."""
+    import matplotlib
+    from matplotlib.colors import LogNorm, Normalize
+
     known = [v for v in values.values() if v is not None and v > 0]
     colormap = matplotlib.colormaps[cmap]
     norm = None
     if known:
         low, high = min(known), max(known)
         norm = LogNorm(low, high) if high > 100 * low else Normalize(0, high)
+    return colormap, norm
 
-    root = report.modules.get("")
-    what = "every op" if depth is None else f"modules to depth {depth}, repeated blocks folded"
-    heading = title or f"{root.type if root else 'model'}: {what}"
+
+def _frame(layout: _Layout, heading: str | None, head: float, colour_bar: bool, dpi: int) -> tuple[Any, Any]:
+    """The figure, sized to the layout at 1 pt per pt, and its axes in the layout's points."""
+    from matplotlib.figure import Figure
+
+    pos, sizes, ordered = layout.pos, layout.sizes, layout.ordered
     xs = [pos[k][0] + s * sizes[k][0] / 2 for k in ordered for s in (-1, 1)]
-    if title is not False:  # the heading fits: widen the drawing around the boxes if need be
+    if heading is not None:  # the heading fits: widen the drawing around the boxes if need be
         need = _measure([(heading, FONT + 2, "normal")])[0] - (max(xs) - min(xs)) - 2 * PAD
         if need > 0:
             xs += [min(xs) - need / 2, max(xs) + need / 2]
     ys = [pos[k][1] + s * sizes[k][1] / 2 for k in ordered for s in (-1, 1)]
     width, height = max(xs) - min(xs), max(ys) - min(ys)
-    margin = 18.0
-    bar = 1.6 if norm is not None else 0.0  # inches for the colour bar
-    head = 0.45 if title is not False else 0.0
-    drawing_w, drawing_h = (width + 2 * margin) / 72, (height + 2 * margin) / 72  # inches, 1 pt per pt
+    bar = _BAR if colour_bar else 0.0
+    drawing_w, drawing_h = (width + 2 * _MARGIN) / 72, (height + 2 * _MARGIN) / 72  # inches, 1 pt per pt
     # a flat drawing (one row, left to right) still needs room for a readable colour bar
-    fig_h = max(drawing_h + head, 3.0 if norm is not None else 0.0)
+    fig_h = max(drawing_h + head, 3.0 if colour_bar else 0.0)
     fig = Figure(figsize=(drawing_w + bar, fig_h), dpi=dpi)
     bottom = (fig_h - head - drawing_h) / 2 / fig_h
     ax = fig.add_axes((0.0, bottom, drawing_w / fig.get_figwidth(), drawing_h / fig_h))
-    ax.set_xlim(min(xs) - margin, max(xs) + margin)
-    ax.set_ylim(max(ys) + margin, min(ys) - margin)  # y grows downwards, as the layout's
+    ax.set_xlim(min(xs) - _MARGIN, max(xs) + _MARGIN)
+    ax.set_ylim(max(ys) + _MARGIN, min(ys) - _MARGIN)  # y grows downwards, as the layout's
     ax.set_axis_off()
+    return fig, ax
 
-    nonfinite = report.nonfinite.root_cause if report.nonfinite else None
-    for (u, v), route in routes.items():
+
+def _draw_edges(ax: Any, layout: _Layout) -> None:
+    """An arrow per edge along its route, from the edge of one box to the edge of the next."""
+    from matplotlib.patches import FancyArrowPatch
+    from matplotlib.path import Path as MplPath
+
+    sizes = layout.sizes
+    for (u, v), route in layout.routes.items():
         (x0, y0), (x1, y1) = route[0], route[-1]
         # leave the source at its bottom (right) edge, enter the target at its top (left) edge
-        if lr:
+        if layout.lr:
             start, end = (x0 + sizes[u][0] / 2, y0), (x1 - sizes[v][0] / 2, y1)
         else:
             start, end = (x0, y0 + sizes[u][1] / 2), (x1, y1 - sizes[v][1] / 2)
@@ -276,8 +241,15 @@ def plot(
             )
         ax.add_patch(patch)
 
-    for k in ordered:
-        box, (w, h), (x, y) = found[k], sizes[k], pos[k]
+
+def _draw_boxes(
+    ax: Any, layout: _Layout, values: dict[str, float | None], colormap: Any, norm: Any, nonfinite: str | None
+) -> None:
+    """Each box as a rounded rectangle in its colour, its label lines centred in it."""
+    from matplotlib.patches import FancyBboxPatch
+
+    for k in layout.ordered:
+        box, (w, h), (x, y) = layout.found[k], layout.sizes[k], layout.pos[k]
         value = values.get(k)
         if box.kind in ("input", "output"):
             face = _IO
@@ -298,35 +270,28 @@ def plot(
                 zorder=2,
             )
         )
+        # white text on a dark face (a named colour is a light one: grey or white)
         dark = not isinstance(face, str) and (0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2]) < 0.5
-        ty = y - h / 2 + PAD
-        for text, size, weight in labels[k]:
-            ty += size * 1.35 / 2
-            ax.text(
-                x,
-                ty,
-                text,
-                ha="center",
-                va="center",
-                fontsize=size,
-                fontweight=weight,
-                color="white" if dark else "black",
-                zorder=3,
-            )
-            ty += size * 1.35 / 2
+        _draw_label(ax, x, y - h / 2 + PAD, layout.labels[k], "white" if dark else "black")
 
-    if norm is not None:
-        from matplotlib.cm import ScalarMappable
 
-        tall = min(4.0, 0.7 * fig_h) / fig_h  # at most 4 inches, near the top of a tall drawing
-        top = 1 - (head + 0.3) / fig_h if fig_h > 5 else 0.5 + tall / 2
-        cax = fig.add_axes((1 - (bar - 0.75) / fig.get_figwidth(), top - tall, 0.18 / fig.get_figwidth(), tall))
-        colorbar = fig.colorbar(ScalarMappable(norm=norm, cmap=colormap), cax=cax)
-        seconds = " (seconds)" if figure in FIELD and FIELD[figure].unit is Unit.SECOND else ""
-        colorbar.set_label(f"{COLOR_BY[color_by][1]} per box{seconds}", fontsize=FONT)
-        colorbar.ax.tick_params(labelsize=FONT - 1)
-    if title is not False:
-        fig.suptitle(heading, fontsize=FONT + 2, x=0.02, ha="left", y=1 - 0.1 / fig.get_figheight(), va="top")
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+def _draw_label(ax: Any, x: float, top: float, lines: _Lines, color: str) -> None:
+    """A box's label lines, centred on ``x``, one under the other from ``top`` down."""
+    ty = top
+    for text, size, weight in lines:
+        ty += size * 1.35 / 2
+        ax.text(x, ty, text, ha="center", va="center", fontsize=size, fontweight=weight, color=color, zorder=3)
+        ty += size * 1.35 / 2
+
+
+def _draw_colour_bar(fig: Any, colormap: Any, norm: Any, label: str, head: float) -> None:
+    """The colour bar right of the drawing: at most 4 inches, near the top of a tall figure."""
+    from matplotlib.cm import ScalarMappable
+
+    fig_h = fig.get_figheight()
+    tall = min(4.0, 0.7 * fig_h) / fig_h
+    top = 1 - (head + 0.3) / fig_h if fig_h > 5 else 0.5 + tall / 2
+    cax = fig.add_axes((1 - (_BAR - 0.75) / fig.get_figwidth(), top - tall, 0.18 / fig.get_figwidth(), tall))
+    colorbar = fig.colorbar(ScalarMappable(norm=norm, cmap=colormap), cax=cax)
+    colorbar.set_label(label, fontsize=FONT)
+    colorbar.ax.tick_params(labelsize=FONT - 1)

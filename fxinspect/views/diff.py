@@ -6,65 +6,73 @@ MACs, bytes moved and, when both were timed, latency.
 
 Example
 -------
->>> d = small.diff(large)                                       # doctest: +SKIP
->>> d.modules["layer1"].flops                                   # doctest: +SKIP
-(231211008, 924844032)
->>> print(d)                                                    # doctest: +SKIP
+>>> import torch, fxinspect
+>>> x = torch.randn(2, 8)
+>>> small = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 4)), x, timing=False, memory=False)
+>>> large = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 16)), x, timing=False, memory=False)
+>>> d = small.diff(large)
+>>> d.modules["0"].params, d.modules["0"].macs                 # 8*4+4, 8*16+16 ; 2*8*4, 2*8*16
+((36, 144), (64, 256))
+>>> print(d.table(figures=("params",)))
+module    type          params (this)    params (other)        Δ
+--------  ----------  ---------------  ----------------  -------
+(model)   Sequential               36               144  +300.0%
+0         Linear                   36               144  +300.0%
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, make_dataclass
+from operator import attrgetter
 from typing import Any
 
 from tabulate import tabulate
 
 from .. import formatting as fmt
-from ..records import ReportRecord
+from ..records import ModuleRecord, ReportRecord
 
 __all__ = ["FIGURES", "ModuleDiff", "ReportDiff", "diff"]
 
-FIGURES = ("params", "flops", "macs", "bytes", "latency")
-_TEXT = {
-    "params": fmt.count,
-    "flops": fmt.count,
-    "macs": fmt.count,
-    "bytes": fmt.nbytes,
-    "latency": lambda v, p=False: fmt.seconds(v),
-}
-
-
-def _figures(record: Any) -> dict[str, Any]:
-    if record is None:
-        return dict.fromkeys(FIGURES)
-    return {
-        "params": record.params,
-        "flops": record.flops,
-        "macs": record.macs,
-        "bytes": record.bytes_read + record.bytes_written,
-        "latency": record.latency,
-    }
-
 
 @dataclass(frozen=True)
-class ModuleDiff:
-    """One module in both reports: ``(this, other)`` per figure (``None`` where absent)."""
+class _Figure:
+    """One compared figure: how to read it from a module record and how to print it."""
 
-    path: str
-    types: tuple[str | None, str | None]
-    params: tuple[Any, Any]
-    flops: tuple[Any, Any]
-    macs: tuple[Any, Any]
-    bytes: tuple[Any, Any]
-    latency: tuple[Any, Any]
+    read: Callable[[ModuleRecord], Any]
+    text: Callable[[Any], str]
 
-    @property
-    def changed(self) -> bool:
-        """Whether any figure (latency aside: it is noise) or the type differs."""
-        return self.types[0] != self.types[1] or any(
-            getattr(self, f)[0] != getattr(self, f)[1] for f in FIGURES if f != "latency"
-        )
+
+_COMPARED = {
+    "params": _Figure(attrgetter("params"), fmt.count),
+    "flops": _Figure(attrgetter("flops"), fmt.count),
+    "macs": _Figure(attrgetter("macs"), fmt.count),
+    "bytes": _Figure(attrgetter("bytes_moved"), fmt.nbytes),
+    "latency": _Figure(attrgetter("latency"), fmt.seconds),
+}
+"""The one declaration of what ``diff`` compares; ``ModuleDiff`` gets a field for each."""
+
+FIGURES = tuple(_COMPARED)
+NOISY = frozenset({"latency"})  # differs from run to run: not a change of the model
+
+
+def _changed(self: Any) -> bool:
+    """Whether the type or any figure but the noisy ones differs."""
+    return self.types[0] != self.types[1] or any(
+        getattr(self, f)[0] != getattr(self, f)[1] for f in FIGURES if f not in NOISY
+    )
+
+
+ModuleDiff = make_dataclass(
+    "ModuleDiff",
+    [("path", str), ("types", tuple)] + [(f, tuple) for f in FIGURES],
+    frozen=True,
+    namespace={
+        "__doc__": "One module in both reports: ``(this, other)`` per figure (``None`` where absent).",
+        "changed": property(_changed),
+        "__module__": __name__,
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ class ReportDiff:
             row = [path or "(model)", a if a == b or b is None else b if a is None else f"{a} → {b}"]
             for f in figures:
                 x, y = getattr(d, f)
-                text = _TEXT[f]
+                text = _COMPARED[f].text
                 row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
             rows.append(row)
         if not rows:
@@ -121,6 +129,6 @@ def diff(this: ReportRecord, other: ReportRecord) -> ReportDiff:
     out = {}
     for path in paths:
         a, b = this.modules.get(path), other.modules.get(path)
-        fa, fb = _figures(a), _figures(b)
-        out[path] = ModuleDiff(path, (a.type if a else None, b.type if b else None), *((fa[f], fb[f]) for f in FIGURES))
+        pairs = {name: tuple(f.read(r) if r is not None else None for r in (a, b)) for name, f in _COMPARED.items()}
+        out[path] = ModuleDiff(path=path, types=(a.type if a else None, b.type if b else None), **pairs)
     return ReportDiff(out)

@@ -8,8 +8,11 @@ parser) and read back as floats because the type hint says ``float``.
 
 Example
 -------
->>> text = to_json(report)                                   # doctest: +SKIP
->>> from_json(text) == report                                 # doctest: +SKIP
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> text = to_json(report)
+>>> fxinspect.Report.from_json(text) == report
 True
 """
 
@@ -154,9 +157,11 @@ def module_tree(report: ReportRecord) -> dict[str, Any]:
     (the layout torch_inspector's users know). For reading; ``from_json`` reads the flat
     layout only.
 
-    >>> tree = module_tree(report)                                   # doctest: +SKIP
-    >>> tree["type"], [c["path"] for c in tree["children"]][:2]      # doctest: +SKIP
-    ('ResNet', ['conv1', 'bn1'])
+    >>> import torch, fxinspect
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(3, 2)))
+    >>> tree = module_tree(fxinspect.analyze(model, torch.randn(1, 4), timing=False, memory=False))
+    >>> tree["type"], [c["path"] for c in tree["children"]], [c["path"] for c in tree["children"][1]["children"]]
+    ('Sequential', ['0', '1'], ['1.0', '1.1'])
     """
 
     def node(path: str) -> dict[str, Any]:

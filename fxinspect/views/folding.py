@@ -10,9 +10,11 @@ members under one display path, their first and last names joined by an en dash
 
 Example
 -------
->>> folds = Folds(report)                                     # doctest: +SKIP
->>> folds.display("transformer.h.3.attn"), folds.repeats("transformer.h.3.attn")  # doctest: +SKIP
-('transformer.h.0–11.attn', 12)
+>>> import torch, fxinspect
+>>> layers = [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()) for _ in range(3)]
+>>> folds = Folds(fxinspect.analyze(torch.nn.Sequential(*layers), torch.randn(2, 4), timing=False))
+>>> folds.display("1.0"), folds.repeats("1.0")
+('0–2.0', 3)
 """
 
 from __future__ import annotations

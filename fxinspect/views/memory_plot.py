@@ -9,7 +9,12 @@ the node that made them and why they were alive.
 
 Example
 -------
->>> fig = report.plot_memory("memory.png")                      # doctest: +SKIP
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> fig = report.plot_memory()           # report.plot_memory("memory.png") writes the file
+>>> fig.axes[0].get_title(loc="left")
+'Sequential: memory of one forward'
 """
 
 from __future__ import annotations
@@ -69,16 +74,35 @@ def plot_memory(
         raise ValueError("this report has no memory timeline: analyze it with memory=True (the default)")
     from matplotlib.figure import Figure
 
-    resident = m.resident
     xs = [x for x, _ in m.timeline]
-    ys = [resident + b for _, b in m.timeline]
-    highest = max([resident + m.peak, resident + (m.measured_peak or 0), 1])
+    ys = [m.resident + b for _, b in m.timeline]
+    highest = max([m.resident + m.peak, m.resident + (m.measured_peak or 0), 1])
     scale, unit = fmt.axis_unit(highest, "byte")
 
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     grid = fig.add_gridspec(1, 2, width_ratios=(3.2, 1))
     ax, side = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
     end = max(xs[-1], 1)
+    _draw_timeline(ax, m, xs, ys, scale, end)
+    _mark_peaks(ax, m, xs, ys, scale)
+    ax.set_xlim(0, end)
+    ax.set_ylim(0, highest / scale * 1.2)
+    ax.set_xlabel("execution order (aten ops)")
+    ax.set_ylabel(f"memory held ({unit})")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=8, frameon=False)
+    root = report.modules.get("")
+    kind = "training step (forward + backward)" if m.backward_start is not None else "forward"
+    ax.set_title(title or f"{root.type if root else 'model'}: memory of one {kind}", fontsize=11, loc="left")
+    _draw_alive_at_peak(side, _contributors(m, depth, top), m.peak, scale, unit)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def _draw_timeline(ax: Any, m: MemoryRecord, xs: list[int], ys: list[int], scale: float, end: float) -> None:
+    """Resident memory as a band, what the run allocated on top, the forward/backward boundary."""
+    resident = m.resident
     ax.fill_between(
         [0, end],
         0,
@@ -98,13 +122,17 @@ def plot_memory(
         label="allocated by the run",
         linewidth=0,
     )
-    ceiling = highest / scale * 1.2
     if m.backward_start is not None:  # the boundary, drawn up to the curve (clear of the notes above it)
         at = max((y for x, y in zip(xs, ys) if x <= m.backward_start), default=resident)
         ax.vlines(m.backward_start, 0, at / scale, color="black", linestyle="--", linewidth=1)
         label_y = resident / scale / 2  # inside the resident band, clear of the curve and the legend
         ax.text(m.backward_start, label_y, "  backward →", ha="left", va="center", fontsize=9)
         ax.text(m.backward_start, label_y, "← forward  ", ha="right", va="center", fontsize=9)
+
+
+def _mark_peaks(ax: Any, m: MemoryRecord, xs: list[int], ys: list[int], scale: float) -> None:
+    """The peak as a dot with a note naming its node; the allocator's measured peak as a line."""
+    resident = m.resident
     peak_x = next(x for x, y in zip(xs, ys) if y - resident == m.peak)
     ax.plot([peak_x], [(resident + m.peak) / scale], "o", color=_PEAK, zorder=5)
     where = f"{m.peak_node} ({m.peak_phase})" if m.peak_node else str(m.peak_phase)
@@ -127,26 +155,16 @@ def plot_memory(
             linewidth=1.5,
             label=f"measured peak ({m.measured_by})",
         )
-    ax.set_xlim(0, end)
-    ax.set_ylim(0, ceiling)
-    ax.set_xlabel("execution order (aten ops)")
-    ax.set_ylabel(f"memory held ({unit})")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=8, frameon=False)
-    root = report.modules.get("")
-    kind = "training step (forward + backward)" if m.backward_start is not None else "forward"
-    ax.set_title(title or f"{root.type if root else 'model'}: memory of one {kind}", fontsize=11, loc="left")
 
-    names = _contributors(m, depth, top)
+
+def _draw_alive_at_peak(side: Any, names: list[tuple[str, int]], peak: int, scale: float, unit: str) -> None:
+    """The groups of tensors alive at the peak as bars, largest on top, each with its size."""
     side.barh(range(len(names)), [b / scale for _, b in names], color=_RUN, alpha=0.85)
     side.set_yticks(range(len(names)), [n for n, _ in names], fontsize=8)
     side.invert_yaxis()
     side.set_xlabel(unit)
-    side.set_title(f"alive at the peak: {fmt.nbytes(m.peak)}\nby module and role", fontsize=10, loc="right")
+    side.set_title(f"alive at the peak: {fmt.nbytes(peak)}\nby module and role", fontsize=10, loc="right")
     side.grid(axis="x", alpha=0.3)
     for i, (_, b) in enumerate(names):
         side.text(b / scale, i, f" {fmt.nbytes(b)}", va="center", fontsize=7)
     side.set_xlim(0, max((b for _, b in names), default=1) / scale * 1.45)
-    if path is not None:
-        save_figure(fig, path)
-    return fig

@@ -18,8 +18,8 @@ from typing import Any
 
 from .. import formatting as fmt
 from .. import paths
-from ..fields import sums
 from ..records import ModuleRecord, NodeRecord, ReportRecord, Totals
+from ..records.fields import sums
 from .columns import Column
 from .folding import Folds
 
@@ -42,8 +42,7 @@ def _ratio(part: float, whole: float) -> float | None:
 def _figures(report: ReportRecord, records: Sequence[NodeRecord | ModuleRecord | Totals]) -> dict[Column, Any]:
     """The figure columns of some records: every declared figure summed, and the derived ones."""
     values = {Column(name): total for name, total in sums(records).items()}
-    moved = values[Column.BYTES_READ] + values[Column.BYTES_WRITTEN]
-    values[Column.BYTES] = moved
+    moved = values[Column.BYTES] = sum(r.bytes_moved for r in records)
     values[Column.INTENSITY] = _ratio(values[Column.FLOPS], moved)
     values[Column.SHARE] = _ratio(values[Column.FLOPS], report.totals.flops)
     return values

@@ -2,12 +2,14 @@
 
 Example
 -------
->>> print(report)                                                # doctest: +SKIP
-ResNet · captured by symbolic · torch 2.14.1 on cpu
-inputs       1×3×224×224 f32 -> 1×1000 f32
-params       11.69 M (11.69 M trainable, 0 frozen), 9.60 K buffer elements; 44.59 MiB + 37.63 KiB
-FLOPs        3.64 G (MACs 1.82 G)
-bytes        120.85 MiB read, 79.74 MiB written; 18.07 FLOP/B
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> print(*summary(report).splitlines()[1:4], sep=chr(10))   # print(report) shows it all
+inputs       1×3×8×8 f32 -> 1×10 f32
+params       3.11 K (3.11 K trainable, 0 frozen), 0 buffer elements; 12.16 KiB + 0 B
+FLOPs        21.90 K (MACs 10.66 K)
+
 """
 
 from __future__ import annotations
@@ -76,13 +78,15 @@ def _costs(report: ReportRecord) -> list[str]:
                 "backward",
                 f"{fmt.count(t.backward_flops, t.partial)} FLOPs (MACs "
                 f"{fmt.count(t.backward_macs, t.partial)}), "
-                f"{fmt.nbytes(t.backward_bytes_read + t.backward_bytes_written)} moved",
+                f"{fmt.nbytes(t.backward_bytes_moved)} moved",
             )
         )
-    if report.unattributed:  # ran between the graph's nodes: listed, not in any node's figures
-        ops = fmt.listing(f"{c.op} ×{c.calls}" for c in report.unattributed)
-        flops = sum(c.flops for c in report.unattributed)
-        lines.append(_line("outside nodes", f"{ops} ({fmt.count(flops)} FLOPs, not in the totals)"))
+    # ran outside the graph's nodes: listed, in no node's figures and not in the totals
+    for label, calls in (("outside fwd", report.unattributed), ("outside bwd", report.backward_unattributed)):
+        if calls:
+            ops = fmt.listing(f"{c.op} ×{c.calls}" for c in calls)
+            flops = sum(c.flops for c in calls)
+            lines.append(_line(label, f"{ops} ({fmt.count(flops)} FLOPs, not in the totals)"))
     return lines
 
 

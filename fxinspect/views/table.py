@@ -8,13 +8,27 @@ sorting the text would not.
 
 Example
 -------
->>> print(table(report, by="op", columns=["op", "flops"]))       # doctest: +SKIP
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
+>>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
+>>> print(table(report, by="op", columns=["op", "flops"]))     # 2*8*27*36 + 288 bias adds ; 288 ; 2*288*10 + 10
 op        FLOPs
 ------  -------
-conv2d  1.82 G
-relu    2.41 M
+Conv2d  15.84 K
+ReLU        288
+Linear   5.77 K
 ------  -------
-total   1.82 G
+total   21.90 K
+1 op type that cost nothing (no FLOPs, no bytes) not shown: zeros=True
+>>> print(report.table(depth=1, columns=["name", "params", "flops"]))
+name      params    FLOPs
+------  --------  -------
+0            224  15.84 K
+1              0      288
+2              0        0
+3         2.89 K   5.77 K
+------  --------  -------
+total     3.11 K  21.90 K
 """
 
 from __future__ import annotations
@@ -50,24 +64,9 @@ _RULED_FORMATS = frozenset(
 )
 
 
-def _sort_key(column: Column, row: Row) -> tuple:
-    """Numeric columns descending by raw figure, text ascending; missing figures last."""
-    raw = row.values.get(column)
-    if SPECS[column].numeric:
-        if column is Column.NONFINITE:
-            raw = None if raw is None or raw[0] is None else raw[0] + (raw[1] or 0)
-        missing = raw is None or raw != raw  # None and NaN go last
-        return (missing, 0 if missing else -raw)
-    return (raw is None, SPECS[column].cell(raw, False))
-
-
-def _render(row: Row, cols: Sequence[Column]) -> list[str]:
-    """One row's cells as text, in ``cols`` order."""
-    return [SPECS[c].cell(row.values.get(c), row.partial) for c in cols]
-
-
 def table(
     report: ReportRecord,
+    *,
     by: By | str = By.MODULE,
     depth: int | None = None,
     columns: Sequence[Column | str] | None = None,
@@ -104,69 +103,96 @@ def table(
 
     Totals that miss uncounted ops carry :data:`fxinspect.formatting.PARTIAL` and a
     footnote; unmeasured figures print as :data:`fxinspect.formatting.MISSING`.
-
-    Example
-    -------
-    >>> print(report.table(depth=1, columns=["name", "params", "flops"]))  # doctest: +SKIP
-    name      params    FLOPs
-    ------  --------  -------
-    conv1      9.41 K  236.03 M
-    ...
     """
     by = parse_by(by)
     if depth is not None and (by is not By.MODULE or depth < 0):
         raise ValueError(f"depth={depth!r}: depth is a non-negative module depth and applies to by='module' only")
     if top is not None and top < 0:
         raise ValueError(f"top={top!r}: expected a non-negative number of rows")
-    if columns is None:
-        timed = report.totals.latency is not None
-        found = any(n.nonfinite for n in report.nodes)
-        backward = report.totals.backward_flops is not None
-        cols = [
-            c
-            for c in DEFAULT[by]
-            if (c not in TIMED_ONLY or timed)
-            and (c is not Column.NONFINITE or found)
-            and (c not in BACKWARD_ONLY or backward)
-            and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)
-        ]
-    else:
-        cols = [parse_column(c, by, "columns") for c in columns]
+    cols = _default_columns(report, by) if columns is None else [parse_column(c, by, "columns") for c in columns]
     sort_column = None if sort is None else parse_column(sort, by, "sort")
-
-    uncounted = {name for u in report.uncounted for name in u.nodes}
-    hidden_free = 0
-    if by is By.MODULE:
-        # indentation shows the hierarchy, which a sorted table no longer follows
-        rows = module_rows(report, depth, fold, indent=sort_column is None, uncounted=uncounted)
-    elif by is By.OP:
-        rows = op_rows(report, uncounted)
-        if not zeros:  # a view or a shape query moves nothing: a footnote counts them
-            free = [r for r in rows if not r.values.get(Column.FLOPS) and not r.values.get(Column.BYTES)]
-            rows = [r for r in rows if r not in free]
-            hidden_free = len(free)
-    else:
-        rows = node_rows(report, uncounted)
+    # indentation shows the module hierarchy, which a sorted table no longer follows
+    rows, free = _rows(report, by, depth, fold, zeros, indent=sort_column is None)
     if columns is None and not any(r.values.get(Column.PER_BLOCK) is not None for r in rows):
         cols = [c for c in cols if c is not Column.PER_BLOCK]  # nothing folded: no per-block figure
     if sort_column is not None:
         rows = sorted(rows, key=lambda r: _sort_key(sort_column, r))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
+    fitted, total, cells = _fitted_cells(report, shown, cols, width, by, may_drop_per_block=columns is None)
+    notes = _footnotes(report, by, fitted, shown, rows, total, dropped_per_block=len(fitted) < len(cols), free=free)
+    if width is not None:
+        notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
+    return "\n".join([_tabulate(cells, fitted, tablefmt), *notes])
 
+
+def _default_columns(report: ReportRecord, by: By) -> list[Column]:
+    """The usual columns for ``by``, less those the report has no figures for."""
+    timed = report.totals.latency is not None
+    found = any(n.nonfinite for n in report.nodes)
+    backward = report.totals.backward_flops is not None
+    return [
+        c
+        for c in DEFAULT[by]
+        if (c not in TIMED_ONLY or timed)
+        and (c is not Column.NONFINITE or found)
+        and (c not in BACKWARD_ONLY or backward)
+        and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)
+    ]
+
+
+def _rows(
+    report: ReportRecord, by: By, depth: int | None, fold: bool, zeros: bool, indent: bool
+) -> tuple[list[Row], int]:
+    """The rows for ``by`` in model or graph order, and how many free op types were left out."""
+    uncounted = {name for u in report.uncounted for name in u.nodes}
+    if by is By.MODULE:
+        return module_rows(report, depth, fold, indent=indent, uncounted=uncounted), 0
+    if by is By.NODE:
+        return node_rows(report, uncounted), 0
+    rows = op_rows(report, uncounted)
+    if zeros:
+        return rows, 0
+    # a view or a shape query moves nothing: a footnote counts them
+    free = [r for r in rows if not r.values.get(Column.FLOPS) and not r.values.get(Column.BYTES)]
+    return [r for r in rows if r not in free], len(free)
+
+
+def _sort_key(column: Column, row: Row) -> tuple:
+    """Numeric columns descending by raw figure, text ascending; missing figures last."""
+    raw = row.values.get(column)
+    if SPECS[column].numeric:
+        if column is Column.NONFINITE:
+            raw = None if raw is None or raw[0] is None else raw[0] + (raw[1] or 0)
+        missing = raw is None or raw != raw  # None and NaN go last
+        return (missing, 0 if missing else -raw)
+    return (raw is None, SPECS[column].cell(raw, False))
+
+
+def _fitted_cells(
+    report: ReportRecord, shown: list[Row], cols: list[Column], width: int | None, by: By, may_drop_per_block: bool
+) -> tuple[list[Column], Row, list[list[str]]]:
+    """The columns kept, the totals row and every row's cells (totals last), fitted to ``width``."""
     total = totals_row(report, cols)
     cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
-    per_block_dropped = False
-    if columns is None and Column.PER_BLOCK in cols and width is not None and _width(cells, cols) > width:
+    if may_drop_per_block and Column.PER_BLOCK in cols and width is not None and _width(cells, cols) > width:
         # the per-block figure is the one default column a narrow table does without
-        cols = [c for c in cols if c is not Column.PER_BLOCK]
-        total = totals_row(report, cols)
-        cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
-        per_block_dropped = True
+        narrower = [c for c in cols if c is not Column.PER_BLOCK]
+        return _fitted_cells(report, shown, narrower, width, by, may_drop_per_block=False)
+    return cols, total, cells
+
+
+def _render(row: Row, cols: Sequence[Column]) -> list[str]:
+    """One row's cells as text, in ``cols`` order."""
+    return [SPECS[c].cell(row.values.get(c), row.partial) for c in cols]
+
+
+def _tabulate(cells: list[list[str]], cols: Sequence[Column], tablefmt: str) -> str:
+    """The cells as a ``tabulate`` table, the totals row (the last) under a rule where the format has one."""
     body: list[Any] = cells[:-1]
     if tablefmt in _RULED_FORMATS:
         body.append(SEPARATING_LINE)
     body.append(cells[-1])
-    text = tabulate(
+    return tabulate(
         body,
         headers=[SPECS[c].header for c in cols],
         tablefmt=tablefmt,
@@ -174,16 +200,6 @@ def table(
         disable_numparse=True,  # cells are already text; keep them exactly as formatted
         preserve_whitespace=True,  # the indentation of module names is meaningful
     )
-    notes = _footnotes(report, by, cols, shown, rows, total)
-    if per_block_dropped:
-        notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
-    if hidden_free:
-        notes.append(
-            f"{fmt.plural(hidden_free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True"
-        )
-    if width is not None:
-        notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
-    return "\n".join([text, *notes])
 
 
 _SHRINKABLE = frozenset({Column.NAME, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS})
@@ -226,10 +242,19 @@ def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: 
 
 
 def _footnotes(
-    report: ReportRecord, by: By, cols: Sequence[Column], shown: list[Row], rows: list[Row], total: Row
+    report: ReportRecord,
+    by: By,
+    cols: Sequence[Column],
+    shown: list[Row],
+    rows: list[Row],
+    total: Row,
+    *,
+    dropped_per_block: bool,
+    free: int,
 ) -> list[str]:
     """What the table's cells cannot say: partial figures, the root's own ops, leaves
-    not broken down, timing that did not run, rows cut by ``top``."""
+    not broken down, timing that did not run, rows cut by ``top``, a per-block column
+    dropped for width, ``free`` op types left out."""
     notes = []
     marked = any(SPECS[c].marks_partial for c in cols)
     if marked and (total.partial or any(r.partial for r in shown)):
@@ -257,4 +282,8 @@ def _footnotes(
         notes.append(f"{fmt.MISSING} timing did not run")
     if len(shown) < len(rows):
         notes.append(f"{fmt.count(len(shown))} of {fmt.count(len(rows))} rows shown")
+    if dropped_per_block:
+        notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
+    if free:
+        notes.append(f"{fmt.plural(free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
     return notes

@@ -1,24 +1,26 @@
 """Passes: each runs the instrumented program and returns figures keyed by node name.
 
-A pass is any object with a ``run(program) -> PassResult`` method. It puts its
+A pass is an object with a ``run(program) -> PassResult`` method; the passes
+``analyze`` runs after the counting pass also have a ``planned(options, program,
+counted)`` class method that builds the pass from the :class:`~fxinspect.options.Options`
+(``None`` when the options do not ask for it). A pass puts its
 :class:`~fxinspect.run.program.Probe` at the program's probe points, runs the program
 (once, interpreted, or many times, compiled) and returns per-node values keyed by the
 fx node's name: never by position. Assembly merges the results of all passes by name
-into the report's records. A new figure is a field in :mod:`fxinspect.fields` and a
-pass that fills it; no other pass changes.
+into the report's records. A new figure is a field in :mod:`fxinspect.records.fields`
+and a pass that fills it; no other pass changes.
 
 Example: a pass that counts output elements per node
 
 >>> import torch, fxinspect
->>> class Elements:
-...     fields = ()
+>>> class OutputElements:
 ...     def run(self, program):
 ...         found = {}
 ...         program.run(program.inputs, Probe(after=lambda name, out: found.update({name: out.numel()})))
-...         return PassResult(extras={"elements": found})
+...         return PassResult(nodes={name: {"output_elements": n} for name, n in found.items()})
 >>> program = fxinspect.instrument(torch.nn.Linear(3, 2), torch.randn(4, 3))
->>> Elements().run(program).extras["elements"]            # 4 * 2
-{'linear': 8}
+>>> OutputElements().run(program).nodes                    # 4 * 2
+{'linear': {'output_elements': 8}}
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ...records.fields import FIELD
 from ..program import InstrumentedProgram, Probe
 
 __all__ = ["Pass", "PassResult", "Probe"]
@@ -37,18 +40,25 @@ class PassResult:
 
     ``nodes`` maps a node's name to ``{record field: value}`` (fields of
     :class:`~fxinspect.records.NodeRecord`: declared figures such as ``latency``, or
-    ``outputs``/``aten``). ``fields`` names the declared figures the pass measured
-    (those it did not stay ``None`` in modules and totals). ``report`` holds
-    :class:`~fxinspect.records.ReportRecord` fields (``timing``, ``unattributed``),
-    ``notes`` lines for ``report.capture.notes``, ``extras`` facts for assembly or the
-    caller that are not record fields.
+    ``outputs``/``aten``); the declared figures among them are the pass's
+    :attr:`fields`. ``report`` holds :class:`~fxinspect.records.ReportRecord` fields
+    (``timing``, ``unattributed``, ``memory``), ``notes`` lines for
+    ``report.capture.notes``. Two facts of the forward are typed fields: the inputs it
+    wrote in place (``written_inputs``: later passes put them back) and the inputs and
+    weights that held NaN/Inf before it ran (``nonfinite_sources``).
     """
 
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fields: tuple[str, ...] = ()
     report: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
+    written_inputs: tuple[str, ...] = ()
+    nonfinite_sources: tuple[str, ...] = ()
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The declared figures this pass measured: those its nodes carry. (The others
+        stay ``None`` in modules and totals when they may be unknown.)"""
+        return tuple(dict.fromkeys(k for values in self.nodes.values() for k in values if k in FIELD))
 
 
 class Pass(Protocol):

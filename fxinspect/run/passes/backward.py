@@ -38,6 +38,7 @@ import torch
 
 from ...capture import module_of
 from ...errors import InputError
+from ...options import Options
 from ...records import NonFinite, NonFiniteKind, TensorMeta
 from ...tensors import has_data, tensors_in
 from ..dispatch import UNATTRIBUTED, CountingMode
@@ -121,7 +122,7 @@ def backward_result(
     """A backward's figures per node (``costs`` keyed by node, as a counting mode keeps
     them), its output gradients, and where NaN/Inf first appeared in it."""
     metas = gradients.metas(stats)
-    result = PassResult(fields=BackwardPass.fields)
+    result = PassResult()
     for name in program.probe_points:
         _, flops, macs, read, written = aten_calls(costs.get(name, {}))
         entry = result.nodes[name] = {
@@ -134,18 +135,21 @@ def backward_result(
             entry["grad_outputs"] = metas[name]
     result.report["grad_nonfinite"] = gradient_root_cause(program, metas, gradients.arrived)
     unattributed = costs.get(UNATTRIBUTED)
-    if unattributed:
-        result.extras["backward_unattributed"] = aten_calls(unattributed)[0]
+    if unattributed:  # ops of no forward node (the loss's backward, accumulating into .grad)
+        result.report["backward_unattributed"] = aten_calls(unattributed)[0]
     return result
 
 
 class BackwardPass:
     """A forward with gradients on and one backward of ``loss_fn(output)``."""
 
-    fields = ("backward_flops", "backward_macs", "backward_bytes_read", "backward_bytes_written")
-
     def __init__(self, loss_fn: Callable[[Any], torch.Tensor] | None = None):
         self.loss_fn = loss_fn or default_loss
+
+    @classmethod
+    def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> BackwardPass | None:
+        """The pass ``options`` ask for (``backward=True``), or ``None``."""
+        return cls(options.loss_fn) if options.backward else None
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         owners = AutogradOwners()

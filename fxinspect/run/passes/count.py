@@ -71,8 +71,6 @@ def _floating(meta: TensorMeta) -> bool:
 class CountPass:
     """Prices every aten op, records every output; reads values when ``check_finite``."""
 
-    fields = ("flops", "macs", "bytes_read", "bytes_written", "nan_count", "inf_count")
-
     def __init__(self, check_finite: bool = True, model: torch.nn.Module | None = None):
         self.check_finite = check_finite
         self.model = model  # searched for non-finite weights when a NaN shows up
@@ -121,7 +119,7 @@ class ForwardRecorder:
         program, mode = self.program, self.mode
         if stats is None:
             stats = self.reader.finish() if self.reader else []
-        result = PassResult(fields=CountPass.fields)
+        result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
@@ -133,7 +131,7 @@ class ForwardRecorder:
             if v is not None and version(t) != v
         ]
         if written:
-            result.extras["written_inputs"] = written
+            result.written_inputs = tuple(written)
             result.notes.append(
                 f"the forward writes its input(s) {', '.join(written)} in place: the analysed run wrote them "
                 "once, as calling the model does"
@@ -147,7 +145,7 @@ class ForwardRecorder:
         # (5 ms on resnet50) is skipped when every value read was finite
         if model is not None and any(s is not None and not s.finite for s in stats):
             bad += nonfinite_tensors(model)
-        result.extras["nonfinite_sources"] = bad
+        result.nonfinite_sources = tuple(bad)
         return result
 
     @staticmethod

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ...capture import module_of
+from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
@@ -61,8 +62,6 @@ def _device(tensors: list[torch.Tensor]) -> torch.device:
 class MemoryPass:
     """Storage lifetimes of one run, its peak and what was alive then; measured beside."""
 
-    fields = ("output_bytes", "saved_bytes", "measured_growth")
-
     def __init__(
         self,
         backward: bool = False,
@@ -77,18 +76,49 @@ class MemoryPass:
             measure,
         )
 
+    @classmethod
+    def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> MemoryPass | None:
+        """The pass ``options`` ask for (``memory=True``), or ``None``."""
+        if not options.memory:
+            return None
+        return cls(backward=options.backward, loss_fn=options.loss_fn, optimizer=options.optimizer)
+
     def run(self, program: InstrumentedProgram) -> PassResult:
-        gm = program.graph_module
-        params, buffers = program.parameters(), program.buffers()
-        constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
+        params = program.parameters()
         inputs = list(program.inputs)
-        tracker = StorageTracker([*params, *buffers, *constants, *inputs])
+        run = _Run(program, params, inputs, self.measure)
+        trainable = [p for p in params if p.requires_grad]
+        with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
+            output, gradients, param_grads = run.step(self.loss_fn if self.backward else None, trainable)
+            del output
+        memory = run.record(gradients, param_grads)
+        if self.optimizer is not None:
+            name, state, step = optimizer_footprint(self.optimizer, trainable)
+            memory = dataclasses.replace(memory, optimizer=name, optimizer_state=state, optimizer_step=step)
+        return PassResult(nodes=run.node_figures(), report={"memory": memory})
+
+
+class _Run:
+    """One run of ``program`` under the storage model (and the allocator, with real data)."""
+
+    def __init__(self, program: InstrumentedProgram, params: list, inputs: list, measure: bool) -> None:
+        self.program, self.params, self.inputs = program, params, inputs
+        self.buffers = program.buffers()
+        gm = program.graph_module
+        constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
+        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs])
         every = [*inputs, *params]
-        device = _device(every)
+        self.device = _device(every)
         real = all(has_data(t) for t in every)
-        owners = AutogradOwners()
-        watch = AllocatorWatch(device, owners) if self.measure and real and device.type in ("cpu", "cuda") else None
-        outputs: dict[str, int] = {}
+        self.owners = AutogradOwners()
+        measurable = measure and real and self.device.type in ("cpu", "cuda")
+        self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
+        self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
+        self.forward_peak: tuple[int, str | None] | None = None
+        self.backward_start: int | None = None
+
+    def probe(self) -> Probe:
+        tracker, owners, watch, outputs = self.tracker, self.owners, self.watch, self.outputs
 
         def before(name: str) -> None:
             tracker.node = name
@@ -106,47 +136,53 @@ class MemoryPass:
             outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
             tracker.node = None
 
-        trainable = [p for p in params if p.requires_grad]
-        forward_peak, gradients, param_grads = None, None, set()
-        with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
-            with contextlib.ExitStack() as stack:
+        return Probe(before, after)
+
+    def step(self, loss_fn: Callable | None, trainable: list) -> tuple[Any, int | None, set[int]]:
+        """The forward (and with ``loss_fn`` its backward): the output, the parameter
+        gradients' bytes and the ids of their allocations."""
+        tracker, watch = self.tracker, self.watch
+        gradients, param_grads = None, set()
+        with contextlib.ExitStack() as stack:
+            if watch is not None:
+                stack.enter_context(watch)
+            if loss_fn is not None:
+                stack.enter_context(torch.enable_grad())
+            stack.enter_context(tracker)
+            if torch.is_grad_enabled():
+                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack))
+            output = self.program.run(self.inputs, self.probe())
+            if loss_fn is not None:
+                loss = loss_fn(self.program.output_structure(output))
+                self.forward_peak = (tracker.peak, tracker.peak_node)
+                self.backward_start = tracker.ops
+                tracker.phase, tracker.running = Phase.BACKWARD, self.owners.running
                 if watch is not None:
-                    stack.enter_context(watch)
-                if self.backward:
-                    stack.enter_context(torch.enable_grad())
-                stack.enter_context(tracker)
-                if torch.is_grad_enabled():
-                    stack.enter_context(torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack))
-                output = program.run(inputs, Probe(before, after))
-                backward_start = None
-                if self.backward:
-                    loss = self.loss_fn(program.output_structure(output))
-                    forward_peak = (tracker.peak, tracker.peak_node)
-                    backward_start = tracker.ops
-                    tracker.phase, tracker.running = Phase.BACKWARD, owners.running
-                    if watch is not None:
-                        watch.begin_backward()
-                    loss.backward()
-                    del loss
-                    grads = [p.grad for p in trainable if p.grad is not None]
-                    gradients = _unique_bytes(grads)
-                    param_grads = {id(e) for g in grads if (e := tracker.allocation(g)) is not None}
-                tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
-            del output
-        forward_peak = forward_peak or (tracker.peak, tracker.peak_node)
-        memory = MemoryRecord(
-            device=str(device),
-            params=_unique_bytes(params),
-            buffers=_unique_bytes(buffers),
-            inputs=_unique_bytes(inputs),
+                    watch.begin_backward()
+                loss.backward()
+                del loss
+                grads = [p.grad for p in trainable if p.grad is not None]
+                gradients = _unique_bytes(grads)
+                param_grads = {id(e) for g in grads if (e := tracker.allocation(g)) is not None}
+            tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
+        return output, gradients, param_grads
+
+    def record(self, gradients: int | None, param_grads: set[int]) -> MemoryRecord:
+        tracker, watch = self.tracker, self.watch
+        forward_peak = self.forward_peak or (tracker.peak, tracker.peak_node)
+        return MemoryRecord(
+            device=str(self.device),
+            params=_unique_bytes(self.params),
+            buffers=_unique_bytes(self.buffers),
+            inputs=_unique_bytes(self.inputs),
             timeline=tuple(tracker.timeline),
-            backward_start=backward_start,
+            backward_start=self.backward_start,
             peak=tracker.peak,
             peak_node=tracker.peak_node,
             peak_phase=tracker.peak_phase,
             forward_peak=forward_peak[0],
             forward_peak_node=forward_peak[1],
-            alive_at_peak=_alive(program, tracker.alive_at_peak(), param_grads),
+            alive_at_peak=_alive(self.program, tracker.alive_at_peak(), param_grads),
             saved=sum(a.nbytes for a in tracker.allocations if a.saved),
             gradients=gradients,
             measured_by=watch.by if watch is not None else None,
@@ -154,22 +190,19 @@ class MemoryPass:
             measured_forward_peak=watch.forward_peak if watch is not None else None,
             measured_peak_node=watch.peak_node if watch is not None else None,
         )
-        if self.optimizer is not None:
-            name, state, step = optimizer_footprint(self.optimizer, trainable)
-            memory = dataclasses.replace(memory, optimizer=name, optimizer_state=state, optimizer_step=step)
+
+    def node_figures(self) -> dict[str, dict[str, Any]]:
+        """Per node: output and saved bytes, and the allocator's growth when it measured."""
         saved: dict[str, int] = {}
-        for a in tracker.allocations:
+        for a in self.tracker.allocations:
             if a.saved and a.node is not None:
                 saved[a.node] = saved.get(a.node, 0) + a.nbytes
-        result = PassResult(fields=self.fields if watch is not None else self.fields[:2])
-        for name in program.probe_points:
-            result.nodes[name] = {
-                "output_bytes": outputs.get(name, 0),
-                "saved_bytes": saved.get(name, 0),
-                "measured_growth": watch.growth.get(name, 0) if watch is not None else None,
-            }
-        result.report["memory"] = memory
-        return result
+        nodes = {}
+        for name in self.program.probe_points:
+            nodes[name] = {"output_bytes": self.outputs.get(name, 0), "saved_bytes": saved.get(name, 0)}
+            if self.watch is not None:
+                nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
+        return nodes
 
 
 def _alive(

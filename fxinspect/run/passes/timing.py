@@ -25,10 +25,13 @@ from typing import Any
 
 import torch
 
+from ...options import Options
 from ...records import TimingInfo
+from ...tensors import has_data
 from ..clock import Clock
 from ..program import InstrumentedProgram, Probe
 from . import PassResult
+from .backward import default_loss
 from .backward_timing import time_backward
 
 __all__ = ["TimingPass"]
@@ -46,8 +49,9 @@ class TimingPass:
     """Warm-up, then ``repeats`` alternating plain and timed runs; per-node medians.
 
     ``copy_inputs`` names the inputs the forward writes in place: then every run gets
-    fresh copies of the inputs, made before its clock starts. With ``loss_fn``, the
-    backward of ``loss_fn(output)`` is timed too (:func:`.backward_timing.time_backward`).
+    fresh copies of the inputs, made before its clock starts. With ``backward``, the
+    backward of ``loss_fn(output)`` (default: :func:`.backward.default_loss`) is timed
+    too (:func:`.backward_timing.time_backward`).
     """
 
     def __init__(
@@ -55,12 +59,21 @@ class TimingPass:
         warmup: int = 2,
         repeats: int = 10,
         copy_inputs: Sequence[str] = (),
+        backward: bool = False,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
     ):
-        self.warmup, self.repeats, self.copy_inputs, self.loss_fn = warmup, repeats, copy_inputs, loss_fn
-        self.fields = (
-            ("latency", "latency_iqr", "backward_latency") if loss_fn is not None else ("latency", "latency_iqr")
-        )
+        self.warmup, self.repeats, self.copy_inputs = warmup, repeats, tuple(copy_inputs)
+        self.loss_fn = (loss_fn or default_loss) if backward else None
+
+    @classmethod
+    def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> TimingPass | None:
+        """The pass ``options`` ask for (``timing=True``), or ``None`` when the inputs or
+        weights hold no data to time (a virtual run). The inputs the counting run wrote
+        are copied."""
+        tensors = [*program.inputs, *program.parameters(), *program.buffers()]
+        if not options.timing or not all(has_data(t) for t in tensors):
+            return None
+        return cls(options.warmup, options.repeats, counted.written_inputs, options.backward, options.loss_fn)
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         tensors = program.inputs
@@ -111,4 +124,4 @@ class TimingPass:
             )
         written = ", ".join(self.copy_inputs)
         notes = [f"the forward writes its input(s) {written} in place: timing runs used copies"] if written else []
-        return PassResult(nodes=nodes, fields=self.fields, report={"timing": info}, notes=notes)
+        return PassResult(nodes=nodes, report={"timing": info}, notes=notes)

@@ -13,16 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .figures import save_figure
+from ..views.figures import save_figure
+from .quantities import Quantity
 
 __all__ = ["plot_watch"]
-
-_TITLES = {
-    "io": "outputs",
-    "io_grad": "output-gradient norms (per sample)",
-    "params": "parameters",
-    "params_grad": "parameter gradients",
-}
 
 
 def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str], list[int]]:
@@ -91,7 +85,7 @@ def plot_watch(
         xticks = list(range(0, len(steps), max(1, len(steps) // 8)))
         ax.set_xticks(xticks, [str(steps[t]) for t in xticks], fontsize=7)
         ax.set_xlabel("step", fontsize=8)
-        ax.set_title(f"{name or '(model)'} · {_TITLES[quantity]}", fontsize=9, loc="left")
+        ax.set_title(f"{name or '(model)'} · {Quantity(quantity).title}", fontsize=9, loc="left")
         fig.colorbar(image, ax=ax, shrink=0.8).set_label("log10(1 + count)", fontsize=7)
     if path is not None:
         save_figure(fig, path)

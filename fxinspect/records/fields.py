@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from .choices import Choice
+from ..choices import Choice
 
-__all__ = ["Aggregate", "FIELD", "FIELDS", "SUMMED", "Field", "Unit", "add_up", "sums", "with_figures"]
+__all__ = ["FIELD", "FIELDS", "SUMMED", "Aggregate", "Derived", "Field", "Unit", "add_up", "sums", "with_figures"]
 
 
 class Unit(Choice):
@@ -108,6 +108,29 @@ assert len(FIELD) == len(FIELDS), "a figure is declared twice"
 
 SUMMED: tuple[Field, ...] = tuple(f for f in FIELDS if f.sums)
 """The figures that sum into modules and totals, in declaration order."""
+
+
+class Derived:
+    """Figures derived from the declared ones, the same on a node, a module and the totals
+    (the records inherit it): each is written once, here."""
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read plus bytes written: the traffic of the forward's aten ops."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def backward_bytes_moved(self) -> int | None:
+        """The backward's traffic; ``None`` when no backward ran."""
+        if self.backward_bytes_read is None or self.backward_bytes_written is None:
+            return None
+        return self.backward_bytes_read + self.backward_bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: FLOPs per byte moved (NaN when nothing moved)."""
+        moved = self.bytes_moved
+        return self.flops / moved if moved else float("nan")
 
 
 def add_up(field: Field, values: Iterable[Any]) -> Any:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .quantities import FORWARD_ORDER, GRADIENTS, Quantity
+
 __all__ = ["DEAD", "ORDERS", "findings"]
 
 DEAD = 0.9
@@ -26,7 +28,7 @@ ORDERS = 10  # 2**10: a thousandfold
 def _first_nonfinite(w: Any) -> str | None:
     steps = sorted({s for (n, q) in w._records for s in w.steps(n, q)})
     for step in steps:
-        for quantity in ("io", "params", "io_grad", "params_grad"):
+        for quantity in FORWARD_ORDER:
             for name in w.names(quantity):
                 if step in w.steps(name, quantity):
                     h = w.histogram(name, quantity, step)
@@ -39,7 +41,7 @@ def _first_nonfinite(w: Any) -> str | None:
 
 
 def _gradient_scale(w: Any, name: str) -> dict[int, float]:
-    for quantity in ("io_grad", "params_grad"):
+    for quantity in GRADIENTS:
         scale = {s: w.histogram(name, quantity, s).typical_exponent() for s in w.steps(name, quantity)}
         scale = {s: e for s, e in scale.items() if e is not None}
         if scale:
@@ -53,9 +55,9 @@ def findings(w: Any) -> list[str]:
     first = _first_nonfinite(w)
     if first:
         out.append(first)
-    for name in w.names("io"):
-        last = w.steps(name, "io")[-1]
-        h = w.histogram(name, "io", last)
+    for name in w.names(Quantity.IO):
+        last = w.steps(name, Quantity.IO)[-1]
+        h = w.histogram(name, Quantity.IO, last)
         if h.total and h.zeros / h.total >= DEAD:
             out.append(
                 f"dead units: {name or '(model)'!r} ({w.types.get(name, '')}): {h.zeros / h.total:.0%} of its "

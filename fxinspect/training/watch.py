@@ -31,6 +31,7 @@ Example
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -38,13 +39,16 @@ from typing import Any
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
+from ..run.prepare import unwrapped
+from ..tensors import tensors_in
 from .histograms import Histogram, PendingHistogram, from_plain, log2_histogram, to_plain
-from .tensors import tensors_in
+from .quantities import Quantity
 
 __all__ = ["QUANTITIES", "Watch", "watch"]
 
-QUANTITIES = ("io", "io_grad", "params", "params_grad")
+QUANTITIES = tuple(str(q) for q in Quantity)
+"""Every quantity's name (the default of ``log=``)."""
 
 
 def _merge(found: list[Histogram]) -> Histogram | None:
@@ -60,6 +64,7 @@ class Watch:
     def __init__(
         self,
         model: torch.nn.Module | None,
+        *,
         every: int = 10,
         log: tuple[str, ...] = QUANTITIES,
         include: str | None = None,
@@ -94,7 +99,7 @@ class Watch:
                 continue
             self.types[name] = type(module).__name__
             self._handles.append(module.register_forward_hook(self._forward_hook(name)))
-            if "params_grad" in self.log:
+            if Quantity.PARAMS_GRAD in self.log:
                 for p in module.parameters(recurse=False):
                     if p.requires_grad:
                         self._handles.append(p.register_post_accumulate_grad_hook(self._param_grad_hook(name)))
@@ -116,18 +121,18 @@ class Watch:
             if name not in self.order:
                 self.order.append(name)
             outputs = [t for t in tensors_in(output) if t.is_floating_point()]
-            if "io" in self.log:
+            if Quantity.IO in self.log:
                 for t in outputs:
-                    self._keep(name, "io", log2_histogram(t, pending=True))
-            if "io_grad" in self.log and torch.is_grad_enabled():
+                    self._keep(name, Quantity.IO, log2_histogram(t, pending=True))
+            if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
                 step = self.step
                 for t in outputs:
                     if t.requires_grad:
                         t.register_hook(self._grad_hook(name, step))
             params = [p for p in module.parameters(recurse=False)]
-            if "params" in self.log and params:
+            if Quantity.PARAMS in self.log and params:
                 for p in params:
-                    self._keep(name, "params", self._param_histogram(p))
+                    self._keep(name, Quantity.PARAMS, self._param_histogram(p))
                 with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
                     size = sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
                 self.fingerprints.setdefault(name, []).append((self.step, size))
@@ -145,7 +150,7 @@ class Watch:
     def _grad_hook(self, name: str, step: int):
         def hook(grad: torch.Tensor) -> None:
             norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
-            self._records.setdefault((name, "io_grad"), {}).setdefault(step, []).append(
+            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(
                 log2_histogram(norms, pending=True)
             )
 
@@ -154,7 +159,7 @@ class Watch:
     def _param_grad_hook(self, name: str):
         def hook(p: torch.Tensor) -> None:
             if self.logging and p.grad is not None:
-                self._keep(name, "params_grad", log2_histogram(p.grad, pending=True))
+                self._keep(name, Quantity.PARAMS_GRAD, log2_histogram(p.grad, pending=True))
 
         return hook
 
@@ -208,14 +213,14 @@ class Watch:
 
     def summary(self) -> str:
         """Findings: vanishing or exploding gradients, dead units, frozen weights, first NaN/Inf."""
-        from .watch_findings import findings
+        from .findings import findings
 
         found = findings(self)
         return "\n".join(found) if found else "nothing unusual in the logged steps"
 
     def plot(self, module_or_pattern: str, path: str | Path | None = None, quantities: tuple[str, ...] | None = None):
         """Heat maps over steps of the matching modules' histograms; see ``views.watch_plot``."""
-        from .views.watch_plot import plot_watch
+        from .plot import plot_watch
 
         return plot_watch(self, module_or_pattern, path, quantities)
 
@@ -240,7 +245,7 @@ class Watch:
     def load(cls, path: str | Path) -> Watch:
         """A watch read from :meth:`save`'s file (not attached to any model)."""
         data = json.loads(Path(path).read_text())
-        w = cls(None, data["every"], tuple(data["log"]))
+        w = cls(None, every=data["every"], log=tuple(data["log"]))
         w.order, w.types = data["order"], data["types"]
         w.fingerprints = {k: [tuple(x) for x in v] for k, v in data["fingerprints"].items()}
         for r in data["records"]:
@@ -248,18 +253,16 @@ class Watch:
         return w
 
 
-def watch(
-    model: torch.nn.Module,
-    every: int = 10,
-    log: tuple[str, ...] = QUANTITIES,
-    include: str | None = None,
-    exclude: str | None = None,
-) -> Watch:
+def watch(model: torch.nn.Module, **options: Any) -> Watch:
     """Watch ``model`` train: histograms every ``every`` steps; see the module's docstring.
 
     ``log``: any of ``"io"``, ``"io_grad"``, ``"params"``, ``"params_grad"``.
     ``include``/``exclude``: regular expressions searched in module names.
     """
-    if not isinstance(model, torch.nn.Module):
-        raise InputError(f"watch() expects a torch.nn.Module, got {type(model).__name__}")
-    return Watch(model, every, log, include, exclude)
+    model, _ = unwrapped(model, "watch()")
+    return Watch(model, **options)
+
+
+watch.__signature__ = inspect.signature(Watch).replace(
+    return_annotation="Watch"
+)  # help() lists the options with their defaults

@@ -30,6 +30,7 @@ Example
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +38,13 @@ from typing import Any
 
 import torch
 
-from .errors import InputError
-from .run.forward_patch import ForwardPatch
-from .tensors import tensors_in
+from ..analyze import instrument
+from ..errors import InputError
+from ..run.assemble import node_label
+from ..run.forward_patch import ForwardPatch
+from ..run.prepare import unwrapped
+from ..run.program import Probe
+from ..tensors import tensors_in
 
 __all__ = ["Event", "Stash", "Tracker", "track"]
 
@@ -88,6 +93,7 @@ class Tracker:
     def __init__(
         self,
         model: torch.nn.Module,
+        *,
         include: str | None = None,
         exclude: str | None = None,
         grad: bool = True,
@@ -95,9 +101,7 @@ class Tracker:
         stash: Callable[[Event], Any] | None = None,
         ops: bool = False,
     ) -> None:
-        if not isinstance(model, torch.nn.Module):
-            raise InputError(f"track() expects a torch.nn.Module, got {type(model).__name__}")
-        self.model = model
+        self.model, _ = unwrapped(model, "track()")
         self.include, self.exclude = _pattern(include, "include"), _pattern(exclude, "exclude")
         self.grad = grad
         self.stash_value = stash_value or _copy
@@ -144,10 +148,6 @@ class Tracker:
 
     def _run_program(self, args: tuple, kwargs: dict) -> Any:
         """ops=True: answer a call of the model with the instrumented program, probed."""
-        from .analyze import instrument
-        from .run.assemble import node_label
-        from .run.program import Probe
-
         if self._program is None:
             self._program = instrument(self.model, args, kwargs=kwargs)
             gm = self._program.graph_module
@@ -220,15 +220,7 @@ class Tracker:
         return pd.DataFrame(rows, columns=["name", "type", "kind", "step", "call", "value"])
 
 
-def track(
-    model: torch.nn.Module,
-    include: str | None = None,
-    exclude: str | None = None,
-    grad: bool = True,
-    stash_value: Callable[[torch.Tensor], Any] | None = None,
-    stash: Callable[[Event], Any] | None = None,
-    ops: bool = False,
-) -> Tracker:
+def track(model: torch.nn.Module, **options: Any) -> Tracker:
     """A :class:`Tracker` of ``model``: use it as a context manager, or ``register()`` it.
 
     ``include``/``exclude``: regular expressions searched in module names (``""`` is the
@@ -237,4 +229,9 @@ def track(
     of a whole module call (receives an :class:`Event`; gradients are not kept then
     unless ``grad``). ``ops``: stash per graph node (filters match node names and ops).
     """
-    return Tracker(model, include, exclude, grad, stash_value, stash, ops)
+    return Tracker(model, **options)
+
+
+track.__signature__ = inspect.signature(Tracker).replace(
+    return_annotation="Tracker"
+)  # help() lists the options with their defaults

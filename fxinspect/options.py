@@ -1,0 +1,140 @@
+"""``Options``: every analysis option, declared, defaulted and validated once.
+
+``analyze``, ``instrument`` and ``inspect`` take their options as keywords after the
+model and inputs and build one frozen :class:`Options` from them with :meth:`Options.of`,
+which rejects names the entry point does not take (with the closest valid one) and
+checks each value; the passes then read the record, never loose parameters. Each entry
+point's signature is made from these declarations, so ``help(fxinspect.analyze)``
+lists them with their defaults.
+
+Example
+-------
+>>> Options.of("analyze", {"timing": False, "repeats": 3}).repeats
+3
+>>> Options.of("analyze", {"timming": False})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+fxinspect.errors.InputError: analyze() has no option 'timming' (did you mean 'timing'?); its options are ...
+>>> Options.of("instrument", {"timing": False}, CAPTURE_OPTIONS)
+Traceback (most recent call last):
+fxinspect.errors.InputError: instrument() has no option 'timing' (it is an option of analyze()); its options are method, leaf_modules
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .capture.base import Method
+from .errors import InputError
+
+__all__ = ["CAPTURE_OPTIONS", "INSPECT_OPTIONS", "Options", "meta_device", "signature_of"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to capture, which passes run, and how.
+
+    Capture: ``method`` (``"auto"`` or a capture tier's name), ``leaf_modules`` (module classes,
+    instances or dotted paths captured as one node). Passes: ``timing`` with ``warmup``
+    and ``repeats``, ``check_finite`` (NaN/Inf and value statistics), ``backward`` with
+    ``loss_fn``, ``memory`` with ``optimizer``. ``device="meta"`` analyses without
+    allocating. See :func:`fxinspect.analyze` for what each one does.
+    """
+
+    method: Method = Method.AUTO
+    leaf_modules: tuple[Any, ...] = ()
+    timing: bool = True
+    warmup: int = 2
+    repeats: int = 10
+    check_finite: bool = True
+    device: torch.device | None = None
+    backward: bool = False
+    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    memory: bool = True
+    optimizer: Any = None
+
+    def __post_init__(self) -> None:
+        fix = object.__setattr__  # (frozen) values normalised once, here
+        fix(self, "method", Method.parse(self.method))
+        fix(self, "device", meta_device(self.device))
+        if isinstance(self.leaf_modules, (str, type, torch.nn.Module)) or not isinstance(self.leaf_modules, Iterable):
+            raise InputError(f"leaf_modules must be a list of classes, modules or paths, got {self.leaf_modules!r}")
+        fix(self, "leaf_modules", tuple(self.leaf_modules))
+        for name in ("timing", "check_finite", "backward", "memory"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name, least in (("warmup", 0), ("repeats", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.loss_fn is not None and not callable(self.loss_fn):
+            raise InputError(f"loss_fn must be a function of the model's output, got {type(self.loss_fn).__name__}")
+        if self.optimizer is not None and not (self.backward and self.memory):
+            raise InputError(
+                "optimizer= adds to the training memory: it needs backward=True and memory=True, "
+                f"got backward={self.backward}, memory={self.memory}"
+            )
+
+    @classmethod
+    def of(cls, caller: str, given: Mapping[str, Any], allowed: Iterable[str] | None = None) -> Options:
+        """The options ``caller`` was given; names outside ``allowed`` (default: every
+        option) are an :class:`~fxinspect.errors.InputError` naming the closest valid one."""
+        names = list(allowed) if allowed is not None else [f.name for f in dataclasses.fields(cls)]
+        for name in given:
+            if name not in names:
+                raise InputError(_unknown(caller, name, names))
+        return cls(**given)
+
+
+CAPTURE_OPTIONS = ("method", "leaf_modules")
+"""The options that decide the capture alone (``instrument`` takes these)."""
+
+INSPECT_OPTIONS = ("method", "leaf_modules", "check_finite")
+"""The options of ``inspect`` (the inputs are the model's own call's)."""
+
+
+def _unknown(caller: str, name: str, names: list[str]) -> str:
+    every = [f.name for f in dataclasses.fields(Options)]
+    if name in every:
+        why = "it is an option of analyze()"
+    else:
+        close = difflib.get_close_matches(name, names, n=1)
+        why = f"did you mean {close[0]!r}?" if close else "not an option"
+    return f"{caller}() has no option {name!r} ({why}); its options are {', '.join(names)}"
+
+
+def meta_device(device: Any) -> torch.device | None:
+    """``device=`` checked: ``None``, or the ``meta`` device (analyse without allocating)."""
+    if device is None:
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type != "meta":
+        raise InputError(
+            f"device must be None (run where the model is) or 'meta' (analyse without allocating), got {device!r}"
+        )
+    return dev
+
+
+def signature_of(function: Callable, allowed: Iterable[str] | None = None) -> inspect.Signature:
+    """``function``'s signature with its ``**options`` spelled out as keyword-only
+    parameters (``allowed`` of them), each with its declared default."""
+    sig = inspect.signature(function)
+    fields = {f.name: f for f in dataclasses.fields(Options)}
+    wanted = list(allowed) if allowed is not None else list(fields)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    have = {p.name for p in params}
+    for name in wanted:
+        if name not in have:
+            f = fields[name]
+            default = f.default.value if isinstance(f.default, Method) else f.default  # "auto", as typed
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=f.type))
+    return sig.replace(parameters=params)
