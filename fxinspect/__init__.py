@@ -10,6 +10,7 @@ Example
 
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
+from .guard import ModelChangedError
 from .records import (
     AtenCall,
     CaptureInfo,
@@ -28,7 +29,6 @@ from .records import (
 )
 from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
-from .run.guard import ModelChangedError
 from .run.program import InstrumentedProgram
 from .training import Inspection, Stash, Tracker, Watch, inspect, track, watch
 

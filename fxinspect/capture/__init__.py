@@ -24,7 +24,7 @@ import torch
 
 from ..errors import CaptureError, add_where
 from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
-from .blame import module_where, raised_by_model
+from .blame import module_where, plain_call_error, raised_by_model
 from .eager import trace_eager
 from .exported import trace_export
 from .hf import prepare_inputs
@@ -92,12 +92,16 @@ def captures(
             with quiet() as said:
                 cap = TIERS[name](model, inputs, leaf_modules)
         except Exception as exc:  # each tier's failure is a finding, reported below
-            if raised_by_model(exc):  # a plain call would raise it too: no other tier runs the model
-                path = module_where(exc, model)
+            # the model's own exception only when a plain call raises it too: a tracer that
+            # cannot follow the model (sizes passed to factories) fails inside its code too
+            looks_mine = raised_by_model(exc)
+            mine = plain_call_error(model, args, kwargs) if looks_mine else None
+            if mine is not None:  # no other tier runs the model: it is raised as the user's
+                path = module_where(mine, model)
                 where = "in the model" if path is None else f"in module {path!r}" if path else "in the root module"
-                # the model's own exception, re-raised as itself with a note on where
-                raise add_where(exc, f"{where} while the {name} tier ran its forward")  # noqa: B904
-            failures.append((name, one_line(exc)))
+                raise add_where(mine, f"{where}; the {name} tier and a plain call both raised it") from None
+            hint = " (a plain call runs: this tier cannot follow the model)" if looks_mine else ""
+            failures.append((name, one_line(exc) + hint))
             last = exc
             continue
         finally:  # what a tier printed or logged goes to the capture's notes, not the terminal

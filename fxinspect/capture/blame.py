@@ -2,10 +2,12 @@
 
 A tier that cannot follow a model (a tracer meeting data-dependent control flow, an
 exporter meeting an unsupported op) raises from inside torch, or about a ``Proxy``;
-then the next tier is tried. An exception raised by the model's own code (its
-``ValueError``, an assertion on its inputs) would be raised by a plain call too: it
-is raised at once, as the model's, with a note saying in which module, and the model
-is not run again by the other tiers.
+then the next tier is tried. An exception raised in the model's own code may still be
+the tracer's doing (``torch.zeros(x.shape[0], 32)`` given a traced size raises a
+``TypeError`` in the model's forward), so it is the model's only when a plain call on
+the same inputs raises it too (:func:`plain_call_error`): then that exception is
+raised at once, as the model's, with a note saying in which module, and no other tier
+runs the model.
 
 Example
 -------
@@ -28,7 +30,9 @@ from types import TracebackType
 
 import torch
 
-__all__ = ["module_where", "raised_by_model"]
+from ..guard import preserved
+
+__all__ = ["module_where", "plain_call_error", "raised_by_model"]
 
 # code that is not the model's: torch (tracers, exporters, kernels), fxinspect, the stdlib
 _NOT_MODEL = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, os.path.dirname(__file__), os.__file__)) + (
@@ -64,3 +68,14 @@ def module_where(exc: BaseException, model: torch.nn.Module) -> str | None:
         if isinstance(owner, torch.nn.Module) and id(owner) in paths:
             found = paths[id(owner)]
     return found
+
+
+def plain_call_error(model: torch.nn.Module, args: tuple, kwargs: dict) -> BaseException | None:
+    """The exception a plain call ``model(*args, **kwargs)`` raises, or ``None`` when it
+    runs; the model is left as it was either way (:func:`fxinspect.guard.preserved`)."""
+    try:
+        with preserved(model), torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as exc:
+        return exc
+    return None

@@ -2,7 +2,7 @@
 
 In order: unwrap the model (``DataParallel``, DDP, ``torch.compile``), normalise the
 example inputs to ``(args, kwargs)``, materialise lazy modules, guard the user's model
-(:func:`~fxinspect.run.guard.preserved`: everything is put back when the block ends,
+(:func:`~fxinspect.guard.preserved`: everything is put back when the block ends,
 also on error) and, for a virtual run, swap in fake copies
 (:func:`~fxinspect.run.virtual.virtual`). ``analyze``, ``instrument`` and ``inspect``
 call :func:`prepared`; ``track`` and ``watch``, which only hook the model, call
@@ -42,7 +42,7 @@ import torch
 from ..capture import normalize
 from ..choices import Choice
 from ..errors import InputError
-from .guard import preserved
+from ..guard import preserved
 from .lazy import materialized, materialized_in_place
 from .virtual import virtual
 

@@ -30,8 +30,8 @@ from collections.abc import Iterator
 
 import torch
 
-from ..errors import FxInspectError
-from ..tensors import forked_rng, has_data
+from .errors import FxInspectError
+from .tensors import forked_rng, has_data
 
 _HOOK_DICTS = (
     "_forward_hooks",
