@@ -15,6 +15,7 @@ GPU. A real CUDA run is tested too when a GPU is present.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -191,3 +192,18 @@ def test_only_mask_arithmetic_is_free():
             return hand_made_dropout(x), x / 0.5  # an in-place-free scalar div of data: 32
 
     assert flops(M(), x) == 32 + 32 + 32
+
+
+class Distances(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.cdist(a, b)
+
+
+def test_cdist_is_counted_as_its_kernel_computes_and_the_readme_says_so():
+    m, n, d = 30, 40, 7  # p = 2 on more than 25 rows: the matmul path, rows padded with 2 columns
+    report = fxinspect.analyze(Distances(), (torch.randn(m, d), torch.randn(n, d)), timing=False, memory=False)
+    assert report.totals.macs == m * n * (d + 2)  # not the closed form m * n * d
+    small = fxinspect.analyze(Distances(), (torch.randn(5, d), torch.randn(6, d)), timing=False, memory=False)
+    assert (small.totals.macs, small.totals.flops) == (0, 3 * 5 * 6 * d)  # the direct kernel
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "m·n·(d+2) MACs" in readme and "m·n·d" in readme

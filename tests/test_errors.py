@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -94,3 +98,29 @@ def test_tiers_that_cannot_capture_fall_back_quietly(capfd):
     out, err = capfd.readouterr()
     assert out == "" and err == ""  # what export printed is in the notes, not the terminal
     assert any(note.startswith("export tier said:") for note in report.capture.notes)
+
+
+class TakesOneDict(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, batch):
+        return self.fc(batch["x"])
+
+
+def test_a_dict_meant_as_the_one_argument_gets_a_hint_to_wrap_it():
+    batch = {"x": torch.randn(3, 4)}
+    with pytest.raises(fxinspect.InputError, match=r"as the one argument 'batch', give it in a tuple"):
+        fxinspect.analyze(TakesOneDict(), batch, timing=False)
+    assert fxinspect.analyze(TakesOneDict(), (batch,), timing=False).totals.macs == 3 * 4 * 2
+
+
+def test_the_readme_snippet_for_a_custom_op_rule_runs_as_copied(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    snippet = next(block for block in readme.split("```python\n")[1:] if "register_rule" in block).split("```")[0]
+    script = tmp_path / "snippet.py"
+    script.write_text(snippet)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["128", "()"]  # 4 FLOPs for each of the 4 * 8 outputs; nothing uncounted

@@ -89,11 +89,23 @@ def check_inputs(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
             shown = ", ".join([_given(a) for a in args] + [f"{k}={_given(v)}" for k, v in kwargs.items()]) or "nothing"
             raise InputError(
                 f"{type(model).__name__}.forward{signature} cannot take the example inputs ({exc}); "
-                f"given: {shown}; example_inputs is {_ACCEPTED}"
+                f"given: {shown}; example_inputs is {_ACCEPTED}{_as_one_dict(signature, args, kwargs)}"
             ) from None
     if (args or kwargs) and not any(isinstance(leaf, torch.Tensor) for _, leaf in flat):
         shown = _given(args[0]) if len(args) == 1 and not kwargs else _given((args, kwargs))
         raise InputError(f"the example inputs hold no tensor: given {shown}; expected {_ACCEPTED}")
+
+
+def _as_one_dict(signature: inspect.Signature, args: tuple, kwargs: dict) -> str:
+    """A hint when the forward takes the dict given as keyword arguments as one argument."""
+    if args or not kwargs:
+        return ""
+    try:
+        bound = signature.bind(dict(kwargs))
+    except TypeError:
+        return ""
+    (name,) = bound.arguments
+    return f". To pass the dict as the one argument {name!r}, give it in a tuple: analyze(model, (batch,))"
 
 
 def _identifier(text: str, taken: set[str]) -> str:
