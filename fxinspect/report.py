@@ -18,6 +18,8 @@ Example
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from .graph import to_networkx
@@ -33,6 +35,22 @@ from .views.table import table as _table
 __all__ = ["Report"]
 
 
+def _shows(view: Callable, *positional: str) -> Callable[[Callable], Callable]:
+    """The method's ``help()`` shows ``view``'s parameters (``positional`` ones as the
+    method takes them, the others keyword-only) and its docstring after the method's."""
+
+    def decorate(method: Callable) -> Callable:
+        first, *rest = inspect.signature(view).parameters.values()
+        params = [first.replace(name="self", annotation=inspect.Parameter.empty)]
+        for kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            params += [p.replace(kind=kind) for p in rest if (p.name in positional) == (kind != p.KEYWORD_ONLY)]
+        method.__signature__ = inspect.signature(view).replace(parameters=params)
+        method.__doc__ = f"{method.__doc__}\n\n{inspect.getdoc(view)}"
+        return method
+
+    return decorate
+
+
 class Report(ReportRecord):
     """Everything ``fxinspect.analyze`` measured, immutable, in base units, with views.
 
@@ -42,6 +60,7 @@ class Report(ReportRecord):
 
     __slots__ = ()
 
+    @_shows(_table, "by")
     def table(self, by: str = "module", **options: Any) -> str:
         """A text table of modules, ops or nodes; see ``fxinspect.views.table.table``."""
         return _table(self, by=by, **options)
@@ -61,14 +80,17 @@ class Report(ReportRecord):
         footnotes = "".join(f"<p>{html.escape(line)}</p>" for line in notes.splitlines() if line.strip())
         return f"<pre>{html.escape(self.summary())}</pre>{table}</table>{footnotes}"
 
+    @_shows(_plot, "path")
     def plot(self, path: Any = None, **options: Any):
         """The dataflow diagram as a matplotlib Figure; see ``fxinspect.views.diagram.plot``."""
         return _plot(self, path, **options)
 
+    @_shows(_plot_breakdown, "metric", "path")
     def plot_breakdown(self, metric: str = "flops", path: Any = None, **options: Any):
         """Where ``metric`` goes, by module or op type, as bars; see ``fxinspect.views.breakdown``."""
         return _plot_breakdown(self, metric, path, **options)
 
+    @_shows(_plot_memory, "path")
     def plot_memory(self, path: Any = None, **options: Any):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""
         return _plot_memory(self, path, **options)

@@ -114,3 +114,28 @@ def test_cli_prints_the_same_table_as_the_api_and_a_bert_from_the_shell(tmp_path
     )
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("BertModel · captured by") and "encoder.layer.0–1" in out
+
+
+def test_sort_keys_read_as_the_headers_and_sort_either_way():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    report = fxinspect.analyze(model, torch.randn(4, 8), timing=False, memory=False)
+    assert report.table(sort="FLOPs") == report.table(sort="flops") == report.table(sort=" Flops ")
+    assert report.table(by="op", sort="bytes r+w") == report.table(by="op", sort="bytes")
+    names = lambda text: [line.split()[0] for line in text.splitlines()[2:5]]  # noqa: E731
+    # FLOPs: 0 is 2*4*8*16 + 4*16 = 1088, 1 is 4*16 = 64, 2 is 2*4*16*2 + 4*2 = 264
+    assert names(report.table(sort="flops", columns=["name", "flops"])) == ["0", "2", "1"]
+    assert names(report.table(sort="flops", ascending=True, columns=["name", "flops"])) == ["1", "2", "0"]
+    assert names(report.table(sort="name", ascending=False, columns=["name", "flops"])) == ["2", "1", "0"]
+
+
+def test_help_shows_the_options_of_the_views_and_depth_0_is_refused_as_the_cli_does():
+    import inspect
+
+    assert {"depth", "columns", "sort", "ascending", "width"} <= set(
+        inspect.signature(fxinspect.Report.table).parameters
+    )
+    assert {"depth", "color_by", "direction"} <= set(inspect.signature(fxinspect.Report.plot).parameters)
+    assert "ascending :" in fxinspect.Report.table.__doc__ and "matplotlib" in fxinspect.Report.plot.__doc__
+    report = fxinspect.analyze(torch.nn.Linear(3, 2), torch.randn(1, 3), timing=False, memory=False)
+    with pytest.raises(ValueError, match="at least 1"):
+        report.table(depth=0)

@@ -214,12 +214,13 @@ def parse_by(by: By | str) -> By:
 
 
 def parse_column(name: Column | str, by: By, option: str) -> Column:
-    """``name`` as a column a table ``by`` can show, or a ``ValueError`` naming them."""
+    """``name`` as a column a table ``by`` can show, or a ``ValueError`` naming them.
+
+    A column is named by its key or by its header, in any case (``"flops"``, ``"FLOPs"``,
+    ``"bytes r+w"``)."""
     valid = _AVAILABLE[by]
-    try:
-        column = Column(name)
-    except ValueError:
-        column = None
+    key = str(name).strip().lower()
+    column = next((c for c in valid if key in (c.value, SPECS[c].header.lower())), None)
     if column not in valid:
         names = ", ".join(c.value for c in valid)
         raise ValueError(f"{option}: unknown column {name!r} for by={by.value!r}; valid columns: {names}")

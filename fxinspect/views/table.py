@@ -71,6 +71,7 @@ def table(
     depth: int | None = None,
     columns: Sequence[Column | str] | None = None,
     sort: Column | str | None = None,
+    ascending: bool | None = None,
     top: int | None = None,
     tablefmt: str = "simple",
     fold: bool = True,
@@ -84,12 +85,15 @@ def table(
     by : ``"module"`` (model order, names indented by depth), ``"op"`` (one row per
         ``NodeRecord.label``, in order of first appearance) or ``"node"`` (one row per op
         node, graph order).
-    depth : modules deeper than this are left out (``by="module"`` only). A module's
-        figures already include its descendants', so each level still adds up.
+    depth : modules deeper than this are left out (``by="module"`` only; at least 1, the
+        model's children: the totals row is the model). A module's figures already
+        include its descendants', so each level still adds up.
     columns : column names (see :func:`columns_for`); default: the usual ones, without
         latency when timing did not run and without NaN/Inf when nothing was found.
-    sort : a column name; numeric columns sort descending by their value, text columns
-        ascending. Without it rows keep model or graph order.
+    sort : a column, by key or header in any case (``"flops"``, ``"FLOPs"``); numeric
+        columns sort descending by their value, text columns ascending, unless
+        ``ascending`` says otherwise. Without it rows keep model or graph order.
+    ascending : ``True`` sorts smallest first, ``False`` largest first (missing last).
     top : keep the first ``top`` rows (after sorting). The totals row stays the model's.
     tablefmt : any ``tabulate`` format.
     fold : merge runs of identical sibling blocks (found by structure, whatever their
@@ -105,8 +109,11 @@ def table(
     footnote; unmeasured figures print as :data:`fxinspect.formatting.MISSING`.
     """
     by = parse_by(by)
-    if depth is not None and (by is not By.MODULE or depth < 0):
-        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth and applies to by='module' only")
+    if depth is not None and (by is not By.MODULE or depth < 1):
+        raise ValueError(
+            f"depth={depth!r}: depth is a module depth of at least 1 (the model's children; the totals row is "
+            "the model) and applies to by='module' only"
+        )
     if top is not None and top < 0:
         raise ValueError(f"top={top!r}: expected a non-negative number of rows")
     cols = _default_columns(report, by) if columns is None else [parse_column(c, by, "columns") for c in columns]
@@ -116,7 +123,7 @@ def table(
     if columns is None and not any(r.values.get(Column.PER_BLOCK) is not None for r in rows):
         cols = [c for c in cols if c is not Column.PER_BLOCK]  # nothing folded: no per-block figure
     if sort_column is not None:
-        rows = sorted(rows, key=lambda r: _sort_key(sort_column, r))  # stable: ties keep order
+        rows = sorted(rows, key=lambda r: _sort_key(sort_column, r, ascending))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
     fitted, total, cells = _fitted_cells(report, shown, cols, width, by, may_drop_per_block=columns is None)
     notes = _footnotes(report, by, fitted, shown, rows, total, dropped_per_block=len(fitted) < len(cols), free=free)
@@ -157,15 +164,19 @@ def _rows(
     return [r for r in rows if r not in free], len(free)
 
 
-def _sort_key(column: Column, row: Row) -> tuple:
-    """Numeric columns descending by raw figure, text ascending; missing figures last."""
+def _sort_key(column: Column, row: Row, ascending: bool | None) -> tuple:
+    """Numeric columns descending by raw figure, text ascending, unless ``ascending``
+    says otherwise; missing figures last."""
     raw = row.values.get(column)
     if SPECS[column].numeric:
         if column is Column.NONFINITE:
             raw = None if raw is None or raw[0] is None else raw[0] + (raw[1] or 0)
         missing = raw is None or raw != raw  # None and NaN go last
-        return (missing, 0 if missing else -raw)
-    return (raw is None, SPECS[column].cell(raw, False))
+        return (missing, 0 if missing else raw if ascending else -raw)
+    text = SPECS[column].cell(raw, False)
+    if ascending is False:  # text largest first: sort by the negated code points
+        return (raw is None, (*(-ord(ch) for ch in text), 1))  # (1: a longer text sorts first)
+    return (raw is None, text)
 
 
 def _fitted_cells(
