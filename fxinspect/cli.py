@@ -1,9 +1,11 @@
 """Command line: ``fxinspect MODULE:CALLABLE --input-shape 1,3,224,224``.
 
-``MODULE:CALLABLE`` names what makes the model: a function or class called with no
-arguments (``torchvision.models:resnet18``), a file (``path/to/file.py:build_model``),
-or a Hugging Face config class (``transformers:GPT2Config``, its model built with
-``AutoModel.from_config``; ``--config '{"n_layer": 2}'`` sets its fields). Inputs are
+``MODULE:CALLABLE`` names what makes the model: a function or class
+(``torchvision.models:resnet18``; ``--args`` and ``--factory-kwargs`` give it
+arguments), a file (``path/to/file.py:build_model``), or a Hugging Face config class
+(``transformers:GPT2Config``, its model built with ``AutoModel.from_config``;
+``--config '{"n_layer": 2}'`` sets its fields): see :mod:`fxinspect.factory`, which
+names the closest valid name for every misspelt one. Inputs are
 positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``; names
 ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
 keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png`` and
@@ -20,14 +22,10 @@ Identity · captured by symbolic...
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -35,6 +33,7 @@ from .analyze import analyze
 from .capture import TIERS, Method
 from .capture.base import one_line
 from .errors import FxInspectError
+from .factory import build, check_keywords
 from .views.columns import By, parse_column
 from .views.diagram import COLOR_BY
 
@@ -83,54 +82,25 @@ def _positive(text: str) -> int:
     return value
 
 
-def _import(spec: str) -> Any:
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise FxInspectError(f"expected MODULE:CALLABLE such as torchvision.models:resnet18, got {spec!r}")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise FxInspectError(f"no file {module_name!r}")
-        loader = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            missing = exc.name or module_name
-            hint = "" if missing != module_name.split(".")[0] else f" (is it installed? pip install {missing})"
-            raise FxInspectError(f"cannot import {module_name!r}: no module named {missing!r}{hint}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise FxInspectError(f"{module_name!r} has no {attr!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def load_model(spec: str, config: dict | None = None) -> torch.nn.Module:
-    """What ``spec`` names, as a model: see the module's docstring."""
-    obj = _import(spec)
-    if isinstance(obj, torch.nn.Module):
-        return obj
-    if isinstance(obj, type) and obj.__name__.endswith("Config") and hasattr(obj, "model_type"):
-        from transformers import AutoModel
-
-        return AutoModel.from_config(obj(**(config or {})))
-    if config:
-        raise FxInspectError("--config applies to a Hugging Face config class (such as transformers:GPT2Config)")
+def _json_list(text: str) -> list:
     try:
-        model = obj()
-    except TypeError as exc:
-        raise FxInspectError(f"{spec} cannot be called without arguments ({exc}); name a factory that can") from None
-    if not isinstance(model, torch.nn.Module):
-        raise FxInspectError(f"{spec} returned {type(model).__name__}, expected a torch.nn.Module")
-    return model
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f'expected a JSON list such as ["resnet18"], got {text!r}')
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (``fxinspect --help`` shows the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"fxinspect: {message} (fxinspect --help lists the options)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fxinspect", description="Analyse a PyTorch model: every op and module.")
+    parser = _Parser(prog="fxinspect", description="Analyse a PyTorch model: every op and module.")
     parser.add_argument("model", help="MODULE:CALLABLE (or file.py:CALLABLE, or a transformers config class)")
     parser.add_argument(
         "--input-shape",
@@ -149,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kwargs", type=_json, default={}, help="other keyword arguments as JSON")
     parser.add_argument("--config", type=_json, default=None, help="fields of a Hugging Face config class, as JSON")
+    parser.add_argument("--args", type=_json_list, default=[], help="the factory's positional arguments, as JSON")
+    parser.add_argument("--factory-kwargs", type=_json, default={}, help="the factory's keyword arguments, as JSON")
     parser.add_argument(
         "--dtype", choices=sorted(_DTYPES), default="float32", help="input dtype (int64 gives token ids)"
     )
@@ -206,8 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     _check(parser, opts)
     try:
-        model = load_model(opts.model, opts.config)
+        model = build(opts.model, opts.config, opts.args, opts.factory_kwargs)
         args, kwargs = _inputs(opts)
+        check_keywords(model, kwargs)
         train = opts.train or opts.backward
         model.train(train)
         with torch.set_grad_enabled(train):

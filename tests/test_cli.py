@@ -103,3 +103,52 @@ def test_cli_options_are_checked_before_the_model_is_built(argv, message, capsys
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["torchvisoin.models:resnet18", "--input-shape", "1"],
+            "no module named 'torchvisoin' (did you mean 'torchvision'?)",
+        ),
+        (["torchvision.models:resnet1B", "--input-shape", "1"], "has no 'resnet1B' (did you mean 'resnet18'?)"),
+        (
+            ["transformers:GPT2Config", "--config", '{"n_layerz": 2}', "--input", "input_ids=1,8"],
+            "GPT2Config has no field 'n_layerz' (did you mean 'n_layer'?)",
+        ),
+        (
+            [
+                "transformers:GPT2Config",
+                "--config",
+                '{"n_layer": 1, "n_embd": 32, "n_head": 2}',
+                "--input",
+                "input_ids=1,8",
+                "--kwargs",
+                '{"use_cach": false}',
+            ],
+            "takes no keyword 'use_cach' (did you mean 'use_cache'?)",
+        ),  # fmt: skip
+        (
+            ["torch.nn:Linear", "--args", "[4, -2]", "--input-shape", "1,4"],
+            "building the model: torch.nn:Linear raised",
+        ),
+        (["torch.nn:Linear", "--args", "[4]", "--input-shape", "1,4"], "cannot be called with the --args"),
+    ],
+)
+def test_cli_misspelt_names_and_a_raising_factory_are_one_line_errors(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "the model raised" not in err
+
+
+def test_cli_option_errors_are_one_line_and_a_factory_takes_arguments(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["torch.nn:Identity", "--input-shape", "1", "--bogus"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.strip().splitlines()) == 1 and "usage:" not in err
+    assert "unrecognized arguments: --bogus" in err
+    code = main(["torch.nn:Linear", "--args", "[4, 3]", "--factory-kwargs", '{"bias": false}', "--input-shape", "2,4",
+                 "--no-timing", "--no-memory"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "MACs 24" in out  # 2*4*3, no bias adds
