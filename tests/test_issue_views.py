@@ -139,3 +139,48 @@ def test_help_shows_the_options_of_the_views_and_depth_0_is_refused_as_the_cli_d
     report = fxinspect.analyze(torch.nn.Linear(3, 2), torch.randn(1, 3), timing=False, memory=False)
     with pytest.raises(ValueError, match="at least 1"):
         report.table(depth=0)
+
+
+def test_summary_wording_says_what_each_figure_is():
+    import dataclasses
+
+    from fxinspect import formatting as fmt
+    from fxinspect.records import LiveTensor
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    x = torch.randn(16, 64)
+    report = fxinspect.analyze(model, x, timing=False)  # grad mode on, no backward
+    text = str(report)
+    assert "KiB of parameters + 0 B of buffers" in text
+    assert "for inference, call analyze inside torch.no_grad()" in text  # saved bytes with no backward asked
+    with torch.no_grad():
+        assert "saved" not in str(fxinspect.analyze(model, x, timing=False))
+    empty = LiveTensor("_0", "0", "Linear", (0,), "float32", 0, "activation", "forward")
+    shown = dataclasses.replace(report.memory, alive_at_peak=(empty, *report.memory.alive_at_peak))
+    assert "_0 0 B" not in str(dataclasses.replace(report, memory=shown))  # an empty tensor is not among the largest
+    assert fmt.nbytes(1_024_010) == "0.98 MiB"  # never "1000.01 KiB"
+    trained = fxinspect.analyze(model, x, timing=False, backward=True, optimizer=torch.optim.AdamW)
+    m = trained.memory
+    assert f"optimizer state {fmt.nbytes(m.optimizer_state)}" in str(trained)  # the resident figure's parts
+    assert m.resident == m.params + m.buffers + m.inputs + m.optimizer_state
+
+
+class _Odd(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+class _HasOdd(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.odd = torch.nn.Linear(4, 4), _Odd()
+
+    def forward(self, x):
+        return self.odd(self.fc(x))
+
+
+def test_a_tier_passed_over_for_a_better_one_is_not_said_to_have_failed():
+    report = fxinspect.analyze(_HasOdd(), torch.randn(2, 4), timing=False, memory=False)
+    tiers = [line for line in str(report).splitlines() if line.startswith("symbolic")]
+    assert report.capture.method != "symbolic" and tiers and tiers[0].startswith("symbolic skipped")
+    assert "had to make" in tiers[0] and "failed" not in tiers[0]

@@ -3,16 +3,19 @@
 ``torch.export`` prints the graph it was building when it gives up, and torch's
 loggers warn about symbols they cannot place; a user who asked for an analysis sees
 none of that. :func:`quiet` collects it while a tier runs; the lines worth keeping
-(log messages, the first line of anything printed) go to the capture's notes.
+(log messages, the first line of anything printed) go to the capture's notes. Printed
+source code (the graph an exporter dumps as it gives up) is not worth a note: its
+reason is the tier's failure, which the report gives.
 
 Example
 -------
 >>> import logging
 >>> with quiet() as said:
-...     print("def forward(self):\\n    pass")
+...     print("graph cannot be exported;\\n    see above")
+...     print("def forward(self):\\n    pass")        # a dumped program: not kept
 ...     logging.getLogger("torch.fx").warning("Unable to find user code")
 >>> said
-['printed 2 lines (def forward(self):)', 'torch.fx: Unable to find user code']
+['printed 4 lines (graph cannot be exported;)', 'torch.fx: Unable to find user code']
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterator
 __all__ = ["quiet"]
 
 
+_CODE = re.compile(r"^(def|class|import|from|graph\(|GraphModule|ExportedProgram)\b")  # a dumped program
 _GLOG = re.compile(r"^[WEIF]\d{4} [\d:.]+ +\d+ (?P<where>[^\]]+)\] (?P<message>.*)$")
 
 
@@ -58,5 +62,5 @@ def quiet() -> Iterator[list[str]]:
                 lines.append(f"{logged['where']}: {logged['message'].strip()}")
             elif line.strip():
                 printed.append(line.strip())
-        if printed:
+        if printed and not _CODE.match(printed[0]):
             lines.insert(0, f"printed {len(printed)} lines ({printed[0][:60]})")

@@ -47,10 +47,11 @@ def _absent(x: Any) -> bool:
 
 
 def _scaled(x: float, base: int, units: Sequence[str]) -> str:
-    """``x`` divided by ``base`` until it reads below ``base`` *after* rounding, so that
-    999_995 becomes "1.00 K" and never "1000.00"."""
+    """``x`` divided by ``base`` until it reads below 1000 *after* rounding, so that
+    999_995 becomes "1.00 K" and never "1000.00", and 1,024,000 bytes "0.98 MiB", never
+    "1000.00 KiB" (four digits before the point read as a unit too small)."""
     unit = 0
-    while abs(round(x, 2)) >= base and unit < len(units) - 1:
+    while abs(round(x, 2)) >= 1000 and unit < len(units) - 1:
         x /= base
         unit += 1
     return f"{x:.2f}{units[unit]}"
@@ -80,8 +81,8 @@ def count(n: float | None, partial: bool = False) -> str:
 def nbytes(n: float | None, partial: bool = False) -> str:
     """A size in bytes with a binary KiB/MiB/GiB suffix.
 
-    >>> [nbytes(x) for x in (0, 1023, 1024, 1536, 3 * 2**20, 1.5 * 2**30)]
-    ['0 B', '1023 B', '1.00 KiB', '1.50 KiB', '3.00 MiB', '1.50 GiB']
+    >>> [nbytes(x) for x in (0, 1023, 1024, 1536, 1_024_010, 3 * 2**20, 1.5 * 2**30)]
+    ['0 B', '1023 B', '1.00 KiB', '1.50 KiB', '0.98 MiB', '3.00 MiB', '1.50 GiB']
     >>> nbytes(2048, partial=True), nbytes(None)
     ('2.00 KiB+', '—')
     """

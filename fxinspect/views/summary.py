@@ -7,13 +7,14 @@ Example
 >>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
 >>> print(*summary(report).splitlines()[1:4], sep=chr(10))   # print(report) shows it all
 inputs       1×3×8×8 f32 -> 1×10 f32
-params       3.11 K (3.11 K trainable, 0 frozen), 0 buffer elements; 12.16 KiB + 0 B
+params       3.11 K (3.11 K trainable, 0 frozen), 0 buffer elements; 12.16 KiB of parameters + 0 B of buffers
 FLOPs        21.90 K (MACs 10.66 K)
 
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from .. import formatting as fmt
@@ -27,6 +28,7 @@ _UNCOUNTED = 5  # uncounted ops listed one per line; the rest are counted
 _RATIO_TOLERANCE = 0.1  # node sum vs plain forward: beyond 10 % the parts do not add up
 _BUSY = 0.1  # an IQR above 10 % of the median: other work shared the machine
 _KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
+_RAISED = re.compile(r"^[\w.]*(Error|Exception|Failure|Unsupported)\w*:")  # "TypeError: ..."
 
 
 def _line(label: str, text: str) -> str:
@@ -47,7 +49,8 @@ def _params(report: ReportRecord) -> list[str]:
         _line(
             "params",
             f"{fmt.count(t.params)} ({fmt.count(t.trainable_params)} trainable, {fmt.count(t.frozen_params)} frozen),"
-            f" {fmt.count(t.buffers)} buffer elements; {fmt.nbytes(t.param_bytes)} + {fmt.nbytes(t.buffer_bytes)}",
+            f" {fmt.count(t.buffers)} buffer elements; {fmt.nbytes(t.param_bytes)} of parameters"
+            f" + {fmt.nbytes(t.buffer_bytes)} of buffers",
         )
     ]
     for s in report.shared:
@@ -137,6 +140,8 @@ def _timing(timing: TimingInfo) -> list[str]:
 def _memory(m: MemoryRecord) -> list[str]:
     where = f"at node {m.peak_node!r} ({m.peak_phase})" if m.peak_node else f"({m.peak_phase})"
     resident = f"params {fmt.nbytes(m.params)}, buffers {fmt.nbytes(m.buffers)}, inputs {fmt.nbytes(m.inputs)}"
+    if m.optimizer_state is not None:
+        resident += f", optimizer state {fmt.nbytes(m.optimizer_state)}"
     lines = [
         _line("memory", f"peak {fmt.nbytes(m.peak)} {where} on top of {fmt.nbytes(m.resident)} resident ({resident})")
     ]
@@ -152,12 +157,15 @@ def _memory(m: MemoryRecord) -> list[str]:
             )
         )
     if m.alive_at_peak:
-        top = ", ".join(
-            f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in m.alive_at_peak[:_LIST]
-        )
+        largest = [t for t in m.alive_at_peak if t.nbytes][:_LIST]  # (an empty tensor is alive, but holds nothing)
+        top = ", ".join(f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in largest) or "all 0 B"
         lines.append(_line("", f"{fmt.plural(len(m.alive_at_peak), 'tensor')} alive at the peak, largest: {top}"))
     if m.saved:
-        lines.append(_line("saved", f"{fmt.nbytes(m.saved)} kept by autograd for the backward (each storage once)"))
+        # with no backward asked for, saved memory means grad mode was on for an inference
+        hint = "; for inference, call analyze inside torch.no_grad()" if m.backward_start is None else ""
+        lines.append(
+            _line("saved", f"{fmt.nbytes(m.saved)} kept by autograd for the backward (each storage once){hint}")
+        )
     if m.gradients is not None:
         lines.append(_line("gradients", f"{fmt.nbytes(m.gradients)} in parameters' .grad after the backward"))
     if m.optimizer is not None:
@@ -174,7 +182,12 @@ def _memory(m: MemoryRecord) -> list[str]:
 
 
 def _capture(report: ReportRecord) -> list[str]:
-    lines = [_line(f"{tier} failed", reason) for tier, reason in report.capture.failures]
+    # a tier that raised "failed"; one set aside for a better one (it had to hide modules in
+    # leaves, or left ops uncounted) was only passed over
+    lines = [
+        _line(f"{tier} failed" if _RAISED.match(reason) else f"{tier} skipped", reason)
+        for tier, reason in report.capture.failures
+    ]
     lines += [_line("note", note) for note in report.capture.notes]
     return lines
 
