@@ -184,3 +184,17 @@ def test_a_tier_passed_over_for_a_better_one_is_not_said_to_have_failed():
     tiers = [line for line in str(report).splitlines() if line.startswith("symbolic")]
     assert report.capture.method != "symbolic" and tiers and tiers[0].startswith("symbolic skipped")
     assert "had to make" in tiers[0] and "failed" not in tiers[0]
+
+
+def test_a_model_that_is_itself_a_torch_layer_says_how_to_break_it_down():
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    model, x = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval(), torch.randn(2, 5, 32)
+    with torch.no_grad():
+        whole = fxinspect.analyze(model, x, timing=False, memory=False)
+        eager = fxinspect.analyze(model, x, timing=False, memory=False, method="eager")
+    assert "method='eager' breaks it down as it ran" in whole.table()
+    assert "breaks it down" not in eager.table()
+    # as it ran, layer by layer: each layer's projections, attention and feed-forward (batch 2, 5 tokens)
+    per_layer = 2 * 5 * (3 * 32 * 32 + 32 * 32 + 2 * 32 * 64) + 2 * 4 * 2 * 5 * 5 * 8
+    assert eager.modules["layers.0"].macs == eager.modules["layers.1"].macs == per_layer
+    assert whole.totals.macs == eager.totals.macs == 2 * per_layer

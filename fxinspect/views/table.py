@@ -42,6 +42,7 @@ from tabulate import SEPARATING_LINE, tabulate
 from .. import formatting as fmt
 from ..records import ReportRecord
 from .columns import BACKWARD_ONLY, DEFAULT, SPECS, TIMED_ONLY, By, Column, columns_for, parse_by, parse_column
+from .footnotes import footnotes
 from .rows import Row, module_rows, node_rows, op_rows, totals_row
 
 __all__ = ["By", "Column", "table", "columns_for"]
@@ -126,7 +127,7 @@ def table(
         rows = sorted(rows, key=lambda r: _sort_key(sort_column, r, ascending))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
     fitted, total, cells = _fitted_cells(report, shown, cols, width, by, may_drop_per_block=columns is None)
-    notes = _footnotes(report, by, fitted, shown, rows, total, dropped_per_block=len(fitted) < len(cols), free=free)
+    notes = footnotes(report, by, fitted, shown, rows, total, dropped_per_block=len(fitted) < len(cols), free=free)
     if width is not None:
         notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
     return "\n".join([_tabulate(cells, fitted, tablefmt), *notes])
@@ -250,51 +251,3 @@ def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: 
     return [
         [fmt.middle(cell, caps[i]) if cols[i] in shrinkable else cell for i, cell in enumerate(row)] for row in cells
     ]
-
-
-def _footnotes(
-    report: ReportRecord,
-    by: By,
-    cols: Sequence[Column],
-    shown: list[Row],
-    rows: list[Row],
-    total: Row,
-    *,
-    dropped_per_block: bool,
-    free: int,
-) -> list[str]:
-    """What the table's cells cannot say: partial figures, the root's own ops, leaves
-    not broken down, timing that did not run, rows cut by ``top``, a per-block column
-    dropped for width, ``free`` op types left out."""
-    notes = []
-    marked = any(SPECS[c].marks_partial for c in cols)
-    if marked and (total.partial or any(r.partial for r in shown)):
-        ops = fmt.listing(u.op for u in report.uncounted) or "some ops"
-        notes.append(f"{fmt.PARTIAL} partial: no FLOP rule for {ops} (see report.uncounted)")
-    if by is By.MODULE and "" in report.modules:
-        # the totals row stands for the root; say what in it no module row shows
-        inner = {n for path, m in report.modules.items() if path for n in m.nodes}
-        own = [n for n in report.modules[""].nodes if n not in inner]
-        if own:
-            label = {n.name: n.label for n in report.nodes}
-            labels = fmt.listing(dict.fromkeys(label[n] for n in own))
-            notes.append(f"total includes {fmt.plural(len(own), 'op')} of the root module itself: {labels}")
-    if by is By.MODULE:
-        inside = [m for m in report.modules.values() if m.counted_in is not None]
-        if inside:
-            owners = dict.fromkeys(m.counted_in for m in inside)
-            leaves = fmt.listing(p or "the root module" for p in owners)
-            where = "the total" if list(owners) == [""] else "the leaf's row"
-            notes.append(
-                f"{fmt.plural(len(inside), 'module')} inside leaf modules ({leaves}) not broken down: "
-                f"each ran as one op; their work is in {where}"
-            )
-    if Column.LATENCY in cols and report.totals.latency is None:
-        notes.append(f"{fmt.MISSING} timing did not run")
-    if len(shown) < len(rows):
-        notes.append(f"{fmt.count(len(shown))} of {fmt.count(len(rows))} rows shown")
-    if dropped_per_block:
-        notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
-    if free:
-        notes.append(f"{fmt.plural(free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
-    return notes
