@@ -148,3 +148,23 @@ def test_watch_and_track_on_resnet18_and_bert_in_train_mode_change_nothing():
         assert all(torch.equal(p.grad, g) for p, g in zip([p for p in model.parameters() if p.grad is not None], grads))
         assert any(s.kind == "grad" for s in tracker.stashes) and w.names("io_grad")
         model.zero_grad()
+
+
+def test_the_heat_maps_are_one_row_per_module_and_bounded():
+    from fxinspect.training.plot import MAX_ROWS, ROW_INCHES
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(8, 8) for _ in range(14)]
+    model = torch.nn.Sequential(*layers)
+    w = fxinspect.watch(model, every=1)
+    for _ in range(6):
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+    w.remove()
+    few = w.plot(r"^[0-4]$")  # 5 modules, 4 quantities each
+    assert few.get_size_inches()[1] == pytest.approx(5 * ROW_INCHES + 0.6)
+    titles = [ax.get_title(loc="left") for ax in few.axes if ax.get_title(loc="left")]
+    rows = [titles[i : i + 4] for i in range(0, 20, 4)]
+    assert [{t.split(" · ")[0] for t in row} for row in rows] == [{str(i)} for i in range(5)]  # no wrapping
+    many = w.plot(".*")  # 15 modules with the model: the first MAX_ROWS, said in the title
+    assert many.get_size_inches()[1] == pytest.approx(MAX_ROWS * ROW_INCHES + 0.6)
+    assert f"the first {MAX_ROWS} of 15 modules" in many._suptitle.get_text()

@@ -16,7 +16,10 @@ from typing import Any
 from ..views.figures import save_figure
 from .quantities import Quantity
 
-__all__ = ["plot_watch"]
+__all__ = ["MAX_ROWS", "ROW_INCHES", "plot_watch"]
+
+MAX_ROWS = 10  # modules drawn at most; the title says how many matched
+ROW_INCHES = 2.2  # one module's row: its bins' labels are thinned to fit
 
 
 def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str], list[int]]:
@@ -59,34 +62,44 @@ def plot_watch(
     if not names:
         raise ValueError(f"no watched module matches {module_or_pattern!r}; watched: {w.names()[:10]}")
     quantities = quantities or tuple(q for q in w.log if any(w.steps(n, q) for n in names))
-    panels = [(n, q) for n in names for q in quantities if w.steps(n, q)]
+    shown = names[:MAX_ROWS]  # a bounded figure: one row per module, one column per quantity
     cols = max(1, len(quantities))
-    nrows = math.ceil(len(panels) / cols)
-    tallest = max(len(_grid(w, n, q)[1]) for n, q in panels) if panels else 10
-    fig = Figure(figsize=(4.4 * cols, max(3.4, 0.07 * tallest) * nrows), dpi=100, layout="constrained")
-    for k, (name, quantity) in enumerate(panels):
-        ax = fig.add_subplot(nrows, cols, k + 1)
-        grid, labels, steps = _grid(w, name, quantity)
-        image = ax.imshow(
-            grid,
-            aspect="auto",
-            cmap="magma_r",
-            interpolation="nearest",
-            extent=(-0.5, len(steps) - 0.5, len(labels) - 0.5, -0.5),
-        )
-        every = max(1, len(labels) // 10)
-        zero = labels.index("0")
-        fixed = {0, 1, zero, len(labels) - 1}  # NaN, +Inf, 0, -Inf always; bins between, spaced out
-        bins = [t for t in range(2, len(labels) - 1, every) if min(abs(t - f) for f in fixed) >= max(2, every // 2)]
-        if not bins and zero > 2:  # at least one bin named, however few there are
-            bins = [2 + (zero - 2) // 2]
-        ticks = sorted(fixed | set(bins))
-        ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
-        xticks = list(range(0, len(steps), max(1, len(steps) // 8)))
-        ax.set_xticks(xticks, [str(steps[t]) for t in xticks], fontsize=7)
-        ax.set_xlabel("step", fontsize=8)
-        ax.set_title(f"{name or '(model)'} · {Quantity(quantity).title}", fontsize=9, loc="left")
-        fig.colorbar(image, ax=ax, shrink=0.8).set_label("log10(1 + count)", fontsize=7)
+    fig = Figure(figsize=(4.4 * cols, ROW_INCHES * len(shown) + 0.6), dpi=100, layout="constrained")
+    if len(shown) < len(names):
+        fig.suptitle(f"the first {len(shown)} of {len(names)} modules matching {module_or_pattern!r}", fontsize=9)
+    for row, name in enumerate(shown):
+        for col, quantity in enumerate(quantities):
+            ax = fig.add_subplot(len(shown), cols, row * cols + col + 1)
+            if w.steps(name, quantity):
+                _panel(fig, ax, w, name, quantity)
+            else:  # its place kept, so that every row is one module
+                ax.set_axis_off()
+                ax.set_title(f"{name or '(model)'} · {Quantity(quantity).title}: not logged", fontsize=9, loc="left")
     if path is not None:
         save_figure(fig, path)
     return fig
+
+
+def _panel(fig: Any, ax: Any, w: Any, name: str, quantity: str) -> None:
+    """One module's histograms of one quantity over the logged steps, as a heat map."""
+    grid, labels, steps = _grid(w, name, quantity)
+    image = ax.imshow(
+        grid,
+        aspect="auto",
+        cmap="magma_r",
+        interpolation="nearest",
+        extent=(-0.5, len(steps) - 0.5, len(labels) - 0.5, -0.5),
+    )
+    every = max(1, len(labels) // 10)
+    zero = labels.index("0")
+    fixed = {0, 1, zero, len(labels) - 1}  # NaN, +Inf, 0, -Inf always; bins between, spaced out
+    bins = [t for t in range(2, len(labels) - 1, every) if min(abs(t - f) for f in fixed) >= max(2, every // 2)]
+    if not bins and zero > 2:  # at least one bin named, however few there are
+        bins = [2 + (zero - 2) // 2]
+    ticks = sorted(fixed | set(bins))
+    ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
+    xticks = list(range(0, len(steps), max(1, len(steps) // 8)))
+    ax.set_xticks(xticks, [str(steps[t]) for t in xticks], fontsize=7)
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_title(f"{name or '(model)'} · {Quantity(quantity).title}", fontsize=9, loc="left")
+    fig.colorbar(image, ax=ax, shrink=0.8).set_label("log10(1 + count)", fontsize=7)
