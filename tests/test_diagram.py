@@ -125,3 +125,40 @@ def test_breakdown_bars_add_up_to_the_total(resnet18, tmp_path):
         resnet18.plot_breakdown("latency")  # timing did not run: unknown, not zero
     with pytest.raises(ValueError, match="metric"):
         breakdown(resnet18, "speed")
+
+
+class _OwnOps(torch.nn.Module):
+    """A child, then own ops: two cheap ones before a costly normalisation."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        y = y.reshape(y.shape[0], 8)  # free
+        return torch.nn.functional.layer_norm(y + 1.0, (8,))
+
+
+class _Wrapper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = _OwnOps()
+
+    def forward(self, x):
+        return self.block(x)
+
+
+def test_boxes_are_named_after_their_costliest_op_and_show_the_coloured_figure():
+    report = fxinspect.analyze(_Wrapper(), torch.randn(4, 8), timing=False)
+    found, _ = boxes(report, 2)
+    own = [b for b in found.values() if b.nodes and b.nodes[0].module_path == "block"]
+    # its own ops run getattr, getitem (y.shape[0]), reshape, add, layer_norm: named after
+    # the one that costs, not "getattr, getitem, reshape, …"
+    assert [b.title for b in own] == ["layer_norm +4 more"]
+    fig = report.plot(depth=2, color_by="flops")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    fc = report.modules["block.fc"].flops  # 2*4*8*8 + 4*8 bias adds = 544
+    assert fc == 544 and "544 FLOPs" in texts
+    with pytest.raises(ValueError, match=r"color_by='latency'.*timing=True"):
+        report.plot(color_by="latency")  # timing did not run: said, not a grey picture

@@ -130,9 +130,14 @@ def _end_box(report: ReportRecord, n: NodeRecord, key: str, order: int) -> Box:
 
 
 def _own_ops_title(nodes: list[NodeRecord]) -> str:
-    """A title for a module's own ops: their first three labels."""
-    labels = list(dict.fromkeys(n.label for n in nodes))
-    return ", ".join(labels[:3]) + (", …" if len(labels) > 3 else "")
+    """A title for a module's own ops: the costliest kind (FLOPs, then bytes moved), and
+    how many other kinds run with it (a norm's ``batch_norm``, not its first ``getattr``)."""
+    cost: dict[str, tuple[int, int]] = {}
+    for n in nodes:  # (dicts keep first appearance: the order among equal costs)
+        flops, moved = cost.get(n.label, (0, 0))
+        cost[n.label] = (flops + n.flops, moved + n.bytes_moved)
+    ranked = sorted(cost, key=lambda label: cost[label], reverse=True)
+    return ranked[0] + (f" +{len(ranked) - 1} more" if len(ranked) > 1 else "")
 
 
 def _connect(

@@ -25,23 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..records import NodeRecord, ReportRecord
+from ..records import ReportRecord
 from ..records.fields import FIELD, Unit
 from .boxgraph import Box, boxes
+from .colouring import COLOR_BY, LABEL, MEASURED_BY, box_value, colour_scale, node_figure
 from .figures import save_figure
 from .layout import layered
 
-__all__ = ["COLOR_BY", "node_figure", "plot"]
+__all__ = ["COLOR_BY", "node_figure", "plot"]  # (COLOR_BY and node_figure re-exported from .colouring)
 
-COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
-    "flops": ("flops", "FLOPs"),
-    "macs": ("macs", "MACs"),
-    "bytes": ("bytes", "bytes read + written"),
-    "latency": ("latency", "latency"),
-    "memory": ("output_bytes", "bytes of new outputs"),
-    "backward_flops": ("backward_flops", "backward FLOPs"),
-    "nonfinite": ("nonfinite", "NaN/Inf values"),
-}
 FONT = 9.0  # points: legible at 100 % zoom at the figure's dpi
 PAD = 6.0
 _IO = "#d9d9d9"
@@ -65,29 +57,17 @@ class _Layout:
     lr: bool  # layers run left to right
 
 
-def node_figure(n: NodeRecord, figure: str) -> float | None:
-    """One node's ``figure`` (a :data:`COLOR_BY` figure): ``None`` when it was not measured."""
-    if figure == "bytes":
-        return n.bytes_moved
-    if figure == "nonfinite":
-        return (n.nan_count or 0) + (n.inf_count or 0)
-    return getattr(n, figure)
-
-
-def _value(box: Box, figure: str) -> float | None:
-    """A box's figure: its nodes' sum, unknown when any part is."""
-    parts = [node_figure(n, figure) for n in box.nodes]
-    return None if not parts or None in parts else float(sum(parts))
-
-
-def _lines(box: Box) -> _Lines:
-    """A box's label: its title (with its repeats), type and output shape, a line each."""
+def _lines(box: Box, figure: str | None = None) -> _Lines:
+    """A box's label: its title (with its repeats), type, output shape and the figure
+    its colour stands for, a line each."""
     title = box.title + (f"  ({box.repeats}×)" if box.repeats > 1 else "")
     lines = [(title, FONT, "bold")]
     if box.type and box.type != box.title:
         lines.append((box.type, FONT - 1, "normal"))
     if box.shape:
         lines.append((box.shape, FONT - 1, "normal"))
+    if figure:
+        lines.append((figure, FONT - 1, "normal"))
     return lines
 
 
@@ -124,10 +104,14 @@ def plot(
     the same report gives the same bytes).
     """
     _check(depth, color_by, direction)
-    layout = _arrange(*boxes(report, depth), lr=direction == "LR")
+    found, edges = boxes(report, depth)
     figure = COLOR_BY[color_by][0] if color_by else None
-    values = {k: _value(layout.found[k], figure) for k in layout.ordered} if figure else {}
-    colormap, norm = _colour_scale(values, cmap)
+    values = {k: box_value(box, figure) for k, box in found.items()} if figure else {}
+    if figure and not any(values[k] is not None for k, box in found.items() if box.nodes):
+        raise ValueError(f"color_by={color_by!r}: the report has no {COLOR_BY[color_by][1]}; {MEASURED_BY[color_by]}")
+    shown = {k: LABEL[color_by](v) for k, v in values.items() if v is not None and found[k].nodes}
+    layout = _arrange(found, edges, lr=direction == "LR", figures=shown)
+    colormap, norm = colour_scale(values, cmap)
     if title is False:
         heading = None
     else:
@@ -159,10 +143,11 @@ def _check(depth: int | None, color_by: str | None, direction: str) -> None:
         raise ValueError(f"depth must be None (op level) or a module depth >= 0, got {depth!r}")
 
 
-def _arrange(found: dict[str, Box], edges: list[tuple[str, str]], lr: bool) -> _Layout:
-    """Size each box by its label and lay the boxes out in layers along the dataflow."""
+def _arrange(found: dict[str, Box], edges: list[tuple[str, str]], lr: bool, figures: dict[str, str]) -> _Layout:
+    """Size each box by its label (with its coloured figure) and lay the boxes out in
+    layers along the dataflow."""
     ordered = sorted(found, key=lambda k: found[k].order)
-    labels = {k: _lines(found[k]) for k in ordered}
+    labels = {k: _lines(found[k], figures.get(k)) for k in ordered}
     sizes = {k: _measure(labels[k]) for k in ordered}
     pos, routes = layered(
         ordered,
@@ -175,20 +160,6 @@ def _arrange(found: dict[str, Box], edges: list[tuple[str, str]], lr: bool) -> _
         pos = {k: (y, x) for k, (x, y) in pos.items()}
         routes = {e: [(y, x) for x, y in r] for e, r in routes.items()}
     return _Layout(found, ordered, labels, sizes, pos, routes, lr)
-
-
-def _colour_scale(values: dict[str, float | None], cmap: str) -> tuple[Any, Any]:
-    """The colormap and the norm of the boxes' figures (``None`` when no box has one above 0)."""
-    import matplotlib
-    from matplotlib.colors import LogNorm, Normalize
-
-    known = [v for v in values.values() if v is not None and v > 0]
-    colormap = matplotlib.colormaps[cmap]
-    norm = None
-    if known:
-        low, high = min(known), max(known)
-        norm = LogNorm(low, high) if high > 100 * low else Normalize(0, high)
-    return colormap, norm
 
 
 def _frame(layout: _Layout, heading: str | None, head: float, colour_bar: bool, dpi: int) -> tuple[Any, Any]:
