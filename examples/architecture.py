@@ -52,8 +52,6 @@ from fxinspect.run.assemble import report_fields
 from fxinspect.run.passes import PassResult, Probe
 from fxinspect.run.passes.count import CountPass
 
-SHOWN = ("OutputElements", "FixedLatency", "merged")  # their code goes on the page
-
 
 class OutputElements:
     """A toy pass: output elements of every op node, keyed by name."""

@@ -28,3 +28,18 @@ def test_example_runs_and_draws_its_images(page, example, images, tmp_path):
     for image in images:
         assert (tmp_path / image).read_bytes()[:4] == b"\x89PNG", image
     assert (DOCS / f"{page}.md").exists()  # the page generate.py writes from it is committed
+
+
+def test_the_readme_says_what_the_set_up_costs():
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    setup = readme.split("## Set-up on a fresh machine")[1].split("## ")[0]
+    assert "GB of disk" in setup and "minutes" in setup and ". .venv/bin/activate" in setup
+
+
+@pytest.mark.parametrize("page, example", [(p, e) for p, (e, _) in _pages().items()])
+def test_each_page_shows_the_code_that_made_it_and_a_command_that_runs(page, example):
+    text = (DOCS / f"{page}.md").read_text()
+    source = (EXAMPLES / example).read_text()
+    code = source.split('"""', 2)[2].strip()  # the example after its docstring, as the page shows it
+    assert f"```python\n{code}\n```" in text, f"docs/{page}.md does not show examples/{example} as it is now"
+    assert f".venv/bin/python examples/{example}" in text  # runs after the README's set-up as written

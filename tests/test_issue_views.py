@@ -198,3 +198,31 @@ def test_a_model_that_is_itself_a_torch_layer_says_how_to_break_it_down():
     per_layer = 2 * 5 * (3 * 32 * 32 + 32 * 32 + 2 * 32 * 64) + 2 * 4 * 2 * 5 * 5 * 8
     assert eager.modules["layers.0"].macs == eager.modules["layers.1"].macs == per_layer
     assert whole.totals.macs == eager.totals.macs == 2 * per_layer
+
+
+def test_op_tables_fold_zero_flop_bookkeeping_into_one_row():
+    import transformers
+
+    config = transformers.DistilBertConfig(n_layers=2, dim=64, hidden_dim=128, n_heads=2, vocab_size=100)
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():
+        r = fxinspect.analyze(model, {"input_ids": torch.randint(0, 100, (1, 16))}, timing=False, memory=False)
+    folded = r.table(by="op", columns=["op", "count", "flops", "bytes"], width=None).splitlines()
+    full = r.table(by="op", columns=["op", "count", "flops", "bytes"], zeros=True, width=None).splitlines()
+    row = next(line for line in folded if line.startswith("bookkeeping ("))
+    # every op type with no FLOPs moving under 1 % of the bytes is inside it, and only those
+    total = r.totals.bytes_moved
+    by_label: dict[str, list] = {}
+    for n in r.nodes:
+        if n.is_op:
+            by_label.setdefault(n.label, []).append(n)
+    small = [
+        label
+        for label, nodes in by_label.items()
+        if sum(n.flops for n in nodes) == 0 and 0 < sum(n.bytes_moved for n in nodes) < 0.01 * total
+    ]
+    assert len(small) >= 2 and row.startswith(f"bookkeeping ({len(small)} ops)")
+    assert not any(line.split()[0] in small for line in folded[2:]) and all(
+        any(line.split()[0] == label for line in full) for label in small
+    )
+    assert len(folded) < len(full)

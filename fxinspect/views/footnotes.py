@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from .. import formatting as fmt
 from ..records import ReportRecord
 from .columns import SPECS, By, Column
-from .rows import Row
+from .rows import BOOKKEEPING, Row
 
 __all__ = ["footnotes"]
 
@@ -68,4 +68,6 @@ def footnotes(
         notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
     if free:
         notes.append(f"{fmt.plural(free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
+    if by is By.OP and any(str(r.values.get(Column.LABEL, "")).startswith(BOOKKEEPING) for r in shown):
+        notes.append(f"{BOOKKEEPING}: op types with no FLOPs moving under 1 % of the bytes each; zeros=True lists them")
     return notes

@@ -122,6 +122,20 @@ def op_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
     ]
 
 
+BOOKKEEPING = "bookkeeping"
+"""The op table's row for op types with no FLOPs that move little (see :func:`bookkeeping_row`)."""
+
+
+def bookkeeping_row(report: ReportRecord, labels: Sequence[str], uncounted: set[str]) -> Row:
+    """One row for the op types ``labels`` together: their nodes' figures summed."""
+    chosen = set(labels)
+    nodes = [n for n in report.nodes if n.is_op and n.label in chosen]
+    return Row(
+        {Column.LABEL: f"{BOOKKEEPING} ({len(chosen)} ops)", Column.COUNT: len(nodes), **_figures(report, nodes)},
+        partial=any(n.name in uncounted for n in nodes),
+    )
+
+
 def node_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
     """One row per op node, in graph order."""
     return [

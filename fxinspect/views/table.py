@@ -43,7 +43,7 @@ from .. import formatting as fmt
 from ..records import ReportRecord
 from .columns import BACKWARD_ONLY, DEFAULT, SPECS, TIMED_ONLY, By, Column, columns_for, parse_by, parse_column
 from .footnotes import footnotes
-from .rows import Row, module_rows, node_rows, op_rows, totals_row
+from .rows import Row, bookkeeping_row, module_rows, node_rows, op_rows, totals_row
 
 __all__ = ["By", "Column", "table", "columns_for"]
 
@@ -148,6 +148,9 @@ def _default_columns(report: ReportRecord, by: By) -> list[Column]:
     ]
 
 
+_BOOKKEEPING_SHARE = 0.01  # an op type with no FLOPs moving under this share of the bytes is bookkeeping
+
+
 def _rows(
     report: ReportRecord, by: By, depth: int | None, fold: bool, zeros: bool, indent: bool
 ) -> tuple[list[Row], int]:
@@ -160,9 +163,17 @@ def _rows(
     rows = op_rows(report, uncounted)
     if zeros:
         return rows, 0
-    # a view or a shape query moves nothing: a footnote counts them
+    # a view or a shape query moves nothing: a footnote counts them; op types with no
+    # FLOPs that move under 1 % of the bytes (masks, index arithmetic) share one row
     free = [r for r in rows if not r.values.get(Column.FLOPS) and not r.values.get(Column.BYTES)]
-    return [r for r in rows if r not in free], len(free)
+    little = _BOOKKEEPING_SHARE * (report.totals.bytes_moved or 0)
+    small = [r for r in rows if r not in free and not r.values.get(Column.FLOPS) and r.values[Column.BYTES] < little]
+    kept = [r for r in rows if r not in free and r not in small]
+    if len(small) > 1:  # (one alone keeps its own name)
+        kept.append(bookkeeping_row(report, [r.values[Column.LABEL] for r in small], uncounted))
+    else:
+        kept += small
+    return kept, len(free)
 
 
 def _sort_key(column: Column, row: Row, ascending: bool | None) -> tuple:
