@@ -51,6 +51,16 @@ _HOOK_DICTS = (
 _MISSING = object()
 
 
+_ACTIVE = [0]  # how many preserved() blocks are open: fxinspect is running the model itself
+
+
+def in_analysis() -> bool:
+    """Whether fxinspect is running the model on its own (capturing, counting, timing):
+    hooks of ``watch`` and ``track`` let such calls pass, so a watched training loop
+    counts and logs only its own steps."""
+    return _ACTIVE[0] > 0
+
+
 class ModelChangedError(FxInspectError):
     """The model wrote its own parameters during the analysed pass."""
 
@@ -59,10 +69,12 @@ class ModelChangedError(FxInspectError):
 def preserved(model: torch.nn.Module) -> Iterator[None]:
     """Restore ``model``'s state, flags, hooks and the RNG on exit."""
     state = _Snapshot(model)
+    _ACTIVE[0] += 1
     with forked_rng():
         try:
             yield
         finally:
+            _ACTIVE[0] -= 1
             with torch.no_grad():
                 state.restore_modules()
                 state.restore_tensors()

@@ -82,7 +82,10 @@ def test_findings_name_the_dead_layer_the_exploding_run_and_the_first_nan():
     w = fxinspect.watch(dead, every=5)
     train(dead, 11)
     w.remove()
-    assert "dead units: '3' (Conv2d): 100% of its outputs are exactly 0 at step 10" in w.summary()
+    assert (
+        "dead units: '3' (Conv2d): at least 90% of its outputs exactly 0 at every logged step since step 0 (100% at step 10)"
+        in w.summary()
+    )
 
     wild = cnn()
     w = fxinspect.watch(wild, every=5)
@@ -104,7 +107,8 @@ def test_findings_name_the_dead_layer_the_exploding_run_and_the_first_nan():
     for _ in range(10):
         model(torch.randn(3, 4)).sum().backward()
     w.remove()
-    assert w.summary().splitlines()[0].startswith("first NaN/Inf: step 7, module '1' (NanAt), io: 12 NaN")
+    first = "first NaN/Inf: step 7, in the model's output (checked every step); module '1' (NanAt), io: 12 NaN"
+    assert w.summary().splitlines()[0].startswith(first)
 
 
 def test_watch_rejects_bad_options():
@@ -168,3 +172,71 @@ def test_the_heat_maps_are_one_row_per_module_and_bounded():
     many = w.plot(".*")  # 15 modules with the model: the first MAX_ROWS, said in the title
     assert many.get_size_inches()[1] == pytest.approx(MAX_ROWS * ROW_INCHES + 0.6)
     assert f"the first {MAX_ROWS} of 15 modules" in many._suptitle.get_text()
+
+
+class _Poison(torch.nn.Module):
+    """Passes its input through, except on the steps listed, where it makes a NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps: set[int] = set()
+        self.step = -1
+
+    def forward(self, x):
+        self.step += 1
+        return x * float("nan") if self.step in self.steps else x
+
+
+def _poisoned(steps):
+    torch.manual_seed(0)
+    poison = _Poison()
+    poison.steps = set(steps)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), poison, torch.nn.Linear(8, 1))
+    return model, poison
+
+
+def _run(model, w, steps, skip_nonfinite=True):
+    """A loop that skips the optimizer step when the loss is not finite, as GradScaler does."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        loss.backward()
+        if torch.isfinite(loss) or not skip_nonfinite:
+            opt.step()
+
+
+def test_a_nan_between_logged_steps_is_found_at_its_exact_step():
+    model, _ = _poisoned({17})
+    w = fxinspect.watch(model, every=5)
+    _run(model, w, 25)
+    w.remove()
+    text = w.summary()
+    # step 17 is not logged (0, 5, 10, 15, 20): the per-step check finds it, the loop skipped it
+    assert "first NaN/Inf: step 17, in the model's output (checked every step)" in text
+    assert "no logged step holds it" in text
+
+
+def test_the_module_that_made_a_nan_is_named_and_dead_units_survive_it():
+    model, _ = _poisoned({10})
+    with torch.no_grad():  # the ReLU is dead from step 0: every pre-activation negative
+        model[0].weight.fill_(-1.0)
+        model[0].bias.fill_(-10.0)
+    w = fxinspect.watch(model, every=5)
+    _run(model, w, 16, skip_nonfinite=False)  # the NaN reaches the weights: every later step is NaN
+    w.remove()
+    text = w.summary()
+    assert "first NaN/Inf: step 10, in the model's output (checked every step); module '2' (_Poison), io" in text
+    assert "dead units: '1' (ReLU)" in text and "since step 0" in text  # not hidden by the NaN steps
+
+
+def test_an_inspect_block_inside_a_watched_loop_does_not_shift_its_steps():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    w = fxinspect.watch(model, every=2)
+    with fxinspect.inspect(model) as ins:
+        model(torch.randn(8, 4)).pow(2).mean().backward()  # step 0, inspected (its capture is not a step)
+    for _ in range(3):
+        model(torch.randn(8, 4)).pow(2).mean().backward()  # steps 1, 2, 3
+    w.remove()
+    assert w.step == 3 and w.steps("0", "io") == [0, 2] and ins.report.totals.macs == 8 * 4 * 8 + 8 * 8 * 1

@@ -1,9 +1,13 @@
 """What a watched training run reveals: the checks behind ``Watch.summary()``.
 
-* **First NaN/Inf**: the earliest logged step, and in it the first module in forward
-  order (outputs, then parameters, then gradients), whose histogram counts a NaN or Inf.
-* **Dead units**: a module whose outputs were at least :data:`DEAD` zeros at the last
-  logged step.
+* **First NaN/Inf**: the exact step, from the check of the model's output and its
+  gradient on every step (:mod:`.checks`), and the module where it arose, from the
+  first logged step whose histograms hold it: the first module in forward order for
+  outputs and parameters, the last for gradients (the backward runs the other way).
+  When the two steps differ, or no logged step holds it (a loop skipped the step, as
+  ``GradScaler`` does), the finding says so.
+* **Dead units**: a module whose outputs were at least :data:`DEAD` zeros at every
+  logged step since some step, steps whose outputs hold NaN/Inf passed over.
 * **Exploding / vanishing gradients**: a module whose typical gradient magnitude (the
   median binary exponent of its output-gradient norms, else of its parameter
   gradients) rose or fell by :data:`ORDERS` powers of two or more since its first logged
@@ -25,19 +29,65 @@ DEAD = 0.9
 ORDERS = 10  # 2**10: a thousandfold
 
 
-def _first_nonfinite(w: Any) -> str | None:
+def _logged_nonfinite(w: Any) -> tuple[int, str, str, Any] | None:
+    """The first logged step whose histograms hold NaN/Inf, and the module where it arose:
+    in the forward, the first module (in forward order) whose outputs or parameters hold
+    it; in the backward, which runs the other way, the last module whose output gradient
+    does (the ones before it only received it)."""
     steps = sorted({s for (n, q) in w._records for s in w.steps(n, q)})
     for step in steps:
         for quantity in FORWARD_ORDER:
-            for name in w.names(quantity):
-                if step in w.steps(name, quantity):
-                    h = w.histogram(name, quantity, step)
-                    if h.nonfinite:
-                        return (
-                            f"first NaN/Inf: step {step}, module {name or '(model)'!r} ({w.types.get(name, '')}), "
-                            f"{quantity}: {h.nan} NaN, {h.pos_inf + h.neg_inf} Inf of {h.total}"
-                        )
+            names = [n for n in w.names(quantity) if step in w.steps(n, quantity)]
+            if quantity in GRADIENTS:
+                names.reverse()
+            for name in names:
+                h = w.histogram(name, quantity, step)
+                if h.nonfinite:
+                    return step, name, quantity, h
     return None
+
+
+def _first_nonfinite(w: Any) -> str | None:
+    """The first NaN/Inf: its exact step from the per-step checks, its module from the
+    histograms of the first logged step that shows it (said as such when they differ)."""
+    exact = w.checks.nonfinite() if getattr(w, "checks", None) is not None else []
+    logged = _logged_nonfinite(w)
+    where = ""
+    if logged is not None:
+        step, name, quantity, h = logged
+        counts = f"{h.nan} NaN, {h.pos_inf + h.neg_inf} Inf of {h.total}"
+        where = f"module {name or '(model)'!r} ({w.types.get(name, '')}), {quantity}: {counts}"
+    if exact:
+        first, what = exact[0]
+        line = f"first NaN/Inf: step {first}, in the model's {what} (checked every step)"
+        if logged is None:
+            return line + "; no logged step holds it (a loop may skip such steps); every=1 names the module"
+        if logged[0] == first:
+            return f"{line}; {where}"
+        return f"{line}; logged first at step {logged[0]}: {where}; every=1 names the module that made it"
+    if logged is None:
+        return None
+    before = [s for s in sorted({s for (n, q) in w._records for s in w.steps(n, q)}) if s < logged[0]]
+    since = f"between steps {before[-1]} and {logged[0]}" if before else f"by step {logged[0]}"
+    return f"first NaN/Inf: {since}; {where}"
+
+
+def _dead_since(w: Any, name: str) -> tuple[int, int, float] | None:
+    """``(since, last, share)`` when the module's outputs have been at least :data:`DEAD`
+    zeros at every logged step since ``since`` (steps whose outputs hold NaN/Inf tell
+    nothing and are passed over); ``None`` when they are not dead at the last one."""
+    since = last = None
+    share = 0.0
+    for step in w.steps(name, Quantity.IO):
+        h = w.histogram(name, Quantity.IO, step)
+        if not h.total or h.nonfinite:
+            continue
+        if h.zeros / h.total >= DEAD:
+            since = step if since is None else since
+            last, share = step, h.zeros / h.total
+        else:
+            since = last = None
+    return (since, last, share) if since is not None else None
 
 
 def _gradient_scale(w: Any, name: str) -> dict[int, float]:
@@ -56,12 +106,12 @@ def findings(w: Any) -> list[str]:
     if first:
         out.append(first)
     for name in w.names(Quantity.IO):
-        last = w.steps(name, Quantity.IO)[-1]
-        h = w.histogram(name, Quantity.IO, last)
-        if h.total and h.zeros / h.total >= DEAD:
+        dead = _dead_since(w, name)
+        if dead is not None:
+            since, last, share = dead
             out.append(
-                f"dead units: {name or '(model)'!r} ({w.types.get(name, '')}): {h.zeros / h.total:.0%} of its "
-                f"outputs are exactly 0 at step {last}"
+                f"dead units: {name or '(model)'!r} ({w.types.get(name, '')}): at least {DEAD:.0%} of its "
+                f"outputs exactly 0 at every logged step since step {since} ({share:.0%} at step {last})"
             )
     scales = {name: _gradient_scale(w, name) for name in w.names()}
     scales = {n: s for n, s in scales.items() if s}

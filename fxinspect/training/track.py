@@ -40,6 +40,7 @@ import torch
 
 from ..analyze import instrument
 from ..errors import InputError
+from ..guard import in_analysis
 from ..run.assemble import node_label
 from ..run.forward_patch import ForwardPatch
 from ..run.prepare import unwrapped
@@ -169,13 +170,16 @@ class Tracker:
         return program.output_structure(program.run(program.flat_inputs(args, kwargs), Probe(after=after)))
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
+        if in_analysis():  # fxinspect running the model itself: not one of the user's steps
+            return
         if self._calls:
             self.step += 1
         self._calls = {}
 
     def _hook(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            self._stash(name, type(module).__name__, module, args, kwargs, output)
+            if not in_analysis():
+                self._stash(name, type(module).__name__, module, args, kwargs, output)
 
         return hook
 

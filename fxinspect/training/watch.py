@@ -40,8 +40,10 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..guard import in_analysis
 from ..run.prepare import unwrapped
 from ..tensors import tensors_in
+from .checks import FiniteChecks
 from .histograms import Histogram, PendingHistogram, from_plain, log2_histogram, to_plain
 from .quantities import Quantity
 
@@ -84,6 +86,7 @@ class Watch:
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []
         self._param_cache: dict[tuple[int, int], Any] = {}
+        self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:
             self._attach(model, include, exclude)
 
@@ -94,6 +97,7 @@ class Watch:
         except re.error as error:
             raise InputError(f"include=/exclude= must be regular expressions: {error}") from None
         self._handles.append(model.register_forward_pre_hook(self._new_step))
+        self._handles.append(model.register_forward_hook(self._check_step))  # every step, whatever include says
         for name, module in model.named_modules():
             if (inc and not inc.search(name)) or (exc and exc.search(name)):
                 continue
@@ -105,18 +109,24 @@ class Watch:
                         self._handles.append(p.register_post_accumulate_grad_hook(self._param_grad_hook(name)))
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
+        if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
+            return
         if not module.training:  # evaluation: nothing logged
             self.logging = False
             return
         self.step += 1
         self.logging = self.step % self.every == 0
 
+    def _check_step(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if module.training and not in_analysis():
+            self.checks.output(self.step, tensors_in(output))
+
     def _keep(self, name: str, quantity: str, histogram: Any) -> None:
         self._records.setdefault((name, quantity), {}).setdefault(self.step, []).append(histogram)
 
     def _forward_hook(self, name: str):
         def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
-            if not self.logging:
+            if not self.logging or in_analysis():
                 return
             if name not in self.order:
                 self.order.append(name)
@@ -158,7 +168,7 @@ class Watch:
 
     def _param_grad_hook(self, name: str):
         def hook(p: torch.Tensor) -> None:
-            if self.logging and p.grad is not None:
+            if self.logging and p.grad is not None and not in_analysis():
                 self._keep(name, Quantity.PARAMS_GRAD, log2_histogram(p.grad, pending=True))
 
         return hook
@@ -233,6 +243,7 @@ class Watch:
             "order": self.order,
             "types": self.types,
             "fingerprints": self.fingerprints,
+            "checks": self.checks.to_plain(),
             "records": [
                 {"module": n, "quantity": q, "step": s, "histogram": to_plain(self.histogram(n, q, s))}
                 for (n, q) in self._records
@@ -248,6 +259,7 @@ class Watch:
         w = cls(None, every=data["every"], log=tuple(data["log"]))
         w.order, w.types = data["order"], data["types"]
         w.fingerprints = {k: [tuple(x) for x in v] for k, v in data["fingerprints"].items()}
+        w.checks = FiniteChecks.from_plain(data.get("checks"))  # (absent in files of older versions)
         for r in data["records"]:
             w._records.setdefault((r["module"], r["quantity"]), {})[r["step"]] = [from_plain(r["histogram"])]
         return w
