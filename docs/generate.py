@@ -2,16 +2,14 @@
 
 Run: ``python docs/generate.py``. Each example in ``PAGES`` is imported and its
 ``main(images_dir)`` run; it saves its images into ``docs/images/`` and returns the text
-it printed. The page ``docs/<name>.md`` is the example's docstring, the code of the
-objects its ``SHOWN`` names (when it has one), the command that runs it, its output and
-its images: nothing on a page is written by hand, so a page cannot drift from what the
-code does.
+it printed. The page ``docs/<name>.md`` is the example's docstring, its code, the
+command that runs it after the README's set-up, its output and its images: nothing on
+a page is written by hand, so a page cannot drift from what the code does.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import sys
 from pathlib import Path
 
@@ -47,9 +45,15 @@ PAGES = {  # page name: (example file, images it writes)
 def _load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # (inspect finds the source of its classes through it)
+    sys.modules[spec.name] = module  # (a module that finds its own classes by name needs it)
     spec.loader.exec_module(module)
     return module
+
+
+def _code(path: Path) -> str:
+    """The example's code: its whole source after the module docstring (the page's text)."""
+    source = path.read_text()
+    return source.split('"""', 2)[2].lstrip("\n").rstrip() if source.lstrip().startswith('"""') else source.rstrip()
 
 
 def generate(name: str) -> Path:
@@ -64,13 +68,17 @@ def generate(name: str) -> Path:
         "",
         body,
         "",
-        *(
-            f"```python\n{inspect.getsource(getattr(module, name)).rstrip()}\n```\n"
-            for name in getattr(module, "SHOWN", ())
-        ),
+        "The code (`examples/" + example + "`):",
+        "",
+        f"```python\n{_code(EXAMPLES / example)}\n```",
+        "",
+        "Run it (after the README's set-up, from the checkout):",
+        "",
         "```bash",
-        f"python examples/{example}",
+        f".venv/bin/python examples/{example}",
         "```",
+        "",
+        "What it printed:",
         "",
         "```text",
         output,
@@ -88,7 +96,7 @@ def index() -> Path:
     lines = [
         "# fxinspect documentation",
         "",
-        "Every page is written by `python docs/generate.py` from an example in",
+        "Every page is written by `.venv/bin/python docs/generate.py` from an example in",
         "`examples/`: the output and images are what the code printed and drew.",
         "",
     ]
