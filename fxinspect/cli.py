@@ -65,30 +65,30 @@ def _named(text: str) -> tuple[str, tuple[int, ...]]:
     return name, _shape(shape)
 
 
-def _json(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f'expected a JSON object such as {{"n_layer": 2}}, got {text!r}')
-    return value
+def _json_of(kind: type, example: str):
+    """An argparse type: JSON text holding a ``kind`` (a dict or a list), such as ``example``."""
+
+    def parse(text: str):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
+        if not isinstance(value, kind):
+            what = "object" if kind is dict else "list"
+            raise argparse.ArgumentTypeError(f"expected a JSON {what} such as {example}, got {text!r}")
+        return value
+
+    return parse
+
+
+_json = _json_of(dict, '{"n_layer": 2}')
+_json_list = _json_of(list, '["resnet18"]')
 
 
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text}")
-    return value
-
-
-def _json_list(text: str) -> list:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
-    if not isinstance(value, list):
-        raise argparse.ArgumentTypeError(f'expected a JSON list such as ["resnet18"], got {text!r}')
     return value
 
 

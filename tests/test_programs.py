@@ -19,7 +19,7 @@ from fxinspect.run.passes.count import CountPass
 from fxinspect.run.program import InstrumentedProgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from architecture import OutputElements, merged
+from architecture import OutputElements, TwoBlocks, merged
 
 
 class Mixed(torch.nn.Module):
@@ -120,16 +120,6 @@ def test_arguments_are_rebuilt_with_node_values_in_plain_containers():
     got = _value(immutable_list([x, immutable_dict({"k": (x, slice(x, None))}), Pair(x, 2), torch.Size([4, 3])]), env)
     assert got == [5, {"k": (5, slice(5, None, None))}, Pair(5, 2), torch.Size([4, 3])]
     assert type(got) is list and type(got[1]) is dict and type(got[2]) is Pair and type(got[3]) is torch.Size
-
-
-class TwoBlocks(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU())
-        self.b = torch.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return self.b(self.a(x)).sum(dim=0)
 
 
 def test_a_pass_written_outside_the_package_plugs_in_by_node_name():
