@@ -3,9 +3,10 @@
 ``watch`` logs histograms every ``every`` steps; between them a NaN can come and go (a
 loop that skips the step, as ``GradScaler`` does on an overflow) and the next logged
 step shows only where it spread. :class:`FiniteChecks` checks the model's own output
-and the gradient that reaches it on *every* training step: one ``isfinite().all()``
-reduction each, kept on the device as a flag and read in batches, so a step costs one
-pass over the output and no synchronisation.
+and the gradient that reaches it on *every* training step: one float32 sum each (a NaN
+or ±Inf anywhere makes it non-finite; only a sum that overflows float32, values near
+1e38 / numel, would be a false alarm), kept on the device as a flag and read in
+batches, so a step costs one pass over the output, no copy and no synchronisation.
 
 Example
 -------
@@ -48,8 +49,8 @@ class FiniteChecks:
                     t.register_hook(lambda grad, step=step: self._add(step, "output gradient", [grad]))
 
     def _add(self, step: int, kind: str, tensors: list[torch.Tensor]) -> None:
-        with torch.no_grad():
-            flag = torch.stack([torch.isfinite(t.detach()).all() for t in tensors]).all()
+        with torch.no_grad():  # a NaN or ±Inf anywhere makes the sum non-finite: one pass, no copy
+            flag = torch.isfinite(torch.stack([t.detach().sum(dtype=torch.float32) for t in tensors])).all()
         self._pending.append((step, kind, flag))
         self.checked += 1
         if len(self._pending) >= _BATCH:
