@@ -65,7 +65,6 @@ class Prepared:
     kwargs: dict
     virtual: bool  # fake tensors: no data, no timing
     notes: tuple[str, ...]  # what the step did, for ``report.capture.notes``
-    user_model: torch.nn.Module  # the user's model, unwrapped (guarded while the block runs)
 
 
 def unwrapped(model: Any, caller: str = "analyze") -> tuple[torch.nn.Module, list[str]]:
@@ -111,7 +110,7 @@ def prepared(
     notes += lazy_notes
     with preserved(target):
         if not virtual_copy:
-            yield Prepared(target, args, kw, False, tuple(notes), user)
+            yield Prepared(target, args, kw, False, tuple(notes))
             return
         with virtual(target, args, kw, device) as run:
-            yield Prepared(run.model, run.args, run.kwargs, run.virtual, tuple(notes + run.notes), user)
+            yield Prepared(run.model, run.args, run.kwargs, run.virtual, tuple(notes + run.notes))

@@ -35,7 +35,6 @@ class FiniteChecks:
     def __init__(self) -> None:
         self._pending: list[tuple[int, str, torch.Tensor]] = []
         self._found: list[tuple[int, str]] = []  # (step, "output" or "output gradient") that were not finite
-        self.checked = 0
 
     def output(self, step: int, tensors: Any) -> None:
         """Check this step's floating outputs; hook their gradients to check them as they arrive."""
@@ -52,7 +51,6 @@ class FiniteChecks:
         with torch.no_grad():  # a NaN or ±Inf anywhere makes the sum non-finite: one pass, no copy
             flag = torch.isfinite(torch.stack([t.detach().sum(dtype=torch.float32) for t in tensors])).all()
         self._pending.append((step, kind, flag))
-        self.checked += 1
         if len(self._pending) >= _BATCH:
             self._read()
 
@@ -68,12 +66,11 @@ class FiniteChecks:
         return sorted(set(self._found))
 
     def to_plain(self) -> dict[str, Any]:
-        return {"checked": self.checked, "nonfinite": [list(x) for x in self.nonfinite()]}
+        return {"nonfinite": [list(x) for x in self.nonfinite()]}
 
     @classmethod
     def from_plain(cls, data: dict[str, Any] | None) -> FiniteChecks:
         checks = cls()
         if data:
-            checks.checked = data["checked"]
             checks._found = [tuple(x) for x in data["nonfinite"]]
         return checks
