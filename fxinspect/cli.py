@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--by", choices=[b.value for b in By], default="module", help="table rows")
     parser.add_argument("--depth", type=_positive, default=None, help="module depth shown (tables and diagrams)")
+    parser.add_argument(
+        "--no-fold", action="store_true", help="every repeated block its own rows and boxes (default: folded)"
+    )
     parser.add_argument("--top", type=_positive, default=None, help="keep the first N rows")
     parser.add_argument("--sort", default=None, help="sort rows by a column, e.g. flops")
     parser.add_argument(
@@ -196,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         print(report)
         print()
-        options = {"depth": opts.depth} if opts.by == "module" else {}
+        options = {"depth": opts.depth, "fold": not opts.no_fold} if opts.by == "module" else {}
         print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
         if opts.json:
             report.to_json(opts.json)
@@ -204,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.to_csv(opts.csv, by=opts.by)
         for path in (opts.png, opts.svg):
             if path:
-                report.plot(path, depth=opts.depth, color_by=opts.color_by)
+                report.plot(path, depth=opts.depth, fold=not opts.no_fold, color_by=opts.color_by)
     except Exception as exc:
         if opts.debug:
             traceback.print_exc()

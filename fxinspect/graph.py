@@ -45,6 +45,7 @@ class Level(Choice):
 
     NODE = "node"
     MODULE = "module"
+    DIAGRAM = "diagram"
 
 
 def _attributes(record: Any) -> dict[str, Any]:
@@ -136,7 +137,32 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
     return g
 
 
-def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: int | None = None) -> nx.DiGraph:
+def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.DiGraph:
+    """The boxes and edges that ``report.plot(depth=depth, fold=fold)`` draws."""
+    from .views.boxgraph import boxes  # (views import nothing from here)
+
+    found, edges = boxes(report, depth, fold)
+    g = nx.DiGraph(level=Level.DIAGRAM.value, depth=depth, fold=fold)
+    for key, box in found.items():
+        g.add_node(
+            key,
+            title=box.title,
+            kind=box.kind,
+            type=box.type,
+            repeats=box.repeats,
+            call=box.call,
+            calls=box.calls,
+            shape=box.shape,
+            members=tuple(n.name for n in box.nodes),
+            **sums(box.nodes),
+        )
+    g.add_edges_from(edges)
+    return g
+
+
+def to_networkx(
+    report: ReportRecord, level: Level | str = Level.NODE, depth: int | None = None, fold: bool = True
+) -> nx.DiGraph:
     """The report's dataflow graph.
 
     Parameters
@@ -155,7 +181,15 @@ def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: in
         aggregate, with the record's whole-subtree value as ``subtree_<figure>``. An
         edge ``A -> B`` has ``count`` (tensors flowing from A into B) and ``bytes``
         (their size).
-    depth : module level only; ``None`` keeps full module paths.
+        ``"diagram"``: the boxes and edges ``report.plot(depth=depth, fold=fold)``
+        draws, keyed as the plot keys them: ``title``, ``kind`` (input, module, op,
+        output), ``type``, ``repeats`` (the blocks a folded box stands for), ``call`` and
+        ``calls`` (a module run several times has a box per call), ``shape`` and
+        ``members`` (its op nodes: every repeat's), with their figures summed. For a
+        feed-forward model it has no cycle at any depth.
+    depth : module and diagram levels; ``None`` keeps full module paths (the diagram:
+        every op node).
+    fold : diagram level only: draw a run of repeated blocks once.
 
     What adds up over module nodes: ``members`` partition the op nodes, so every
     figure sums to ``report.totals`` at any ``depth``, also where a module and one of
@@ -166,7 +200,9 @@ def to_networkx(report: ReportRecord, level: Level | str = Level.NODE, depth: in
     try:
         level = Level(level)
     except ValueError:
-        raise ValueError(f"level must be 'node' or 'module', got {level!r}") from None
+        raise ValueError(f"level must be 'node', 'module' or 'diagram', got {level!r}") from None
     if depth is not None and (level is Level.NODE or depth < 0):
-        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth for level='module' only")
+        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth for level='module' or 'diagram'")
+    if level is Level.DIAGRAM:
+        return _diagram_graph(report, depth, fold)
     return _node_graph(report) if level is Level.NODE else _module_graph(report, depth)

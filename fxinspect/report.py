@@ -65,9 +65,10 @@ class Report(ReportRecord):
         """A text table of modules, ops or nodes; see ``fxinspect.views.table.table``."""
         return _table(self, by=by, **options)
 
-    def summary(self) -> str:
-        """Totals, capture method, uncounted ops and non-finite findings, as text."""
-        return _summary(self)
+    def summary(self, width: int | None = 100) -> str:
+        """Totals, capture method, uncounted ops and non-finite findings, as text
+        wrapped to ``width`` characters (``None``: lines as long as they come)."""
+        return _summary(self, width)
 
     def __str__(self) -> str:
         return self.summary()
@@ -95,9 +96,10 @@ class Report(ReportRecord):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""
         return _plot_memory(self, path, **options)
 
-    def to_networkx(self, level: str = "node", depth: int | None = None):
-        """The dataflow graph as a ``networkx.DiGraph``; see ``fxinspect.graph``."""
-        return to_networkx(self, level=level, depth=depth)
+    def to_networkx(self, level: str = "node", depth: int | None = None, fold: bool = True):
+        """The dataflow graph as a ``networkx.DiGraph``: per node, per module, or the
+        boxes ``plot`` draws (``level="diagram"``); see ``fxinspect.graph``."""
+        return to_networkx(self, level=level, depth=depth, fold=fold)
 
     def diff(self, other: ReportRecord):
         """Per-module differences from this report to ``other``; see ``fxinspect.views.diff``."""

@@ -152,3 +152,14 @@ def test_cli_option_errors_are_one_line_and_a_factory_takes_arguments(capsys):
                  "--no-timing", "--no-memory"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "MACs 24" in out  # 2*4*3, no bias adds
+
+
+def test_cli_no_fold_lists_every_block(capsys):
+    argv = ["torchvision.models:resnet18", "--input-shape", "1,3,32,32", "--no-timing", "--no-memory", "--depth", "2"]
+    assert main(argv) == 0
+    folded = capsys.readouterr().out
+    assert main([*argv, "--no-fold"]) == 0
+    unfolded = capsys.readouterr().out
+    # layer1's two identical BasicBlocks: one row folded, two rows unfolded
+    assert "layer1.0–1" in folded and "layer1.1 " not in folded
+    assert "layer1.0–1" not in unfolded and "layer1.0 " in unfolded and "layer1.1 " in unfolded

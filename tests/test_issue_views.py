@@ -150,7 +150,7 @@ def test_summary_wording_says_what_each_figure_is():
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
     x = torch.randn(16, 64)
     report = fxinspect.analyze(model, x, timing=False)  # grad mode on, no backward
-    text = str(report)
+    text = report.summary(width=None)
     assert "KiB of parameters + 0 B of buffers" in text
     assert "for inference, call analyze inside torch.no_grad()" in text  # saved bytes with no backward asked
     with torch.no_grad():

@@ -43,8 +43,9 @@ def test_of_builds_the_record_init_builds():
         None,
         (call,),
         (meta,),
+        (0,),
     )
-    # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads
+    # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads, call
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

@@ -38,6 +38,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .base import Capture, Method, type_name
+from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
 from .inputs import FlatInputs, flatten_outputs
@@ -110,6 +111,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     builder.finish_grad_mode()
     builder.graph.output(tuple(builder.value(leaf) for leaf in leaves))
     builder.prune()
+    number_calls(builder.graph, lambda entry: entry[0])
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))
     return Capture(
         graph_module=gm,

@@ -42,6 +42,7 @@ import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .base import MODULE_KEY, type_name
+from .calls import STACK_KEY
 from .inputs import FlatInputs
 from .regions import restore_grad_enabled, set_grad_enabled
 
@@ -109,6 +110,7 @@ class GraphBuilder:
         self.scalars = 0
         self.random_ops: dict[str, int] = {}
         self.module = ("", type_name(model))
+        self.calls: dict[str, tuple[str, str]] = {}  # the module calls running, as STACK_KEY (set by RunningModules)
         self.locate: Callable[[], tuple[str, str]] | None = None  # set by eager_hooks.RunningModules
         self._grad = self._grad_entry = torch.is_grad_enabled()
         self._grad_restore: fx.Node | None = None
@@ -162,6 +164,7 @@ class GraphBuilder:
         with self.graph.inserting_after(anchor):
             got = self.graph.call_function(operator.getitem, (parent, path[-1]))
         got.meta[MODULE_KEY] = node.meta.get(MODULE_KEY, self.module)
+        got.meta[STACK_KEY] = node.meta.get(STACK_KEY, self.calls)
         self._last_item[node] = got
         self._items[key] = got
         return got
@@ -217,6 +220,7 @@ class GraphBuilder:
             name=func._opname,  # "convolution", "add_": the op, as symbolic graphs name nodes
         )
         node.meta[MODULE_KEY] = self.locate() if self.locate is not None else self.module
+        node.meta[STACK_KEY] = self.calls
         if func is torch.ops.aten._local_scalar_dense.default:
             self.scalars += 1
         if _draws_random(func, args, kwargs):

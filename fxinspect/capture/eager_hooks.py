@@ -94,7 +94,7 @@ class RunningModules:
         self.calls[found[0]] = self.calls.get(found[0], 0) + 1
         self.builder.sync_grad_mode()
         self.stack.append((id(module), found))
-        self.builder.module = found
+        self._update(found)
 
     def post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         key = id(module)
@@ -104,4 +104,10 @@ class RunningModules:
         while self.stack:  # also drops frames a caught exception left behind
             if self.stack.pop()[0] == key:
                 break
-        self.builder.module = self.stack[-1][1] if self.stack else self.root
+        self._update(self.stack[-1][1] if self.stack else self.root)
+
+    def _update(self, running: tuple[str, str]) -> None:
+        """Tell the builder the running module and the stack of calls it runs in (a new
+        dict each time: the nodes recorded so far keep the one they ran in)."""
+        self.builder.module = running
+        self.builder.calls = {f"{path}@{self.calls[path] - 1}": (path, cls) for _, (path, cls) in self.stack}

@@ -21,6 +21,7 @@ import torch.fx as fx
 from ..paths import parent
 from ..records import OP_KINDS
 from .base import MODULE_KEY, type_name
+from .calls import number_calls
 
 __all__ = ["ROOT_ATTR", "model_path", "tag_modules"]
 
@@ -77,6 +78,9 @@ def tag_modules(gm: fx.GraphModule, model: torch.nn.Module) -> tuple[dict[str, i
         if owner is None:
             owner = _mutated_owner(node, paths) or root
         node.meta[MODULE_KEY] = owner
+    number_calls(
+        gm.graph, lambda entry: (paths.get(entry[0] if isinstance(entry, tuple) else str(entry)) or (None,))[0]
+    )
     calls = {path: len(k) for path, k in keys.items()}
     calls[""] = 1  # the model itself ran once (a forward with no op leaves no key)
     return calls, unknown

@@ -34,6 +34,7 @@ from torch.utils import _pytree as pytree
 from ..records import OP_KINDS
 from . import fast_trace
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
+from .calls import number_calls
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .inputs import FlatInputs
 from .kept import kept_calls
@@ -177,6 +178,7 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
             node._rename(node.name[len(ROOT_ATTR) + 1 :])
         elif node.name == ROOT_ATTR:  # the whole model is one leaf: name it by its class
             node._rename(type_name(model).lower())
+    number_calls(graph, lambda entry: _strip(entry[0]))
     # compiled on first call only: the analysis runs probed copies, so the captured
     # module itself is compiled only when the plain forward is timed
     gm = _LazyGraphModule(root, graph, class_name=type_name(model))

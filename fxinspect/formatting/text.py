@@ -115,7 +115,8 @@ def middle(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, keeping its end.
 
     A path or a node name (words joined by ``.`` or ``_``) keeps the longest run of its
-    last words that fits, so the module or op itself, and as much of the block index as
+    last path components that fits (``…position_embeddings``, not ``…embeddings``), else
+    of its last words, so the module or op itself, and as much of the block index as
     there is room for, stay whole; other text is cut in the middle.
 
     >>> middle("encoder.layers.encoder_layer_0–11.mlp", 24)
@@ -128,10 +129,11 @@ def middle(text: str, limit: int) -> str:
     if len(text) <= limit or limit < 5:
         return text
     indent = " " * (len(text) - len(text.lstrip(" ")))
-    pieces = re.split(r"([._])", text.lstrip(" "))  # words, with the separators between them
-    for start in range(2, len(pieces), 2):  # drop leading words (and their separators) one by one
-        shorter = indent + "…" + "".join(pieces[start:])
-        if len(shorter) <= limit:
-            return shorter
+    for separators in (r"([.])", r"([._])"):  # whole path components first, then words
+        pieces = re.split(separators, text.lstrip(" "))  # with the separators between them
+        for start in range(2, len(pieces), 2):  # drop leading pieces (and their separators) one by one
+            shorter = indent + "…" + "".join(pieces[start:])
+            if len(shorter) <= limit:
+                return shorter
     head = (limit - 1) // 2
     return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]

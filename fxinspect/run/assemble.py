@@ -27,6 +27,7 @@ import torch.fx as fx
 
 from .. import paths
 from ..capture import Capture, module_of
+from ..capture.calls import CALL_KEY
 from ..records import (
     CaptureInfo,
     Environment,
@@ -106,6 +107,7 @@ def node_records(cap: Capture, results: Sequence[PassResult]) -> list[NodeRecord
         row["args"] = tuple([a.name for a in args])
         row["inputs"] = tuple([m for a in args for m in produced.get(a.name, ())])
         row["outputs"] = ()
+        row["call"] = node.meta.get(CALL_KEY, ())
         for measured in per_pass:
             values = measured.get(name)
             if values:

@@ -18,6 +18,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,20 +42,23 @@ class Box:
     nodes: list[NodeRecord] = field(default_factory=list)
     shape: str = ""
     order: int = 0
+    call: int = 0  # which call of the module the box shows, when it ran more than once
+    calls: int = 1
 
 
-def boxes(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], list[tuple[str, str]]]:
+def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[dict[str, Box], list[tuple[str, str]]]:
     """The boxes (by key, in execution order) and the edges between them.
 
     At module level a module shown with its children as boxes of their own keeps its own
     ops (a reshape, a residual add) in boxes of their own: one per stretch of them that
     runs between its children, so that each box sits where its ops run in the dataflow.
     """
-    found, box_of = _group(report, depth)
+    folds = Folds(report, fold)
+    found, box_of = _group(report, depth, folds)
     for box in found.values():
         if not box.title:
             box.title = _own_ops_title(box.nodes)
-    edges, last_out = _connect(report, found, box_of)
+    edges, last_out = _connect(report, found, box_of, folds)
     for key, box in found.items():
         if box.kind in ("module", "op") and not box.shape:
             # the shape a box shows is that of the tensor leaving it for the next box
@@ -63,40 +67,118 @@ def boxes(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], list
     return found, edges
 
 
-def _group(report: ReportRecord, depth: int | None) -> tuple[dict[str, Box], dict[str, str]]:
-    """The boxes, titled except for a module's own ops, and each node's box key."""
-    folds = Folds(report)
-    path_of, expanded = _module_paths(report, depth, folds) if depth is not None else ({}, set())
-    found: dict[str, Box] = {}
-    box_of: dict[str, str] = {}
-    previous, stretch = None, 0
+def _group(report: ReportRecord, depth: int | None, folds: Folds) -> tuple[dict[str, Box], dict[str, str]]:
+    """The boxes, titled except for a module's own ops, and each node's box key.
+
+    A box stands for one call of a module (a module run three times is three boxes), or
+    for a stretch of a shown module's own ops between its children's boxes. A folded
+    run is drawn once: its later members' nodes join the first member's boxes (their
+    figures summed), and the ops between the members join the run's box. So every box
+    is a contiguous stretch of the graph's order, or the same stretch of each repeat,
+    and the picture of a feed-forward model has no cycle: a call whose ops are not
+    contiguous (a method of a module called from its parent) is split into parts.
+    """
+    grouping = _Grouping(report, depth, folds)
     for i, n in enumerate(report.nodes):
         if n.op == "get_attr":
             continue
         if n.op in ("placeholder", "output"):
             key = f"<{n.op}:{n.name}>"
-            found[key] = _end_box(report, n, key, i)
+            grouping.found[key] = _end_box(report, n, key, i)
         elif depth is None:
             key = n.name
-            found[key] = Box(key, n.name, "op", n.label, nodes=[n], order=i)
+            grouping.found[key] = Box(key, n.name, "op", n.label, nodes=[n], order=i)
         else:
-            path = path_of[n.name]
-            record = report.modules.get(path)
-            kind = record.type if record else "model"
-            key = folds.display(path)
-            if path in expanded:  # the module's own ops, between its children's boxes
-                if previous != key:
-                    stretch += 1
-                key, previous = f"{key}#{stretch}", key
-                if key not in found:
-                    found[key] = Box(key, "", "module", f"{kind} ops", folds.repeats(path), order=i)
-            else:
-                previous = key
-                if key not in found:
-                    found[key] = Box(key, key or kind, "module", kind, folds.repeats(path), order=i)
-            found[key].nodes.append(n)
-        box_of[n.name] = key
-    return found, box_of
+            key = grouping.add(n, i)
+        grouping.box_of[n.name] = key
+    return grouping.found, grouping.box_of
+
+
+class _Grouping:
+    """The boxes of module level, built node by node in graph order."""
+
+    def __init__(self, report: ReportRecord, depth: int | None, folds: Folds) -> None:
+        self.report, self.folds = report, folds
+        self.path_of, self.expanded = _module_paths(report, depth, folds) if depth is not None else ({}, set())
+        self.found: dict[str, Box] = {}
+        self.box_of: dict[str, str] = {}
+        self.stretches: dict[tuple[str, int], int] = {}  # (own-ops module, its call) -> stretches so far
+        self.own: tuple[str, int] | None = None  # the last node's (own-ops module, call), if it was one
+        self.last: str | None = None  # the last op node's box
+        self.parts: dict[str, str] = {}  # a box -> the key of its latest part
+        self.repeat: dict[str, dict] = {}  # a box -> the repeats of folded runs its last node was in
+        self.repeats_of: dict[str, dict] = {}  # (a cache for _repeats_of)
+
+    def add(self, n: NodeRecord, order: int) -> str:
+        """Put op node ``n`` in its box; returns the box's key."""
+        path = self.path_of[n.name]
+        call = n.call[paths.depth(path) - 1] if path and len(n.call) >= paths.depth(path) else 0
+        glue = self._glue(n, order)
+        base = glue or self._module(path, call, order)
+        self.own = (path, call) if glue is None and path in self.expanded else None
+        key = self.parts.get(base, base)
+        repeat = _repeats_of(self.folds, n.name, self.repeats_of)
+        if self.last != key and self.found[key].nodes and self.repeat[key] == repeat:
+            key = self._next_part(base, order)  # the same call again, after other boxes
+        self.repeat[key] = repeat
+        self.found[key].nodes.append(n)
+        self.last = key
+        return key
+
+    def _module(self, path: str, call: int, order: int) -> str:
+        """The key of the box of module ``path``'s call ``call`` (made if new)."""
+        record = self.report.modules.get(path)
+        kind = record.type if record else "model"
+        calls = record.calls if record else 1
+        shown = self.folds.display(path)
+        key = shown + (f"@{call}" if calls > 1 else "")
+        if path in self.expanded:  # the module's own ops, one box per stretch between its children's boxes
+            stretch = self.stretches.get((path, call), 0)
+            if self.own != (path, call):
+                stretch = self.stretches[(path, call)] = stretch + 1
+            key = f"{key}#{stretch}"
+            if key not in self.found:
+                self.found[key] = Box(key, "", "module", f"{kind} ops", self.folds.repeats(path), order=order)
+        elif key not in self.found:
+            title = (shown or kind) + (f" (call {call + 1} of {calls})" if calls > 1 else "")
+            repeats = self.folds.repeats(path)
+            self.found[key] = Box(key, title, "module", kind, repeats, order=order, call=call, calls=calls)
+        return key
+
+    def _glue(self, n: NodeRecord, order: int) -> str | None:
+        """The box of an op that runs between two members of a folded run (a loop's
+        glue): the run's box when each member is one box, else a box of its own, drawn
+        once like the members; ``None`` for any other node, or when one box holds the
+        whole run."""
+        folds = self.folds
+        glued = folds.glue.get(n.name)
+        if glued is None:
+            return None
+        run, _ = glued
+        member = run[0]
+        shown = self.path_of[folds.names[folds.span[member][0]]]  # the box path of the member's first op
+        if not paths.within(shown, member):
+            return None  # the run is inside a bigger box, with its glue
+        key = folds.display(member)
+        if shown == member:
+            return key
+        key += "#between"
+        if key not in self.found:
+            owner = folds.modules[folds.owner[folds.position[n.name]]]
+            repeats = folds.repeats(folds.parent_of[member]) * (len(run) - 1)
+            self.found[key] = Box(key, "", "module", f"{owner.type} ops", repeats, order=order)
+        return key
+
+    def _next_part(self, base: str, order: int) -> str:
+        """A new box for another part of box ``base``'s call; both titled as parts."""
+        first = self.found[base]
+        count = sum(1 for k in self.found if k.startswith(base + "~")) + 2
+        key = self.parts[base] = f"{base}~{count}"
+        if first.title and count == 2:
+            first.title += " (part 1)"
+        title = first.title.replace(" (part 1)", f" (part {count})")
+        self.found[key] = dataclasses.replace(first, key=key, title=title, nodes=[], order=order, shape="")
+        return key
 
 
 def _module_paths(report: ReportRecord, depth: int, folds: Folds) -> tuple[dict[str, str], set[str]]:
@@ -141,19 +223,42 @@ def _own_ops_title(nodes: list[NodeRecord]) -> str:
 
 
 def _connect(
-    report: ReportRecord, found: dict[str, Box], box_of: dict[str, str]
+    report: ReportRecord, found: dict[str, Box], box_of: dict[str, str], folds: Folds
 ) -> tuple[list[tuple[str, str]], dict[str, NodeRecord]]:
-    """The edges between boxes, in graph order, and per box the last node whose output leaves it."""
+    """The edges between boxes, in graph order, and per box the last node whose output
+    leaves it. An edge from one repeat of a folded run into the next is the loop the
+    fold stands for: the boxes are drawn once, so it is left out."""
     edges: dict[tuple[str, str], None] = {}
     last_out: dict[str, NodeRecord] = {}
+    repeat: dict[str, dict[tuple[str, ...], int]] = {}
     for n in report.nodes:
         dst = box_of.get(n.name)
         for arg in n.args:
             src = box_of.get(arg)
-            if src is None or dst is None or src == dst:
+            if src is None or dst is None or src == dst or _across_repeats(folds, arg, n.name, repeat):
                 continue
             edges[(src, dst)] = None
             producer = next((m for m in found[src].nodes if m.name == arg), None)
             if producer is not None:
                 last_out[src] = producer
     return list(edges), last_out
+
+
+def _across_repeats(folds: Folds, a: str, b: str, cache: dict[str, dict[tuple[str, ...], int]]) -> bool:
+    """Whether nodes ``a`` and ``b`` lie in different members of one folded run."""
+    if a not in folds.position or b not in folds.position:
+        return False
+    first, second = (_repeats_of(folds, name, cache) for name in (a, b))
+    return any(second.get(run, index) != index for run, index in first.items())
+
+
+def _repeats_of(folds: Folds, name: str, cache: dict[str, dict[tuple[str, ...], int]]) -> dict[tuple[str, ...], int]:
+    """``{run: member index}`` for every folded run node ``name`` lies in (its glue too)."""
+    found = cache.get(name)
+    if found is None:
+        found = dict(folds.members(folds.owner[folds.position[name]]))
+        if name in folds.glue:
+            run, index = folds.glue[name]
+            found[run] = index
+        cache[name] = found
+    return found

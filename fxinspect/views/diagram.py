@@ -90,6 +90,7 @@ def plot(
     path: str | Path | None = None,
     *,
     depth: int | None = 1,
+    fold: bool = True,
     color_by: str | None = "flops",
     direction: str = "TB",
     cmap: str = "YlOrRd",
@@ -99,12 +100,13 @@ def plot(
     """Draw the dataflow of ``report``; returns a ``matplotlib.figure.Figure``.
 
     ``depth``: modules cut to this many path components (``None``: every op node).
+    ``fold``: draw a run of repeated blocks once (``False``: every block its own boxes).
     ``color_by``: one of :data:`COLOR_BY` or ``None``. ``direction``: ``"TB"`` (top to
     bottom) or ``"LR"``. With ``path``, also saved (PNG, SVG or PDF by its extension;
     the same report gives the same bytes).
     """
     _check(depth, color_by, direction)
-    found, edges = boxes(report, depth)
+    found, edges = boxes(report, depth, fold)
     figure = COLOR_BY[color_by][0] if color_by else None
     values = {k: box_value(box, figure) for k, box in found.items()} if figure else {}
     if figure and not any(values[k] is not None for k, box in found.items() if box.nodes):
@@ -116,7 +118,8 @@ def plot(
         heading = None
     else:
         root = report.modules.get("")
-        what = "every op" if depth is None else f"modules to depth {depth}, repeated blocks folded"
+        folded = ", repeated blocks folded" if fold else ""
+        what = "every op" if depth is None else f"modules to depth {depth}{folded}"
         heading = title or f"{root.type if root else 'model'}: {what}"
     head = _HEAD if heading is not None else 0.0
     fig, ax = _frame(layout, heading, head, colour_bar=norm is not None, dpi=dpi)

@@ -86,33 +86,59 @@ class ReportDiff:
         figures: tuple[str, ...] = ("params", "flops", "bytes"),
         changed_only: bool = True,
         depth: int | None = None,
+        width: int | None = 100,
     ) -> str:
-        """A text table: each figure in this report, the other, and the change in per cent."""
+        """A text table: each figure in this report, the other, and the change in per cent.
+
+        When the figures side by side would be wider than ``width``, each figure gets a
+        table of its own, one under the other (module paths cut from the middle to fit).
+        """
         unknown = [f for f in figures if f not in FIGURES]
         if unknown:
             raise ValueError(f"unknown figures {unknown}; choose from {list(FIGURES)}")
-        headers = ["module", "type"]
-        for f in figures:
-            headers += [f"{f} (this)", f"{f} (other)", "Δ"]
-        rows = []
-        for path, d in self.modules.items():
-            if (changed_only and not d.changed) or (depth is not None and path and path.count(".") >= depth):
-                continue
-            a, b = d.types
-            row = [path or "(model)", a if a == b or b is None else b if a is None else f"{a} → {b}"]
-            for f in figures:
-                x, y = getattr(d, f)
-                text = _COMPARED[f].text
-                row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
-            rows.append(row)
-        if not rows:
+        shown = [
+            (path, d)
+            for path, d in self.modules.items()
+            if not (changed_only and not d.changed) and not (depth is not None and path and path.count(".") >= depth)
+        ]
+        if not shown:
             return "no module differs"
-        return tabulate(
-            rows, headers=headers, disable_numparse=True, colalign=["left", "left", *(["right"] * (3 * len(figures)))]
-        )
+        wide = _table(shown, figures)
+        if width is None or len(figures) < 2 or max(map(len, wide.splitlines())) <= width:
+            return wide
+        return "\n\n".join(f"{f}:\n{_table(shown, (f,), width)}" for f in figures)
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _table(shown: list[tuple[str, Any]], figures: tuple[str, ...], width: int | None = None) -> str:
+    """The rows of ``shown`` (path, ModuleDiff) with three columns per figure; module
+    paths cut from the middle (keeping their last components) to fit ``width``."""
+    headers = ["module", "type"]
+    for f in figures:
+        headers += [f"{f} (this)", f"{f} (other)", "Δ"]
+    rows = []
+    for path, d in shown:
+        a, b = d.types
+        row = [path or "(model)", a if a == b or b is None else b if a is None else f"{a} → {b}"]
+        for f in figures:
+            x, y = getattr(d, f)
+            text = _COMPARED[f].text
+            row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
+        rows.append(row)
+    if width is not None:
+        rest = _tabulate([r[1:] for r in rows], headers[1:]).splitlines()[0]
+        room = max(width - len(rest) - 2, 16)
+        rows = [[fmt.middle(r[0], room), *r[1:]] for r in rows]
+    return _tabulate(rows, headers)
+
+
+def _tabulate(rows: list[list[str]], headers: list[str]) -> str:
+    """Text columns (module, type) left, figures right."""
+    text = len(headers) % 3  # three columns per figure after them
+    align = ["left"] * text + ["right"] * (len(headers) - text)
+    return tabulate(rows, headers=headers, disable_numparse=True, colalign=align)
 
 
 def _change(x: Any, y: Any) -> str:

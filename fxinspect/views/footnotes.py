@@ -1,8 +1,8 @@
 """The footnotes under a table: what its cells cannot say.
 
 Partial figures and why, the root module's own ops, leaf modules not broken down (and
-how to break them down), timing that did not run, rows cut by ``top``, a per-block
-column dropped for width, op types that cost nothing left out. :func:`footnotes` is
+how to break them down), timing that did not run, rows cut by ``top``, columns
+left out to fit the width, op types that cost nothing left out. :func:`footnotes` is
 called by :func:`fxinspect.views.table.table` with the rows it made.
 """
 
@@ -26,12 +26,13 @@ def footnotes(
     rows: list[Row],
     total: Row,
     *,
-    dropped_per_block: bool,
-    free: int,
+    dropped: Sequence[Column] = (),
+    width: int | None = None,
+    free: int = 0,
 ) -> list[str]:
     """The lines under a table: what its cells cannot say: partial figures, the root's own ops, leaves
-    not broken down, timing that did not run, rows cut by ``top``, a per-block column
-    dropped for width, ``free`` op types left out."""
+    not broken down, timing that did not run, rows cut by ``top``, the ``dropped``
+    columns left out to fit ``width``, ``free`` op types left out."""
     notes = []
     marked = any(SPECS[c].marks_partial for c in cols)
     if marked and (total.partial or any(r.partial for r in shown)):
@@ -64,8 +65,11 @@ def footnotes(
         notes.append(f"{fmt.MISSING} timing did not run")
     if len(shown) < len(rows):
         notes.append(f"{fmt.count(len(shown))} of {fmt.count(len(rows))} rows shown")
-    if dropped_per_block:
+    if dropped == [Column.PER_BLOCK]:
         notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
+    elif dropped:
+        names = ", ".join(SPECS[c].header for c in dropped)
+        notes.append(f"left out to fit width={width}: {names} (width=None or columns=[...] shows them)")
     if free:
         notes.append(f"{fmt.plural(free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")
     if by is By.OP and any(str(r.values.get(Column.LABEL, "")).startswith(BOOKKEEPING) for r in shown):

@@ -55,13 +55,13 @@ def _module_groups(report: ReportRecord, depth: int | None, fold: bool) -> Itera
     """``(display path, repeats, member module paths)`` in model order, root excluded
     (the totals row stands for it). A folded row's members are every repeat's module:
     runs of identical sibling blocks are found by structure (:mod:`.folding`)."""
-    folds = Folds(report)
+    folds = Folds(report, fold)
     kids = folds.children
 
     def walk(group: list[str], prefix: str) -> Iterator[tuple[str, int, list[str]]]:
         first = kids[group[0]]
         position = {c: i for i, c in enumerate(first)}
-        for run in folds.runs(first) if fold else [(c,) for c in first]:
+        for run in folds.runs(first):
             members = [kids[g][position[c]] for g in group for c in run]
             if depth is not None and report.modules[members[0]].depth > depth:
                 continue

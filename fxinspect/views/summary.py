@@ -5,7 +5,7 @@ Example
 >>> import torch, fxinspect
 >>> model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 10))
 >>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
->>> print(*summary(report).splitlines()[1:4], sep=chr(10))   # print(report) shows it all
+>>> print(*summary(report, width=None).splitlines()[1:4], sep=chr(10))   # print(report) shows it all
 inputs       1×3×8×8 f32 -> 1×10 f32
 params       3.11 K (3.11 K trainable, 0 frozen), 0 buffer elements; 12.16 KiB of parameters + 0 B of buffers
 FLOPs        21.90 K (MACs 10.66 K)
@@ -15,6 +15,7 @@ FLOPs        21.90 K (MACs 10.66 K)
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable
 
 from .. import formatting as fmt
@@ -28,6 +29,8 @@ _UNCOUNTED = 5  # uncounted ops listed one per line; the rest are counted
 _RATIO_TOLERANCE = 0.1  # node sum vs plain forward: beyond 10 % the parts do not add up
 _BUSY = 0.1  # an IQR above 10 % of the median: other work shared the machine
 _KINDS = {"nan": "NaN", "inf": "Inf", "nan+inf": "NaN and Inf"}
+_QUANTITY = re.compile(r"(\d) (?=[A-Za-zµ%×])")  # "512 B": a number and its unit stay on one line
+_KEEP = "\u00a0"  # (textwrap breaks at ASCII whitespace only)
 _RAISED = re.compile(r"^[\w.]*(Error|Exception|Failure|Unsupported)\w*:")  # "TypeError: ..."
 
 
@@ -209,12 +212,13 @@ def _nonfinite(nf: NonFinite, label: str = "non-finite", tensors: str = "input")
     return lines
 
 
-def summary(report: ReportRecord) -> str:
+def summary(report: ReportRecord, width: int | None = 100) -> str:
     """A short text summary of ``report``: what ``print(report)`` shows.
 
     Totals (parameters, FLOPs, MACs, bytes, intensity), latency and throughput when
     timing ran, how the graph was captured, uncounted ops and where NaN/Inf started.
     The per-module and per-op detail is in :func:`fxinspect.views.table.table`.
+    Lines longer than ``width`` wrap under their text (``None``: never).
     """
     root = report.modules.get("")
     env = report.environment
@@ -235,4 +239,11 @@ def summary(report: ReportRecord) -> str:
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []
     if report.grad_nonfinite:
         lines += _nonfinite(report.grad_nonfinite, "grad non-finite", "gradient reaching it")
+    if width is not None:
+        hanging = " " * (_WIDTH + 1)  # continuation lines start under the text, past the labels
+        lines = [
+            part.replace(_KEEP, " ")
+            for line in lines
+            for part in textwrap.wrap(_QUANTITY.sub(rf"\1{_KEEP}", line), width, subsequent_indent=hanging) or [""]
+        ]
     return "\n".join(lines)

@@ -126,8 +126,9 @@ def table(
     if sort_column is not None:
         rows = sorted(rows, key=lambda r: _sort_key(sort_column, r, ascending))  # stable: ties keep order
     shown = rows if top is None else rows[:top]
-    fitted, total, cells = _fitted_cells(report, shown, cols, width, by, may_drop_per_block=columns is None)
-    notes = footnotes(report, by, fitted, shown, rows, total, dropped_per_block=len(fitted) < len(cols), free=free)
+    fitted, total, cells = _fitted_cells(report, shown, cols, width, by, may_drop=columns is None)
+    dropped = [c for c in cols if c not in fitted]
+    notes = footnotes(report, by, fitted, shown, rows, total, dropped=dropped, width=width, free=free)
     if width is not None:
         notes = [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
     return "\n".join([_tabulate(cells, fitted, tablefmt), *notes])
@@ -191,17 +192,38 @@ def _sort_key(column: Column, row: Row, ascending: bool | None) -> tuple:
     return (raw is None, text)
 
 
+_DROPPED_FIRST: dict[By, tuple[Column, ...]] = {
+    # default columns a narrow table does without before it cuts names below 24
+    # characters: one block's figure, figures that restate others (MACs ~ FLOPs / 2)
+    By.MODULE: (Column.PER_BLOCK, Column.MACS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES),
+    By.OP: (Column.MACS, Column.BACKWARD_LATENCY, Column.SHARE),
+    # (a node's inputs are its producers' outputs, listed in their rows)
+    By.NODE: (Column.MACS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES, Column.INPUTS, Column.GRADIENTS),
+}
+_DROPPED_LAST: dict[By, tuple[Column, ...]] = {
+    # ... and those it leaves out only when names cut to 16 characters do not make it fit
+    By.MODULE: (Column.LATENCY, Column.BACKWARD_FLOPS),
+    By.OP: (Column.LATENCY, Column.BACKWARD_FLOPS),
+    By.NODE: (Column.LATENCY, Column.BACKWARD_FLOPS),
+}
+
+
 def _fitted_cells(
-    report: ReportRecord, shown: list[Row], cols: list[Column], width: int | None, by: By, may_drop_per_block: bool
+    report: ReportRecord, shown: list[Row], cols: list[Column], width: int | None, by: By, may_drop: bool
 ) -> tuple[list[Column], Row, list[list[str]]]:
-    """The columns kept, the totals row and every row's cells (totals last), fitted to ``width``."""
-    total = totals_row(report, cols)
-    cells = _fit([_render(r, cols) for r in [*shown, total]], cols, width, by)
-    if may_drop_per_block and Column.PER_BLOCK in cols and width is not None and _width(cells, cols) > width:
-        # the per-block figure is the one default column a narrow table does without
-        narrower = [c for c in cols if c is not Column.PER_BLOCK]
-        return _fitted_cells(report, shown, narrower, width, by, may_drop_per_block=False)
-    return cols, total, cells
+    """The columns kept, the totals row and every row's cells (totals last), fitted to
+    ``width``: text cut from the middle, then (for default columns) the least needed
+    columns left out, one by one, until the table fits."""
+    while True:
+        total = totals_row(report, cols)
+        rendered = [_render(r, cols) for r in [*shown, total]]
+        first, last = ([c for c in drop[by] if c in cols] for drop in (_DROPPED_FIRST, _DROPPED_LAST))
+        spare = first + last if may_drop and width is not None else []
+        # names and types keep a readable width while a column can go instead
+        cells = _fit(rendered, cols, width, _READABLE if may_drop and first else _NARROWEST)
+        if not spare or _width(cells, cols) <= width:
+            return cols, total, cells
+        cols = [c for c in cols if c is not spare[0]]
 
 
 def _render(row: Row, cols: Sequence[Column]) -> list[str]:
@@ -225,8 +247,14 @@ def _tabulate(cells: list[list[str]], cols: Sequence[Column], tablefmt: str) -> 
     )
 
 
-_SHRINKABLE = frozenset({Column.NAME, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS})
+_SHRINKABLE = (
+    (Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS, Column.LABEL),
+    (Column.NAME, Column.TYPE),
+)
+"""Text columns cut from the middle to fit a width: the first group, then the row's
+name and type, the widest first."""
 _NARROWEST = 16
+_READABLE = 24  # the narrowest a text column is cut to while a default column could be left out instead
 
 
 _HEADER_PADDING = 2  # tabulate's MIN_PADDING: a column is at least its header and two spaces wide
@@ -238,27 +266,33 @@ def _width(cells: list[list[str]], cols: Sequence[Column]) -> int:
     ) + 2 * (len(cols) - 1)
 
 
-def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, by: By) -> list[list[str]]:
+def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, narrowest: int) -> list[list[str]]:
     """Cut the widest text columns from the middle until the table fits ``width``.
 
-    A node's name is how ``report.node(name)`` finds it: never cut. A module path is,
-    last, keeping its block index (``…encoder_layer_0–11.mlp``; indentation keeps the
-    hierarchy readable).
+    The other text columns go first, the row's name and type last (a node's name is how
+    ``report.node(name)`` finds it; a module path keeps its block index:
+    ``…encoder_layer_0–11.mlp``), none below ``narrowest`` characters. Names stay unique: where two
+    would read the same, their column is cut less.
     """
     if width is None or not cells:
         return cells
-    shrinkable = _SHRINKABLE - {Column.NAME} if by is By.NODE else _SHRINKABLE
     widths = [max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     caps = list(widths)
-    while sum(caps) + 2 * (len(caps) - 1) > width:
-        candidates = [
-            i for i, c in enumerate(cols) if c in shrinkable and c is not Column.NAME and caps[i] > _NARROWEST
-        ]
-        candidates = candidates or [i for i, c in enumerate(cols) if c in shrinkable and caps[i] > _NARROWEST]
-        if not candidates:
-            break
-        widest = max(candidates, key=lambda i: caps[i])
-        caps[widest] -= 1
-    return [
-        [fmt.middle(cell, caps[i]) if cols[i] in shrinkable else cell for i, cell in enumerate(row)] for row in cells
-    ]
+    for group in _SHRINKABLE:
+        while sum(caps) + 2 * (len(caps) - 1) > width:
+            candidates = [i for i, c in enumerate(cols) if c in group and caps[i] > narrowest]
+            if not candidates:
+                break
+            caps[max(candidates, key=lambda i: caps[i])] -= 1
+    if Column.NAME in cols:
+        i = cols.index(Column.NAME)
+        caps[i] = _unique_cap([row[i] for row in cells], caps[i])
+    return [[fmt.middle(cell, caps[i]) if caps[i] < widths[i] else cell for i, cell in enumerate(row)] for row in cells]
+
+
+def _unique_cap(names: list[str], cap: int) -> int:
+    """The narrowest width from ``cap`` up at which names that differ still differ once cut."""
+    distinct = len(set(names))
+    while len({fmt.middle(n, cap) for n in names}) < distinct:
+        cap += 1
+    return cap
