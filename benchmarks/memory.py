@@ -63,9 +63,9 @@ def main() -> None:
             start = time.perf_counter()
             if run == "no_grad":
                 with torch.no_grad():
-                    r = fxinspect.analyze(model, x, timing=False)
+                    r = fxinspect.analyze(model, x, timing=False, measure_memory=True)
             else:
-                r = fxinspect.analyze(model, x, timing=False, backward=True, loss_fn=loss_fn)
+                r = fxinspect.analyze(model, x, timing=False, backward=True, loss_fn=loss_fn, measure_memory=True)
             seconds = time.perf_counter() - start
             m = r.memory
             alive = sum(t.nbytes for t in m.alive_at_peak) == m.peak

@@ -25,7 +25,12 @@ def main(out_dir: Path = Path(".")) -> str:
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).train()
     report = fxinspect.analyze(
-        model, torch.randn(2, 3, 224, 224), timing=False, backward=True, optimizer=torch.optim.AdamW
+        model,
+        torch.randn(2, 3, 224, 224),
+        timing=False,
+        backward=True,
+        optimizer=torch.optim.AdamW,
+        measure_memory=True,  # the allocator's measurement beside the estimate (one more run)
     )
     report.plot_memory(out_dir / "resnet50_training_memory.png")
     text = "\n".join(

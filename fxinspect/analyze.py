@@ -73,10 +73,14 @@ def analyze(
         with ``timing``, each node's backward latency (medians over ``repeats``).
         The model's ``.grad`` are left as they were.
     loss_fn : with ``backward``, ``loss_fn(output) -> scalar tensor`` on the model's output.
-    memory : run once more under the memory model (``report.memory``: every storage the
-        run allocates, the peak and the tensors alive at it, what autograd saves; with
-        ``backward`` through the backward too), beside the allocator's measurement of the
-        same run (CPU: ``torch.profiler``; CUDA: ``torch.cuda`` statistics; none on meta).
+    memory : model the memory of the run (``report.memory``: every storage it allocates,
+        the peak and the tensors alive at it, what autograd saves; with ``backward``
+        through the backward too). The forward alone is modelled in the counting run
+        itself, so the default analysis runs the forward once; a backward is a run of its own.
+    measure_memory : also measure the same run with the allocator, beside the model
+        (CPU: ``torch.profiler``; CUDA: ``torch.cuda`` statistics; none on meta): one
+        more run, and on CPU the profiler's cost. Without it the memory is the model's
+        estimate (it does not see scratch a kernel allocates and frees inside one op).
     optimizer : a ``torch.optim.Optimizer`` class or instance: its state and step are
         added to the training memory (``report.memory.total_peak``). Needs ``backward``.
 

@@ -137,7 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train", action="store_true", help="train mode with gradients on (default: eval, no_grad)")
     parser.add_argument("--backward", action="store_true", help="also run a backward (implies --train)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing runs")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory model")
+    parser.add_argument(
+        "--measure-memory", action="store_true", help="also measure the memory with the allocator (one more run)"
+    )
     parser.add_argument("--device", choices=["meta"], default=None, help="'meta' analyses without allocating weights")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     parser.add_argument("--csv", metavar="PATH", help="also write the table's rows (--by) as CSV")
@@ -196,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 device=opts.device,
                 backward=opts.backward,
                 memory=not opts.no_memory,
+                measure_memory=opts.measure_memory,
             )
         print(report)
         print()

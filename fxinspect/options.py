@@ -43,7 +43,7 @@ class Options:
     Capture: ``method`` (``"auto"`` or a capture tier's name), ``leaf_modules`` (module classes,
     instances or dotted paths captured as one node). Passes: ``timing`` with ``warmup``
     and ``repeats``, ``check_finite`` (NaN/Inf and value statistics), ``backward`` with
-    ``loss_fn``, ``memory`` with ``optimizer``. ``device="meta"`` analyses without
+    ``loss_fn``, ``memory`` with ``measure_memory`` and ``optimizer``. ``device="meta"`` analyses without
     allocating. See :func:`fxinspect.analyze` for what each one does.
     """
 
@@ -57,6 +57,7 @@ class Options:
     backward: bool = False
     loss_fn: Callable[[Any], torch.Tensor] | None = None
     memory: bool = True
+    measure_memory: bool = False
     optimizer: Any = None
 
     def __post_init__(self) -> None:
@@ -66,7 +67,7 @@ class Options:
         if isinstance(self.leaf_modules, (str, type, torch.nn.Module)) or not isinstance(self.leaf_modules, Iterable):
             raise InputError(f"leaf_modules must be a list of classes, modules or paths, got {self.leaf_modules!r}")
         fix(self, "leaf_modules", tuple(self.leaf_modules))
-        for name in ("timing", "check_finite", "backward", "memory"):
+        for name in ("timing", "check_finite", "backward", "memory", "measure_memory"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name, least in (("warmup", 0), ("repeats", 1)):
@@ -75,6 +76,8 @@ class Options:
                 raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
         if self.loss_fn is not None and not callable(self.loss_fn):
             raise InputError(f"loss_fn must be a function of the model's output, got {type(self.loss_fn).__name__}")
+        if self.measure_memory and not self.memory:
+            raise InputError("measure_memory=True measures the memory run beside its model: it needs memory=True")
         if self.optimizer is not None and not (self.backward and self.memory):
             raise InputError(
                 "optimizer= adds to the training memory: it needs backward=True and memory=True, "

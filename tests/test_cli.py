@@ -163,3 +163,13 @@ def test_cli_no_fold_lists_every_block(capsys):
     # layer1's two identical BasicBlocks: one row folded, two rows unfolded
     assert "layer1.0–1" in folded and "layer1.1 " not in folded
     assert "layer1.0–1" not in unfolded and "layer1.0 " in unfolded and "layer1.1 " in unfolded
+
+
+def test_cli_measure_memory_adds_the_allocators_figure(capsys):
+    argv = ["torchvision.models:resnet18", "--input-shape", "1,3,32,32", "--no-timing", "--depth", "1"]
+    assert main(argv) == 0
+    estimated = capsys.readouterr().out
+    assert main([*argv, "--measure-memory"]) == 0
+    measured = capsys.readouterr().out
+    assert "measure_memory=True measures the allocator" in estimated and "by torch.profiler" not in estimated
+    assert "by torch.profiler" in measured

@@ -63,8 +63,8 @@ def test_views_and_in_place_results_share_storage():
 def test_estimate_equals_the_cpu_allocator_on_a_model_without_kernel_scratch():
     model, x = mlp()
     with torch.no_grad():
-        forward = fxinspect.analyze(model, x, timing=False).memory
-    training = fxinspect.analyze(model, x, timing=False, backward=True).memory
+        forward = fxinspect.analyze(model, x, timing=False, measure_memory=True).memory
+    training = fxinspect.analyze(model, x, timing=False, backward=True, measure_memory=True).memory
     assert forward.measured_by == "torch.profiler"
     assert forward.measured_peak == forward.peak == 2 * HIDDEN
     assert training.measured_peak == training.peak and training.measured_forward_peak == training.forward_peak
@@ -129,8 +129,8 @@ def test_checkpointing_is_kept_saves_only_block_inputs_and_recomputes_in_backwar
     plain = Blocks(False)
     kept = Blocks(True)
     kept.load_state_dict(plain.state_dict())
-    a = fxinspect.analyze(plain, x, timing=False, backward=True)
-    b = fxinspect.analyze(kept, x, timing=False, backward=True)
+    a = fxinspect.analyze(plain, x, timing=False, backward=True, measure_memory=True)
+    b = fxinspect.analyze(kept, x, timing=False, backward=True, measure_memory=True)
     act, hidden = 4 * 64 * 256 * F32, 4 * 64 * 1024 * F32
     # plain: per block GELU's input and output (fc1 and fc2 save them), + block 1's input
     assert a.memory.saved == 2 * 2 * hidden + act
@@ -212,8 +212,48 @@ def test_cuda_memory_is_measured_by_the_cuda_allocator():
     model, x = mlp()
     model, x = model.cuda(), x.cuda()
     with torch.no_grad():
-        m = fxinspect.analyze(model, x, timing=False).memory
+        m = fxinspect.analyze(model, x, timing=False, measure_memory=True).memory
     assert m.measured_by == "torch.cuda" and m.device.startswith("cuda")
     # the caching allocator rounds blocks up (512 bytes) and may keep a cuBLAS workspace:
     # never below the tensors, and not far above them
     assert m.peak == 2 * HIDDEN and m.peak <= m.measured_peak <= m.peak + 2**20
+
+
+class Counted(torch.nn.Module):
+    """A leaf that counts how often it runs (the analysis calls it as one op)."""
+
+    runs = 0
+
+    def forward(self, x):
+        Counted.runs += 1
+        return x * 2
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_default_analysis_runs_the_forward_once_and_models_memory_as_its_own_pass(grad):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), Counted(), torch.nn.Linear(256, 8))
+    x = torch.randn(16, 64)
+    Counted.runs = 0
+    with torch.set_grad_enabled(grad):
+        one = fxinspect.analyze(model, x, timing=False, leaf_modules=[Counted])
+        assert Counted.runs == 1  # counts, values and memory: one run
+        two = fxinspect.analyze(model, x, timing=False, leaf_modules=[Counted], measure_memory=True)
+        assert Counted.runs == 1 + 2  # the allocator's measurement is a run of its own
+    a, b = one.memory, two.memory
+    # the run that also counts and reads values models the same memory, byte for byte
+    assert (a.peak, a.peak_node, a.forward_peak, a.saved, a.timeline) == (
+        b.peak,
+        b.peak_node,
+        b.forward_peak,
+        b.saved,
+        b.timeline,
+    )
+    assert a.alive_at_peak == b.alive_at_peak
+    assert [(n.output_bytes, n.saved_bytes) for n in one.nodes] == [(n.output_bytes, n.saved_bytes) for n in two.nodes]
+    # the first Linear's 16x256, ReLU's, the leaf's, then the last Linear's 16x8 (float32)
+    assert sum(n.output_bytes for n in one.nodes if n.is_op) == 3 * 16 * 256 * 4 + 16 * 8 * 4
+    # with grad on autograd keeps ReLU's output (its mask) and the leaf's (the last
+    # Linear's input); x and the weights are resident, x * 2 saves nothing
+    assert a.saved == b.saved == (2 * 16 * 256 * 4 if grad else 0)
+    assert a.measured_peak is None and b.measured_by == "torch.profiler"
+    assert "an estimate of the tensor model; measure_memory=True measures the allocator" in one.summary(width=None)

@@ -18,6 +18,7 @@ from ..capture.base import one_line
 from ..options import Options
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
+from .passes.memory import count_and_model, rides_along
 from .program import InstrumentedProgram
 
 __all__ = ["Counted", "count_best", "count_with"]
@@ -45,7 +46,7 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
     notes. A count without uncounted ops (the common case) costs nothing more.
     """
     attempts = captures(model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules)
-    first = count_with(next(attempts), model, options.check_finite)
+    first = count_with(next(attempts), model, options)
     missing = uncounted(first.result)
     if not missing or options.method != Method.AUTO:
         return first
@@ -55,7 +56,7 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
     while True:
         try:
             # the next tier runs only now; one that cannot capture or count ends the search
-            other = count_with(next(attempts), model, options.check_finite)
+            other = count_with(next(attempts), model, options)
         except StopIteration:
             break
         except Exception as exc:
@@ -75,7 +76,10 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
     return Counted(first.program, first.result, notes=(f"method='auto' kept the {tier} tier although {why}: {others}",))
 
 
-def count_with(cap: Capture, model: torch.nn.Module, check_finite: bool) -> Counted:
-    """The instrumented program of ``cap`` and its counting pass."""
+def count_with(cap: Capture, model: torch.nn.Module, options: Options) -> Counted:
+    """The instrumented program of ``cap`` and its counting pass (with the memory model
+    in the same run when it can ride along: :func:`~.passes.memory.rides_along`)."""
     program = InstrumentedProgram(cap)
-    return Counted(program, CountPass(check_finite, model=model).run(program))
+    if rides_along(options):
+        return Counted(program, count_and_model(program, options.check_finite, model))
+    return Counted(program, CountPass(options.check_finite, model=model).run(program))

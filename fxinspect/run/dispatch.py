@@ -63,11 +63,14 @@ class OpCost:
 class CountingMode(TorchDispatchMode):
     """Prices every aten op with its rule and charges it to ``self.node``."""
 
-    def __init__(self, before_write: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, before_write: Callable[[], None] | None = None, observe: Callable[..., None] | None = None
+    ) -> None:
         super().__init__()
         self.node: str | None = UNATTRIBUTED
         self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
+        self.observe = observe  # called with (func, args, kwargs, out) after each op of the model
         self._rules: dict[Any, tuple[Any, str | None, bool, tuple]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -85,6 +88,8 @@ class CountingMode(TorchDispatchMode):
         if mutates and self.before_write is not None:
             self.before_write()
         out = func(*args, **kwargs) if kwargs else func(*args)
+        if self.observe is not None:
+            self.observe(func, args, kwargs, out)
         if key is None:
             return out
         per_node = self.costs.get(self.node)

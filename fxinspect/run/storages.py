@@ -36,11 +36,16 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from ..records.memory import Phase
+from ..tensors import tensors_in
 
 __all__ = ["Allocation", "StorageTracker"]
+
+_NOT_WORK = frozenset({"profiler", "prim"})  # range markers and metadata queries
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
 
 
 class Allocation:
@@ -51,7 +56,7 @@ class Allocation:
     def __init__(self, node: str | None, t: torch.Tensor, nbytes: int, phase: Phase, born: int) -> None:
         self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
         self.shape = () if t.is_nested else tuple(t.shape)  # (nested tensors have no one shape)
-        self.dtype = str(t.dtype)
+        self.dtype = _DTYPE_NAMES.get(t.dtype) or _DTYPE_NAMES.setdefault(t.dtype, str(t.dtype))
         self.died: int | None = None
         self.saved = False
         self.ref: weakref.ref | None = None
@@ -88,6 +93,8 @@ class StorageTracker(TorchDispatchMode):
         self._events = 0
         self._alive: dict[int, Allocation] = {}  # id(storage) -> its allocation, while alive
         self._resident: dict[int, Any] = {}
+        self._freeing: dict[weakref.ref, tuple[Allocation, int]] = {}  # weak ref -> what its storage was
+        self._on_free = _Frees(self)
         self._stopped = False
         self.add_resident(resident)
 
@@ -112,42 +119,47 @@ class StorageTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
-        if func.namespace in ("profiler", "prim"):  # range markers and metadata queries
-            return out
+        self.observe(func, args, kwargs, out)
+        return out
+
+    def observe(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
+        """Take note of one aten op that ran: the storages it allocated. The tracker's
+        own dispatch calls it; another dispatch mode may call it instead (the counting
+        run models memory in the same dispatch that prices each op)."""
+        # (runs for every aten op of the model: lookups hoisted, calls inlined for the
+        # common case of one output tensor)
+        if func.namespace in _NOT_WORK:
+            return
         self.ops += 1
+        alive, resident = self._alive, self._resident
         inputs: set[int] | None = None
-        for t in tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
-            st = _storage(t)
-            if st is None:
+        for t in (out,) if type(out) is torch.Tensor else tensors_in(out):
+            try:
+                st = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # sparse, nested or other layouts without one
                 continue
             key = id(st)
-            known = self._alive.get(key)
+            known = alive.get(key)
             if known is not None and known.ref() is st:
                 continue
-            resident = self._resident.get(key)
-            if resident is not None and resident() is st:
+            known = resident.get(key)
+            if known is not None and known() is st:
                 continue
             if inputs is None:
-                inputs = {
-                    id(s)
-                    for a in tree_leaves((args, kwargs))
-                    if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None
-                }
+                inputs = _storage_ids(args, kwargs)
             if key in inputs:  # an input's storage we did not see made: it existed before
                 continue
             self._allocated(t, st, key)
         if self.live > self.peak:
             self.peak, self._peak_event = self.live, self._events
             self.peak_node, self.peak_phase = self.current_node() or "", self.phase
-        return out
 
     def _allocated(self, t: torch.Tensor, st: torch.UntypedStorage, key: int) -> None:
         nbytes = st.nbytes()
         self._events += 1
         entry = Allocation(self.current_node(), t, nbytes, self.phase, self._events)
-        entry.ref = weakref.ref(st, _on_free(weakref.ref(self), weakref.ref(entry), key))
+        entry.ref = ref = weakref.ref(st, self._on_free)
+        self._freeing[ref] = (entry, key)
         self._alive[key] = entry
         self.allocations.append(entry)
         self.live += nbytes
@@ -157,7 +169,8 @@ class StorageTracker(TorchDispatchMode):
         """End the run: frees from now on are not part of its timeline."""
         self._stopped = True
 
-    def _freed(self, entry: Allocation, key: int) -> None:
+    def _freed(self, ref: weakref.ref) -> None:
+        entry, key = self._freeing.pop(ref)
         if self._stopped:
             return
         self._events += 1
@@ -185,11 +198,33 @@ class StorageTracker(TorchDispatchMode):
         return t
 
 
-def _on_free(tracker: weakref.ref, entry: weakref.ref, key: int) -> Callable[[Any], None]:
-    # weak references both ways: a dead tracker or allocation list keeps nothing alive
-    def freed(_: Any) -> None:
-        t, e = tracker(), entry()
-        if t is not None and e is not None:
-            t._freed(e, key)
+class _Frees:
+    """The callback of every storage's weak reference: tells the tracker, if it still
+    exists (one shared callable holding the tracker weakly: a dead tracker, or its
+    allocations, keep nothing alive)."""
 
-    return freed
+    __slots__ = ("tracker",)
+
+    def __init__(self, tracker: StorageTracker) -> None:
+        self.tracker = weakref.ref(tracker)
+
+    def __call__(self, ref: weakref.ref) -> None:
+        tracker = self.tracker()
+        if tracker is not None:
+            tracker._freed(ref)
+
+
+def _storage_ids(args: tuple, kwargs: dict | None) -> set[int]:
+    """The ids of the storages of an op's tensor arguments."""
+    found = set()
+    for a in args:
+        if type(a) is torch.Tensor:  # (the common case, without a call)
+            try:
+                found.add(id(a.untyped_storage()))
+            except (RuntimeError, NotImplementedError):
+                pass
+        elif isinstance(a, (torch.Tensor, list, tuple)):
+            found |= {id(st) for t in tensors_in(a) if (st := _storage(t)) is not None}
+    if kwargs:
+        found |= {id(st) for t in tensors_in(list(kwargs.values())) if (st := _storage(t)) is not None}
+    return found

@@ -99,7 +99,10 @@ def _nonfinite_counts(flat: torch.Tensor) -> list[int]:
 class ValueReader:
     """Collects statistics of many tensors and turns them into ``ValueStats`` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: bool = True) -> None:
+        # ``hold``: small tensors are converted in batches, so until then the reader
+        # holds them; a run whose storage lifetimes are modelled holds private clones
+        self.hold = hold
         # per slot: [min, max, mean, variance, nans, infs], a device tensor of the
         # same six, or (small tensors) None until finish() makes it a ValueStats
         self._rows: list[Any] = []
@@ -122,7 +125,7 @@ class ValueReader:
             return None
         slot = len(self._rows)
         self._numel.append(n)
-        if n <= SMALL and not t.requires_grad and not t._is_view():  # the common case: no op at all
+        if n <= SMALL and self.hold and not t.requires_grad and not t._is_view():  # the common case: no op at all
             self._rows.append(None)
             self._pending.append((slot, t, version(t)))
             return slot
@@ -130,7 +133,9 @@ class ValueReader:
             x = t.detach() if t.requires_grad else t  # nothing here is recorded by autograd
             if n <= SMALL:
                 row: Any = None
-                if x._is_view():  # (a reference would keep the viewed tensor alive)
+                if not self.hold:  # a private copy (cheap: same dtype), converted with the rest later
+                    self._pending.append((slot, x.clone(), None))
+                elif x._is_view():  # (a reference would keep the viewed tensor alive)
                     self._chunks.append(([slot], x.reshape(-1).to(torch.float64, copy=True)))
                 else:  # inference tensors have no version counter; flush() covers them
                     self._pending.append((slot, x, version(x)))

@@ -140,7 +140,7 @@ def _timing(timing: TimingInfo) -> list[str]:
     return lines
 
 
-def _memory(m: MemoryRecord) -> list[str]:
+def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
     where = f"at node {m.peak_node!r} ({m.peak_phase})" if m.peak_node else f"({m.peak_phase})"
     resident = f"params {fmt.nbytes(m.params)}, buffers {fmt.nbytes(m.buffers)}, inputs {fmt.nbytes(m.inputs)}"
     if m.optimizer_state is not None:
@@ -159,6 +159,8 @@ def _memory(m: MemoryRecord) -> list[str]:
                 else f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}",
             )
         )
+    elif measurable:
+        lines.append(_line("", "an estimate of the tensor model; measure_memory=True measures the allocator beside it"))
     if m.alive_at_peak:
         largest = [t for t in m.alive_at_peak if t.nbytes][:_LIST]  # (an empty tensor is alive, but holds nothing)
         top = ", ".join(f"{t.node or '(outside nodes)'} {fmt.nbytes(t.nbytes)} {t.role}" for t in largest) or "all 0 B"
@@ -234,7 +236,7 @@ def summary(report: ReportRecord, width: int | None = 100) -> str:
     lines += _params(report)
     lines += _costs(report)
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
-    lines += _memory(report.memory) if report.memory else []
+    lines += _memory(report.memory, measurable=not env.virtual) if report.memory else []
     lines += _capture(report)
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []
     if report.grad_nonfinite:

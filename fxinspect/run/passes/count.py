@@ -88,11 +88,15 @@ class ForwardRecorder:
     ``mode`` (a :class:`CountingMode` unless given) must be active while the program
     runs with ``probe``; :meth:`result` then makes the pass's result. Inputs and weights
     are read at construction, before the run: the model may write them in place.
+    ``hold=False`` copies the values it reads at once (see ``ValueReader``), for a run
+    whose storage lifetimes are modelled.
     """
 
-    def __init__(self, program: InstrumentedProgram, check_finite: bool = True, mode: Any = None) -> None:
+    def __init__(
+        self, program: InstrumentedProgram, check_finite: bool = True, mode: Any = None, hold: bool = True
+    ) -> None:
         self.program = program
-        self.reader = reader = ValueReader() if check_finite else None
+        self.reader = reader = ValueReader(hold) if check_finite else None
         read = reader.read if reader else None
         self.mode = mode = mode if mode is not None else CountingMode()
         mode.before_write = reader.flush if reader else None

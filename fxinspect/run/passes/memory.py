@@ -14,6 +14,11 @@ Per node: ``output_bytes`` (new storages among its outputs), ``saved_bytes`` (st
 it allocated that autograd saved) and ``measured_growth``; the run as a whole is a
 :class:`~fxinspect.records.MemoryRecord` (``report.memory``).
 
+A forward alone, with nothing measured beside it, needs no run of its own:
+:func:`count_and_model` models it in the counting run (the tracker follows the aten
+calls the counting mode prices, in the same dispatch), and ``analyze`` does so by
+default (:func:`rides_along`).
+
 Example
 -------
 >>> import torch, fxinspect
@@ -41,14 +46,16 @@ from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
+from ..dispatch import CountingMode
 from ..optimizer import optimizer_footprint
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
 from ..storages import Allocation, StorageTracker
 from . import PassResult
 from .backward import default_loss, fresh_grads
+from .count import ForwardRecorder
 
-__all__ = ["MemoryPass"]
+__all__ = ["MemoryPass", "count_and_model", "rides_along"]
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -67,7 +74,7 @@ class MemoryPass:
         backward: bool = False,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
         optimizer: Any = None,
-        measure: bool = True,
+        measure: bool = False,
     ) -> None:
         self.backward, self.loss_fn, self.optimizer, self.measure = (
             backward,
@@ -78,10 +85,16 @@ class MemoryPass:
 
     @classmethod
     def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> MemoryPass | None:
-        """The pass ``options`` ask for (``memory=True``), or ``None``."""
-        if not options.memory:
+        """The pass ``options`` ask for (``memory=True``), or ``None``: also when the
+        counting run modelled the memory already (:func:`rides_along`)."""
+        if not options.memory or "memory" in counted.report:
             return None
-        return cls(backward=options.backward, loss_fn=options.loss_fn, optimizer=options.optimizer)
+        return cls(
+            backward=options.backward,
+            loss_fn=options.loss_fn,
+            optimizer=options.optimizer,
+            measure=options.measure_memory,
+        )
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         params = program.parameters()
@@ -117,17 +130,22 @@ class _Run:
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
 
-    def probe(self) -> Probe:
-        tracker, owners, watch, outputs = self.tracker, self.owners, self.watch, self.outputs
+    def probe(self, owned: bool = True) -> Probe:
+        """Charge what each node allocates to it; ``owned``: also follow which node made
+        each autograd node (for a backward or the allocator's measurement)."""
+        tracker, watch, outputs = self.tracker, self.watch, self.outputs
+        owners = self.owners if owned or watch is not None else None
 
         def before(name: str) -> None:
             tracker.node = name
-            owners.before(name)
+            if owners is not None:
+                owners.before(name)
             if watch is not None:
                 watch.enter(name)
 
         def after(name: str, out: Any) -> None:
-            owners.after(name)
+            if owners is not None:
+                owners.after(name)
             if watch is not None:
                 watch.exit(name)
             made = {
@@ -203,6 +221,46 @@ class _Run:
             if self.watch is not None:
                 nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
         return nodes
+
+
+def rides_along(options: Options) -> bool:
+    """Whether the counting run can model the memory too (the forward alone, nothing
+    measured beside it): then ``analyze`` runs the forward once for counts, values and
+    memory."""
+    return options.memory and not options.backward and not options.measure_memory
+
+
+def count_and_model(program: InstrumentedProgram, check_finite: bool, model: torch.nn.Module) -> PassResult:
+    """The counting pass's result with the memory pass's figures, from one run.
+
+    The storage model follows the same aten calls the counting mode prices, in the same
+    dispatch; values read for statistics are copied at once, so no storage lives longer
+    than in a plain run and the timeline is the memory pass's own.
+    """
+    run = _Run(program, program.parameters(), list(program.inputs), measure=False)
+    recorder = ForwardRecorder(program, check_finite, CountingMode(observe=run.tracker.observe), hold=False)
+    counting, modelled = recorder.probe, run.probe(owned=False)
+
+    def before(name: str) -> None:
+        modelled.before(name)
+        counting.before(name)
+
+    def after(name: str, out: Any) -> None:
+        counting.after(name, out)
+        modelled.after(name, out)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(recorder.mode)
+        if torch.is_grad_enabled():
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(run.tracker.pack, run.tracker.unpack))
+        output = program.run(program.inputs, Probe(before, after))
+        run.tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
+    del output
+    result = recorder.result(model)
+    for name, figures in run.node_figures().items():
+        result.nodes.setdefault(name, {}).update(figures)
+    result.report["memory"] = run.record(None, set())
+    return result
 
 
 def _alive(
