@@ -78,6 +78,13 @@ class Options:
             raise InputError(f"loss_fn must be a function of the model's output, got {type(self.loss_fn).__name__}")
         if self.measure_memory and not self.memory:
             raise InputError("measure_memory=True measures the memory run beside its model: it needs memory=True")
+        if self.optimizer is not None and not (
+            isinstance(self.optimizer, torch.optim.Optimizer)
+            or (isinstance(self.optimizer, type) and issubclass(self.optimizer, torch.optim.Optimizer))
+        ):
+            raise InputError(
+                f"optimizer= expects a torch.optim.Optimizer class or instance, got {type(self.optimizer).__name__}"
+            )
         if self.optimizer is not None and not (self.backward and self.memory):
             raise InputError(
                 "optimizer= adds to the training memory: it needs backward=True and memory=True, "

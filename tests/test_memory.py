@@ -257,3 +257,44 @@ def test_the_default_analysis_runs_the_forward_once_and_models_memory_as_its_own
     assert a.saved == b.saved == (2 * 16 * 256 * 4 if grad else 0)
     assert a.measured_peak is None and b.measured_by == "torch.profiler"
     assert "an estimate of the tensor model; measure_memory=True measures the allocator" in one.summary(width=None)
+
+
+def _optimizers() -> list[type]:
+    found = [getattr(torch.optim, n) for n in dir(torch.optim)]
+    return [
+        c
+        for c in found
+        if isinstance(c, type) and issubclass(c, torch.optim.Optimizer) and c is not torch.optim.Optimizer
+    ]
+
+
+@pytest.mark.parametrize("cls", _optimizers(), ids=lambda c: c.__name__)
+def test_every_torch_optimizer_as_class_or_instance_keeps_its_settings(cls):
+    from fxinspect.errors import InputError
+    from fxinspect.run.optimizer import optimizer_footprint
+
+    params = [torch.nn.Parameter(torch.zeros(100, 10))]
+    instance = cls([torch.nn.Parameter(torch.zeros(4, 4))])  # rebuilt for the model's parameters
+    if cls is torch.optim.SparseAdam:  # it refuses dense gradients, as it would in training
+        with pytest.raises(InputError, match="SparseAdam cannot step"):
+            optimizer_footprint(cls, params)
+        return
+    assert optimizer_footprint(instance, params) == optimizer_footprint(cls, params)
+
+
+def test_optimizer_instances_are_rebuilt_with_their_own_settings():
+    from fxinspect.run.optimizer import optimizer_footprint
+
+    params = [torch.nn.Parameter(torch.zeros(100, 10))]
+    # Adam/AdamW: two float32 moments of 1,000 elements and a float32 step: 2*4000 + 4
+    assert optimizer_footprint(torch.optim.AdamW(params), params)[1] == 2 * 4000 + 4
+    # SGD keeps a momentum buffer only when the instance was made with momentum
+    assert optimizer_footprint(torch.optim.SGD(params), params)[1] == 0
+    assert optimizer_footprint(torch.optim.SGD(params, lr=0.1, momentum=0.9), params)[1] == 4000
+    model, x = mlp()
+    r = fxinspect.analyze(model, x, timing=False, backward=True, optimizer=torch.optim.AdamW(model.parameters()))
+    assert r.memory.optimizer == "AdamW" and r.memory.optimizer_state == 2 * r.memory.params + 4 * len(
+        list(model.parameters())
+    )
+    with pytest.raises(fxinspect.InputError, match="torch.optim.Optimizer class or instance"):
+        fxinspect.analyze(model, x, timing=False, backward=True, optimizer="adamw")

@@ -17,14 +17,15 @@ Example
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
 
 from ..errors import InputError
-from ..tensors import tensors_in
+from ..tensors import has_data, tensors_in
 from .storages import StorageTracker
 from .virtual import fake_like
 
@@ -32,21 +33,52 @@ __all__ = ["optimizer_footprint"]
 
 
 def _make(optimizer: Any, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+    """An optimizer like ``optimizer`` (a class, or an instance whose settings are
+    kept) over ``params``. An instance is rebuilt from its constructor's own signature:
+    ``defaults`` can hold settings the constructor does not take (AdamW's
+    ``decoupled_weight_decay``)."""
     if isinstance(optimizer, torch.optim.Optimizer):
-        return type(optimizer)(params, **optimizer.defaults)
+        cls = type(optimizer)
+        accepted = inspect.signature(cls.__init__).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+            settings = dict(optimizer.defaults)
+        else:
+            settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+        return _built(cls, params, settings)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-        try:
-            return optimizer(params)
-        except TypeError as exc:
-            raise InputError(
-                f"optimizer={optimizer.__name__} cannot be made with its defaults ({exc}); "
-                f"pass an instance, for example {optimizer.__name__}(model.parameters(), lr=...)"
-            ) from None
+        return _built(optimizer, params, {})
     raise InputError(f"optimizer= expects a torch.optim.Optimizer class or instance, got {type(optimizer).__name__}")
 
 
+def _built(cls: type, params: list[torch.Tensor], settings: dict[str, Any]) -> torch.optim.Optimizer:
+    try:
+        return cls(params, **settings)
+    except (TypeError, ValueError) as exc:
+        how = "" if settings else f"; pass an instance, for example {cls.__name__}(model.parameters(), lr=...)"
+        raise InputError(f"optimizer={cls.__name__} cannot be made for this model's parameters ({exc}){how}") from None
+
+
+def _two_steps(opt: torch.optim.Optimizer, tracked: Any) -> StorageTracker:
+    """Step once (the state appears), then step again watched: the step's own scratch.
+    A step that needs a closure (LBFGS) gets one returning a loss made beforehand (the
+    gradients are already set)."""
+    closure = inspect.signature(opt.step).parameters.get("closure")
+    loss = torch.zeros(())
+    args = (lambda: loss,) if closure is not None and closure.default is inspect.Parameter.empty else ()
+    opt.step(*args)
+    tracker = StorageTracker([*tracked, loss, *tensors_in(list(opt.state.values()))])
+    with tracker:
+        opt.step(*args)
+    return tracker
+
+
 def optimizer_footprint(optimizer: Any, params: Iterable[torch.Tensor]) -> tuple[str, int, int]:
-    """``(class name, state bytes, bytes one step allocates on top of its state)``."""
+    """``(class name, state bytes, bytes one step allocates on top of its state)``.
+
+    The steps run on fake tensors; an optimizer whose step reads values (ASGD,
+    Adafactor: ``.item()``) runs on real zeros of the same shapes instead, when the
+    parameters are real (its state is allocated for the while).
+    """
     params = list(dict.fromkeys(params))  # tied parameters once
     # a virtual run's parameters are already fake: their mode is active, make the twins in it
     mode = next((p.fake_mode for p in params if isinstance(p, FakeTensor)), None) or FakeTensorMode()
@@ -56,11 +88,26 @@ def optimizer_footprint(optimizer: Any, params: Iterable[torch.Tensor]) -> tuple
         with mode:
             fake.grad = torch.zeros_like(fake)
         fakes.append(fake)
-    with mode:
-        opt = _make(optimizer, fakes)
-        opt.step()
-        tracker = StorageTracker([*fakes, *(f.grad for f in fakes), *tensors_in(list(opt.state.values()))])
-        with tracker:
-            opt.step()
+    try:
+        with mode:
+            opt = _make(optimizer, fakes)
+            tracker = _two_steps(opt, [*fakes, *(f.grad for f in fakes)])
+    except DataDependentOutputException:
+        if not all(has_data(p) for p in params):
+            raise InputError(
+                f"optimizer={_name(optimizer)} reads values in step() (.item()), which the meta device does not "
+                "have: its state cannot be found without real tensors; analyse with real parameters"
+            ) from None
+        zeros = [torch.zeros_like(p, requires_grad=p.requires_grad) for p in params]
+        for z in zeros:
+            z.grad = torch.zeros_like(z)
+        opt = _make(optimizer, zeros)
+        tracker = _two_steps(opt, [*zeros, *(z.grad for z in zeros)])
+    except (RuntimeError, ValueError) as exc:  # the optimizer refuses these parameters or gradients
+        raise InputError(f"optimizer={_name(optimizer)} cannot step this model's parameters: {exc}") from None
     state = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in tensors_in(list(opt.state.values()))}
     return type(opt).__name__, sum(state.values()), tracker.peak
+
+
+def _name(optimizer: Any) -> str:
+    return optimizer.__name__ if isinstance(optimizer, type) else type(optimizer).__name__
