@@ -103,7 +103,10 @@ def test_optimizer_state_and_full_step_peak():
     ).memory
     assert sgd.optimizer_state == PARAMS  # one momentum buffer
     resident = PARAMS + 64 * 256 * F32 + m.optimizer_state
-    assert m.total_peak == max(resident + m.peak, resident + m.gradients + m.optimizer_step)
+    # step() runs beside the gradients, the output and the loss the loop still holds
+    held = m.gradients + sum(t.nbytes for t in r.outputs) + F32
+    assert m.held_after_backward == held
+    assert m.total_peak == max(resident + m.peak, resident + held + m.optimizer_step)
     with pytest.raises(fxinspect.InputError, match="needs backward=True"):
         fxinspect.analyze(model, x, timing=False, optimizer=torch.optim.AdamW)
 
@@ -298,3 +301,18 @@ def test_optimizer_instances_are_rebuilt_with_their_own_settings():
     )
     with pytest.raises(fxinspect.InputError, match="torch.optim.Optimizer class or instance"):
         fxinspect.analyze(model, x, timing=False, backward=True, optimizer="adamw")
+
+
+def test_the_optimizer_step_runs_beside_the_gradients_the_output_and_the_loss():
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4096))
+    x = torch.randn(64, 256)
+    m = fxinspect.analyze(model, x, timing=False, backward=True, optimizer=torch.optim.AdamW).memory
+    params = (256 * 1024 + 1024 + 1024 * 4096 + 4096) * F32
+    output, loss = 64 * 4096 * F32, F32  # what `out = model(x); loss = ...; loss.backward()` still holds
+    assert m.gradients == params
+    assert m.held_after_backward == params + output + loss
+    # AdamW's step is this step's peak: resident (params, input, two moments and a step
+    # per parameter) + what the loop holds + the step's own scratch
+    resident = params + 64 * 256 * F32 + 2 * params + 4 * F32
+    assert m.resident == resident
+    assert m.total_peak == resident + params + output + loss + m.optimizer_step > resident + m.peak

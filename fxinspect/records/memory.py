@@ -72,6 +72,9 @@ class MemoryRecord:
     * ``saved``: bytes autograd saved for the backward, each storage once (resident
       tensors it saved, such as weights, are not counted: they exist anyway).
     * ``gradients``: bytes of the parameters' ``.grad`` after the backward.
+    * ``held_after_backward``: bytes the run still holds when the backward ends, as a
+      training loop that keeps the model's output and the loss leaves them: the output,
+      the loss and the gradients (what the optimizer's ``step()`` runs beside).
     * ``optimizer``/``optimizer_state``/``optimizer_step``: with ``optimizer=``, its class,
       the bytes of its state (Adam: two moments and a step per parameter) and the bytes
       its ``step()`` allocates on top of that state while it runs.
@@ -103,6 +106,7 @@ class MemoryRecord:
     measured_peak: int | None = None
     measured_forward_peak: int | None = None
     measured_peak_node: str | None = None  # the node running at the allocator's peak (CPU)
+    held_after_backward: int | None = None
 
     @property
     def resident(self) -> int:
@@ -114,9 +118,11 @@ class MemoryRecord:
         """The most memory the step holds at once, resident memory included.
 
         With an optimizer its state is resident through the forward and backward (a
-        step after the first), and its ``step()`` runs while the gradients are held.
+        step after the first), and its ``step()`` runs while what the backward left is
+        held: the gradients, and the output and the loss (a loop that keeps them).
         """
         run = self.resident + self.peak
         if self.optimizer_step is None:
             return run
-        return max(run, self.resident + (self.gradients or 0) + self.optimizer_step)
+        held = self.held_after_backward if self.held_after_backward is not None else (self.gradients or 0)
+        return max(run, self.resident + held + self.optimizer_step)

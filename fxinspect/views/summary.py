@@ -178,7 +178,12 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
             _line(
                 "optimizer",
                 f"{m.optimizer}: {fmt.nbytes(m.optimizer_state)} of state, "
-                f"+{fmt.nbytes(m.optimizer_step)} while step() runs",
+                f"+{fmt.nbytes(m.optimizer_step)} while step() runs"
+                + (
+                    f" beside {fmt.nbytes(m.held_after_backward)} the loop still holds (gradients, output, loss)"
+                    if m.held_after_backward is not None
+                    else ""
+                ),
             )
         )
     if m.backward_start is not None:

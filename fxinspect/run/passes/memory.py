@@ -129,6 +129,7 @@ class _Run:
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
+        self.held_after_backward: int | None = None
 
     def probe(self, owned: bool = True) -> Probe:
         """Charge what each node allocates to it; ``owned``: also follow which node made
@@ -178,6 +179,7 @@ class _Run:
                 if watch is not None:
                     watch.begin_backward()
                 loss.backward()
+                self.held_after_backward = tracker.live  # the output, the loss and the gradients
                 del loss
                 grads = [p.grad for p in trainable if p.grad is not None]
                 gradients = _unique_bytes(grads)
@@ -207,6 +209,7 @@ class _Run:
             measured_peak=watch.peak if watch is not None else None,
             measured_forward_peak=watch.forward_peak if watch is not None else None,
             measured_peak_node=watch.peak_node if watch is not None else None,
+            held_after_backward=self.held_after_backward,
         )
 
     def node_figures(self) -> dict[str, dict[str, Any]]:
