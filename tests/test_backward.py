@@ -157,3 +157,34 @@ def test_backward_latency_per_node_adds_up_within_the_timed_backward():
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
     untimed = fxinspect.analyze(model, torch.randn(32, 64), backward=True, timing=False)
     assert untimed.totals.backward_latency is None and "bwd latency" not in untimed.table()
+
+
+class _SqrtAtZero(torch.nn.Module):
+    """``sqrt`` of a ReLU's output: its backward divides by 2*sqrt(0) where the ReLU
+    cut, turning finite gradients into Inf/NaN; another reader of the same tensor comes
+    first or last in the forward, differentiable or not."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.form = form
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        if self.form == "where":  # a comparison reads h first, and makes no gradient
+            return torch.where(h > 0, torch.sqrt(h), 0)
+        if self.form == "mul first":  # a differentiable reader first, with finite gradients
+            return h * 2 + torch.sqrt(h)
+        return torch.sqrt(h) + h * 2
+
+
+@pytest.mark.parametrize("form", ["where", "mul first", "sqrt first"])
+def test_the_gradient_root_cause_is_the_backward_that_made_nan_whatever_the_statement_order(form):
+    torch.manual_seed(0)
+    model, x = _SqrtAtZero(form), torch.randn(8, 4)
+    assert (torch.relu(model.fc(x)) == 0).any()  # some zeros for sqrt's backward to divide by
+    r = fxinspect.analyze(model, x, backward=True, timing=False, memory=False)
+    assert r.grad_nonfinite.root_cause == "sqrt" and r.grad_nonfinite.downstream[0] == "relu"
+    with fxinspect.inspect(model) as ins:  # the same in your own step
+        model(x).sum().backward()
+    assert ins.report.grad_nonfinite.root_cause == "sqrt"

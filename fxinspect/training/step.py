@@ -51,7 +51,7 @@ from ..run.assemble import report_fields
 from ..run.dispatch import CountingMode
 from ..run.forward_patch import ForwardPatch
 from ..run.owners import AutogradOwners
-from ..run.passes.backward import Gradients, backward_result
+from ..run.passes.backward import Gradients, NonFiniteTurns, backward_result
 from ..run.passes.count import ForwardRecorder
 from ..run.prepare import Lazy, prepared, unwrapped
 from ..run.program import InstrumentedProgram, Probe
@@ -92,6 +92,7 @@ class _Live:
         self.mode = StepMode(self.owners)
         self.recorder = ForwardRecorder(program, check_finite, self.mode)
         self.gradients = Gradients(self.recorder.reader)
+        self.turns: NonFiniteTurns | None = None  # set once the forward ran, when values are read
 
     def probe(self) -> Probe:
         owners, recorder, gradients = self.owners, self.recorder, self.gradients
@@ -112,7 +113,8 @@ class _Live:
         stats = recorder.reader.finish() if recorder.reader else []
         results = [recorder.result(model, stats)]
         if mode.backward_costs:
-            results.append(backward_result(program, mode.backward_costs, self.gradients, stats))
+            turned = self.turns.first() if self.turns is not None else None
+            results.append(backward_result(program, mode.backward_costs, self.gradients, stats, turned))
         return Report(**report_fields(model, program, results, virtual=False, notes=self.notes))
 
 
@@ -158,6 +160,8 @@ class Inspection:
         live.mode.__enter__()  # on until the block ends: the user's backward runs under it
         self._live = live
         output = program.run(program.flat_inputs(run.args, run.kwargs), live.probe())
+        if live.recorder.reader is not None and torch.is_grad_enabled():
+            live.turns = NonFiniteTurns(live.owners, output)  # which backward first makes NaN/Inf
         return program.output_structure(output)
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -11,9 +11,9 @@ One forward of the program with gradients on, then one backward of a scalar loss
 * Gradients: the probe after each node hooks its floating outputs; the gradient that
   reaches each is recorded as a ``TensorMeta`` with its value statistics (NaN/Inf
   counts included, read as the forward's outputs are), in the order they arrive.
-* Root cause: the first gradient, in backward order, that is not finite was made by the
-  backward of a node that reads that output; the one among them whose own output
-  gradients were all finite turned finite gradients into non-finite ones
+* Root cause: a hook on every autograd node checks the gradients reaching it and those
+  it makes (:class:`NonFiniteTurns`); the first, in the order the backward ran, that
+  turned finite gradients into non-finite ones names its fx node
   (``report.grad_nonfinite``). Every node with a non-finite output gradient is listed.
 
 Every op node gets figures (0 when its outputs needed no gradient), so module sums are
@@ -48,7 +48,15 @@ from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
 
-__all__ = ["BackwardMode", "BackwardPass", "Gradients", "backward_result", "default_loss", "fresh_grads"]
+__all__ = [
+    "BackwardMode",
+    "BackwardPass",
+    "Gradients",
+    "NonFiniteTurns",
+    "backward_result",
+    "default_loss",
+    "fresh_grads",
+]
 
 
 @contextlib.contextmanager
@@ -117,10 +125,15 @@ class Gradients:
 
 
 def backward_result(
-    program: InstrumentedProgram, costs: dict[Any, Any], gradients: Gradients, stats: list[Any]
+    program: InstrumentedProgram,
+    costs: dict[Any, Any],
+    gradients: Gradients,
+    stats: list[Any],
+    turned: str | None = None,
 ) -> PassResult:
     """A backward's figures per node (``costs`` keyed by node, as a counting mode keeps
-    them), its output gradients, and where NaN/Inf first appeared in it."""
+    them), its output gradients, and where NaN/Inf first appeared in it (``turned``: the
+    node :class:`NonFiniteTurns` found, when it checked)."""
     metas = gradients.metas(stats)
     result = PassResult()
     for name in program.probe_points:
@@ -133,7 +146,7 @@ def backward_result(
         }
         if metas.get(name):
             entry["grad_outputs"] = metas[name]
-    result.report["grad_nonfinite"] = gradient_root_cause(program, metas, gradients.arrived)
+    result.report["grad_nonfinite"] = gradient_root_cause(program, metas, gradients.arrived, turned)
     unattributed = costs.get(UNATTRIBUTED)
     if unattributed:  # ops of no forward node (the loss's backward, accumulating into .grad)
         result.report["backward_unattributed"] = aten_calls(unattributed)[0]
@@ -163,10 +176,68 @@ class BackwardPass:
         with torch.enable_grad():
             output = program.run(program.inputs, Probe(owners.before, after))
             loss = self.loss_fn(program.output_structure(output))
+            turns = NonFiniteTurns(owners, loss) if reader is not None else None
             mode = BackwardMode(owners, before_write=reader.flush if reader else None)
             with mode:
                 loss.backward()
-        return backward_result(program, mode.costs, gradients, reader.finish() if reader else [])
+        stats = reader.finish() if reader else []
+        return backward_result(program, mode.costs, gradients, stats, turns.first() if turns else None)
+
+
+class NonFiniteTurns:
+    """Which autograd node's backward first turned finite gradients into NaN/Inf.
+
+    A hook on every autograd node of ``loss``'s graph checks, as the node runs, the
+    gradients reaching it and those it makes: one float32 sum each (NaN or ±Inf anywhere
+    makes it non-finite), kept on the device and read once after the backward. The first
+    node, in the order the backward ran them, whose incoming gradients were finite and
+    whose outgoing ones were not is the root cause, whatever order the forward's
+    statements had; its fx node is the one whose forward created it.
+    """
+
+    def __init__(self, owners: AutogradOwners, roots: Any) -> None:
+        """Hook the autograd graph behind ``roots`` (the loss, or the model's outputs)."""
+        self.owners = owners
+        self.flags: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (sequence nr, in finite, out finite)
+        seen: set[Any] = set()
+        stack = [t.grad_fn for t in tensors_in(roots) if t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            node.register_hook(self._hook(node._sequence_nr()))
+            stack.extend(f for f, _ in node.next_functions)
+
+    def _hook(self, sequence_nr: int) -> Callable[..., None]:
+        flags = self.flags
+
+        def check(grad_inputs: tuple, grad_outputs: tuple) -> None:
+            with torch.no_grad(), torch._C._DisableTorchDispatch():  # (not the model's work: not counted)
+                flags.append((sequence_nr, _all_finite(grad_outputs), _all_finite(grad_inputs)))
+
+        return check
+
+    def first(self) -> str | None:
+        """The fx node whose autograd node turned finite gradients non-finite first, or
+        ``None`` (none did, or one no fx node created: the loss's own)."""
+        if not self.flags:
+            return None
+        with torch._C._DisableTorchDispatch():  # one transfer, on the flags' device
+            device = next((f.device for _, i, o in self.flags for f in (i, o) if f.device.type != "cpu"), "cpu")
+            read = torch.stack([torch.stack([i.to(device), o.to(device)]) for _, i, o in self.flags]).tolist()
+        for (sequence_nr, _, _), (came_finite, left_finite) in zip(self.flags, read):
+            if came_finite and not left_finite:
+                return self.owners.owner(sequence_nr)
+        return None
+
+
+def _all_finite(grads: tuple) -> torch.Tensor:
+    """A flag on the device: whether every gradient in ``grads`` is finite."""
+    sums = [g.sum(dtype=torch.float32) for g in grads if isinstance(g, torch.Tensor) and g.is_floating_point()]
+    if not sums:
+        return torch.tensor(True)
+    return torch.isfinite(torch.stack([s.to(sums[0].device) for s in sums])).all()
 
 
 def _recorder(name: str, slots: list, index: int, arrived: list[str], reader: ValueReader | None):
@@ -182,18 +253,29 @@ def _finite(metas: tuple[TensorMeta, ...]) -> bool:
 
 
 def gradient_root_cause(
-    program: InstrumentedProgram, metas: dict[str, tuple[TensorMeta, ...]], arrived: list[str]
+    program: InstrumentedProgram,
+    metas: dict[str, tuple[TensorMeta, ...]],
+    arrived: list[str],
+    turned: str | None = None,
 ) -> NonFinite | None:
-    """Where NaN/Inf first appeared in the backward, and every gradient it reached."""
+    """Where NaN/Inf first appeared in the backward, and every gradient it reached.
+
+    ``turned`` (the node whose autograd node was seen turning finite gradients into
+    non-finite ones) is the root cause when known. Otherwise: the first non-finite
+    gradient came from the backward of the nodes that read that output, and the culprit
+    is one whose own output gradients arrived and were all finite (a comparison or a
+    detached use makes no gradient: it cannot be one); with none such, the loss.
+    """
     bad = list(dict.fromkeys(n for n in arrived if not _finite(metas.get(n, ()))))
     if not bad:
         return None
     nodes = {n.name: n for n in program.graph.nodes}
     first = nodes[bad[0]]
-    # its gradient came from the backward of the nodes that read it; the culprit is the one
-    # whose own output gradients were all finite (none such: the loss made it non-finite)
-    readers = [u for u in first.users if u.op != "output"]
-    culprit = next((u for u in readers if _finite(metas.get(u.name, ()))), first)
+    if turned in nodes:
+        culprit = nodes[turned]
+    else:
+        readers = [u for u in first.users if u.op != "output" and metas.get(u.name)]
+        culprit = next((u for u in readers if _finite(metas[u.name])), first)
     nan = sum(m.stats.nan_count for m in metas[first.name] if m.stats)
     inf = sum(m.stats.inf_count for m in metas[first.name] if m.stats)
     path, mtype = module_of(culprit)
