@@ -311,3 +311,13 @@ def test_use_cache_note_whatever_tier_runs(method):
     cap = capture(model, (torch.randint(0, 100, (1, 4)),), {}, method=method)
     assert cap.notes[0].startswith("passed use_cache=False")
     assert cap.inputs.kwargs == {"use_cache": False}
+
+
+def test_a_hugging_face_model_captured_by_export_says_its_code_may_differ():
+    from transformers import GPT2Config, GPT2Model
+
+    model = GPT2Model(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)).eval()
+    r = fxinspect.analyze(model, torch.randint(0, 64, (1, 8)), method="export", timing=False, memory=False)
+    assert any("transformers runs other code under torch.export" in n for n in r.capture.notes)
+    plain = fxinspect.analyze(torch.nn.Linear(4, 4), torch.randn(2, 4), method="export", timing=False, memory=False)
+    assert not any("transformers" in n for n in plain.capture.notes)

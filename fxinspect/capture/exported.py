@@ -47,6 +47,7 @@ from torch.utils import _pytree as pytree
 
 from .base import Capture, Method, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
+from .hf import is_hf_model
 from .inputs import FlatInputs
 from .regions import inline_regions
 
@@ -134,6 +135,12 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     if tuple(leaf_modules):
         notes.append(
             "export: leaf_modules not applied (the export graph is aten-level; every module is traced through)"
+        )
+    if is_hf_model(model):
+        # transformers asks torch.compiler.is_compiling() / is_exporting() and takes other branches
+        notes.append(
+            "export: transformers runs other code under torch.export (mask and cache branches), so the "
+            "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
     program = torch.export.export(root, tuple(inputs.tensors), strict=False)

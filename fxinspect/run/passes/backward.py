@@ -11,9 +11,9 @@ One forward of the program with gradients on, then one backward of a scalar loss
 * Gradients: the probe after each node hooks its floating outputs; the gradient that
   reaches each is recorded as a ``TensorMeta`` with its value statistics (NaN/Inf
   counts included, read as the forward's outputs are), in the order they arrive.
-* Root cause: a hook on every autograd node checks the gradients reaching it and those
-  it makes (:class:`NonFiniteTurns`); the first, in the order the backward ran, that
-  turned finite gradients into non-finite ones names its fx node
+* Root cause: a hook on every autograd node sums the gradients it makes
+  (:class:`NonFiniteTurns`); the first, in the order the backward ran, whose gradients
+  are not finite turned finite ones into non-finite ones and names its fx node
   (``report.grad_nonfinite``). Every node with a non-finite output gradient is listed.
 
 Every op node gets figures (0 when its outputs needed no gradient), so module sums are
@@ -187,18 +187,19 @@ class BackwardPass:
 class NonFiniteTurns:
     """Which autograd node's backward first turned finite gradients into NaN/Inf.
 
-    A hook on every autograd node of ``loss``'s graph checks, as the node runs, the
-    gradients reaching it and those it makes: one float32 sum each (NaN or ±Inf anywhere
-    makes it non-finite), kept on the device and read once after the backward. The first
-    node, in the order the backward ran them, whose incoming gradients were finite and
-    whose outgoing ones were not is the root cause, whatever order the forward's
-    statements had; its fx node is the one whose forward created it.
+    A hook on every autograd node of the graph behind the loss sums, as the node runs,
+    each gradient it makes (float32; a NaN or ±Inf anywhere makes the sum non-finite, and
+    only a sum beyond float32, values near 1e38 / numel, would be a false alarm),
+    kept on the device and read once after the backward. The first node, in the order
+    the backward ran them, whose gradients are not finite is the root cause, whatever
+    order the forward's statements had: every gradient it was given came from nodes that
+    ran before it, all finite. Its fx node is the one whose forward created it.
     """
 
     def __init__(self, owners: AutogradOwners, roots: Any) -> None:
         """Hook the autograd graph behind ``roots`` (the loss, or the model's outputs)."""
         self.owners = owners
-        self.flags: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (sequence nr, in finite, out finite)
+        self.sums: list[tuple[int, torch.Tensor]] = []  # (sequence nr, sum of the gradients it made)
         seen: set[Any] = set()
         stack = [t.grad_fn for t in tensors_in(roots) if t.grad_fn is not None]
         while stack:
@@ -210,34 +211,28 @@ class NonFiniteTurns:
             stack.extend(f for f, _ in node.next_functions)
 
     def _hook(self, sequence_nr: int) -> Callable[..., None]:
-        flags = self.flags
+        sums = self.sums
 
         def check(grad_inputs: tuple, grad_outputs: tuple) -> None:
-            with torch.no_grad(), torch._C._DisableTorchDispatch():  # (not the model's work: not counted)
-                flags.append((sequence_nr, _all_finite(grad_outputs), _all_finite(grad_inputs)))
+            made = [g for g in grad_inputs if isinstance(g, torch.Tensor) and g.is_floating_point()]
+            if made:
+                with torch.no_grad(), torch._C._DisableTorchDispatch():  # (not the model's work: not counted)
+                    total = made[0].sum(dtype=torch.float32)
+                    for g in made[1:]:
+                        total = total + g.sum(dtype=torch.float32).to(total.device)
+                sums.append((sequence_nr, total))
 
         return check
 
     def first(self) -> str | None:
-        """The fx node whose autograd node turned finite gradients non-finite first, or
-        ``None`` (none did, or one no fx node created: the loss's own)."""
-        if not self.flags:
+        """The fx node whose autograd node made non-finite gradients first, or ``None``
+        (none did, or one no fx node created: the loss's own)."""
+        if not self.sums:
             return None
-        with torch._C._DisableTorchDispatch():  # one transfer, on the flags' device
-            device = next((f.device for _, i, o in self.flags for f in (i, o) if f.device.type != "cpu"), "cpu")
-            read = torch.stack([torch.stack([i.to(device), o.to(device)]) for _, i, o in self.flags]).tolist()
-        for (sequence_nr, _, _), (came_finite, left_finite) in zip(self.flags, read):
-            if came_finite and not left_finite:
-                return self.owners.owner(sequence_nr)
-        return None
-
-
-def _all_finite(grads: tuple) -> torch.Tensor:
-    """A flag on the device: whether every gradient in ``grads`` is finite."""
-    sums = [g.sum(dtype=torch.float32) for g in grads if isinstance(g, torch.Tensor) and g.is_floating_point()]
-    if not sums:
-        return torch.tensor(True)
-    return torch.isfinite(torch.stack([s.to(sums[0].device) for s in sums])).all()
+        with torch._C._DisableTorchDispatch():  # one transfer, on the sums' device
+            device = next((t.device for _, t in self.sums if t.device.type != "cpu"), "cpu")
+            finite = torch.isfinite(torch.stack([t.to(device) for _, t in self.sums])).tolist()
+        return next((self.owners.owner(nr) for (nr, _), ok in zip(self.sums, finite) if not ok), None)
 
 
 def _recorder(name: str, slots: list, index: int, arrived: list[str], reader: ValueReader | None):
