@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -186,3 +187,44 @@ def test_the_loss_and_its_backward_are_listed_outside_the_nodes_and_the_totals_a
     listed = sum(c.flops for c in (*r.unattributed, *r.backward_unattributed))
     assert r.totals.flops + r.totals.backward_flops + listed == everything
     assert r.totals.flops == 2 * 16 * (8 * 4 + 4 * 1) + 16 * 4 + 16 * 1 + 16 * 4  # matmuls, bias adds, relu
+
+
+class _Counters(torch.nn.Module):
+    """Buffers updated in place from nothing the input makes: a step counter, an EMA."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.register_buffer("ema", torch.zeros(4))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        self.ema.mul_(0.9).add_(self.fc.weight.detach().mean(0), alpha=0.1)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("make", ["counters", "efficientnet_b0"])
+def test_a_step_inside_inspect_ends_with_the_models_own_buffer_writes(make):
+    import timm
+
+    torch.manual_seed(0)
+    if make == "counters":
+        mine, x = _Counters().train(), torch.randn(2, 4)
+    else:  # timm's BatchNormAct2d counts its batches in its own forward, traced through
+        mine, x = timm.create_model("efficientnet_b0", pretrained=False).train(), torch.randn(2, 3, 32, 32)
+    theirs = copy.deepcopy(mine)
+    for model, inspected in ((mine, False), (theirs, True)):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with fxinspect.inspect(model) if inspected else contextlib.nullcontext():
+            model(x).sum().backward()
+            optimizer.step()
+    for (name, a), (_, b) in zip(mine.state_dict().items(), theirs.state_dict().items()):
+        assert torch.equal(a, b), name
+    if make == "counters":
+        assert int(theirs.steps) == 1  # written once, as the plain call wrote it
+    # analyze still leaves the model as it was, and says what it could not count
+    before = copy.deepcopy(theirs.state_dict())
+    report = fxinspect.analyze(theirs, x, timing=False, memory=False)
+    assert all(torch.equal(before[k], v) for k, v in theirs.state_dict().items())
+    assert any("buffers written while tracing" in n for n in report.capture.notes)

@@ -71,6 +71,9 @@ class Capture:
     auto_leaves: tuple[str, ...] = ()  # untraceable modules made leaves
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
     model: torch.nn.Module | None = None  # the model captured (its parameters may live outside the graph)
+    # buffers the capture itself wrote and the graph does not (path, value after one call):
+    # a step answered by the program (``inspect``) writes them as the call would have
+    trace_writes: tuple[tuple[str, torch.Tensor], ...] = ()
 
     def __post_init__(self) -> None:
         # tiers build these as lists and sets; the record keeps them immutable

@@ -161,8 +161,10 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
     notes: list[str] = []
     auto_leaves: list[str] = []
     root = _make_root(model, inputs)
+    buffers = dict(model.named_buffers())
     for attempt in range(MAX_AUTO_LEAVES + 1):
         tracer = ModuleTracer(leaf_types, leaf_paths, root_type=type_name(model))
+        versions = {path: b._version for path, b in buffers.items() if not b.is_inference()}
         try:
             graph = tracer.trace(root)
             break
@@ -179,6 +181,7 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         elif node.name == ROOT_ATTR:  # the whole model is one leaf: name it by its class
             node._rename(type_name(model).lower())
     number_calls(graph, lambda entry: _strip(entry[0]))
+    written = _written_at_trace_time(buffers, versions, attempt, notes)
     # compiled on first call only: the analysis runs probed copies, so the captured
     # module itself is compiled only when the plain forward is timed
     gm = _LazyGraphModule(root, graph, class_name=type_name(model))
@@ -192,4 +195,24 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         out_spec=root.out_spec,
         attr_prefix=ROOT_ATTR + ".",
         auto_leaves=auto_leaves,
+        trace_writes=written,
     )
+
+
+def _written_at_trace_time(
+    buffers: dict[str, torch.Tensor], versions: dict[str, int], attempt: int, notes: list[str]
+) -> tuple[tuple[str, torch.Tensor], ...]:
+    """Buffers the trace itself wrote in place (``self.steps.add_(1)``: torch.fx does not
+    trace buffers, so an update that reads no input ran once, for real, while tracing,
+    and is not in the graph), with the values the trace left: the values one call leaves.
+    After retries the trace ran several times, and the values are not one call's."""
+    written = [path for path, v in versions.items() if buffers[path]._version != v]
+    if not written:
+        return ()
+    names = ", ".join(written[:3]) + (f", … (+{len(written) - 3})" if len(written) > 3 else "")
+    if attempt:
+        notes.append(f"symbolic: buffers written while tracing, not in the graph nor replayed: {names}")
+        return ()
+    notes.append(f"symbolic: buffers written while tracing (not in the graph, so not counted): {names}")
+    with torch.no_grad():
+        return tuple((path, buffers[path].detach().clone()) for path in written)

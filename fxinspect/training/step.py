@@ -155,6 +155,9 @@ class Inspection:
         # leaves no trace, while the call itself changes the model as a plain call would
         with prepared(self.model, args, kwargs, lazy=Lazy.IN_PLACE, virtual_copy=False, caller="inspect") as run:
             cap = capture(run.model, run.args, run.kwargs, method=opts.method, leaf_modules=opts.leaf_modules)
+        with torch.no_grad():  # the buffer writes the trace made, undone by the guard, are this call's
+            for path, value in cap.trace_writes:
+                run.model.get_buffer(path).copy_(value)
         program = InstrumentedProgram(cap)
         live = _Live(program, opts.check_finite, (*self._notes, *run.notes))
         live.mode.__enter__()  # on until the block ends: the user's backward runs under it
