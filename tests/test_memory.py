@@ -316,3 +316,32 @@ def test_the_optimizer_step_runs_beside_the_gradients_the_output_and_the_loss():
     resident = params + 64 * 256 * F32 + 2 * params + 4 * F32
     assert m.resident == resident
     assert m.total_peak == resident + params + output + loss + m.optimizer_step > resident + m.peak
+
+
+class _ExpandThenBlock(torch.nn.Module):
+    """``y = expand(x)`` (1 MiB), then ``block(y)``: block's first op is y's last reader,
+    but the caller holds y until block returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = torch.nn.Linear(64, 4096)
+        self.block = torch.nn.Sequential(torch.nn.Linear(4096, 16), torch.nn.Linear(16, 4096))
+
+    def forward(self, x):
+        return self.block(self.expand(x))
+
+
+@ON_CPU
+def test_a_module_calls_inputs_live_until_it_returns_as_in_the_eager_model():
+    from fxinspect.run.allocator import AllocatorWatch
+
+    model, x = _ExpandThenBlock().eval(), torch.randn(64, 64)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False).memory
+        eager = AllocatorWatch(torch.device("cpu"), None)
+        with eager:  # the allocator, on the model's own call
+            model(x)
+    y, small = 64 * 4096 * F32, 64 * 16 * F32
+    # at block.1: y (held by the caller), block.0's output (its input) and its own output
+    assert m.peak == y + small + y == eager.peak
+    assert m.peak_node == "block_1"

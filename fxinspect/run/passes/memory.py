@@ -47,6 +47,7 @@ from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
 from ..dispatch import CountingMode
+from ..lifetimes import CallInputs
 from ..optimizer import optimizer_footprint
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
@@ -127,6 +128,7 @@ class _Run:
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
+        self.calls = CallInputs(program.graph)  # what the eager model holds until a module returns
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
@@ -136,6 +138,8 @@ class _Run:
         each autograd node (for a backward or the allocator's measurement)."""
         tracker, watch, outputs = self.tracker, self.watch, self.outputs
         owners = self.owners if owned or watch is not None else None
+        hold, release_after = self.calls.hold, self.calls.release_after
+        held: dict[str, Any] = {}  # a module call's inputs, until the call returns
 
         def before(name: str) -> None:
             tracker.node = name
@@ -153,6 +157,10 @@ class _Run:
                 id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name
             }
             outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
+            if name in hold:
+                held[name] = out
+            for value in release_after.get(name, ()):
+                del held[value]
             tracker.node = None
 
         return Probe(before, after)
