@@ -70,7 +70,7 @@ def main() -> None:
                 r = fxinspect.analyze(model, x, timing=False, backward=True, loss_fn=loss_fn, measure_memory=True)
             seconds = time.perf_counter() - start
             m = r.memory
-            eager = eager_peak(model, x, loss_fn if run == "training" else None)
+            eager = eager_peak(model, x, run == "training", loss_fn)
             alive = sum(t.nbytes for t in m.alive_at_peak) == m.peak
             print(
                 f"{name:14} {run:9} {m.peak:13,} {eager:13,} {m.peak / eager - 1:+9.2%} {m.measured_peak:13,} "
@@ -80,15 +80,16 @@ def main() -> None:
             )
 
 
-def eager_peak(model: torch.nn.Module, x, loss_fn) -> int:
-    """The allocator's peak growth over the model's own call (and, with ``loss_fn``, its
-    backward, every ``.grad`` starting from ``None``), as a plain step runs it."""
+def eager_peak(model: torch.nn.Module, x, training: bool, loss_fn) -> int:
+    """The allocator's peak growth over the model's own call (and when ``training`` the
+    backward of ``loss_fn(output)``, by default the output's sum, every ``.grad``
+    starting from ``None``), as a plain step runs it."""
     from fxinspect.run.allocator import AllocatorWatch
 
     device = next(model.parameters()).device
     watch = AllocatorWatch(device, None)
     args, kwargs = ((), x) if isinstance(x, dict) else ((x,), {})
-    if loss_fn is None:
+    if not training:
         with torch.no_grad(), watch:
             model(*args, **kwargs)
         return watch.peak
