@@ -251,3 +251,27 @@ def test_real_feed_forward_models_draw_no_cycle_at_any_depth(name):
             g.nodes[k]["title"] for k in g if g.nodes[k]["kind"] == "module" and not g.nodes[k]["type"].endswith(" ops")
         ]
         assert len(titles) == len(set(titles)), depth  # no box drawn twice
+
+
+class TwoPurposes(torch.nn.Module):
+    """Own ops of two purposes side by side, before the child that uses both: the
+    input's scaling and a mask built from nothing the input holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x * 2
+        mask = x.new_ones(4, 4).tril()
+        return self.fc(h) @ mask
+
+
+def test_own_ops_of_different_purposes_are_boxes_of_their_own():
+    r = _analyze(TwoPurposes(), torch.randn(2, 4))
+    g = r.to_networkx(level="diagram", depth=1)
+    assert nx.is_directed_acyclic_graph(g)
+    own = {g.nodes[k]["title"]: k for k in g if g.nodes[k]["type"] == "TwoPurposes ops"}
+    assert set(own) == {"mul", "tril +1 more", "matmul"}  # not one "mul +2 more" box
+    assert g.has_edge(own["mul"], "fc") and g.has_edge(own["tril +1 more"], own["matmul"])
+    assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops
