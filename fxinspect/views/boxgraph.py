@@ -11,7 +11,7 @@ Example
 >>> report = fxinspect.analyze(model, torch.randn(1, 4), timing=False)
 >>> found, edges = boxes(report, depth=1)
 >>> [(b.title, b.type, b.shape) for b in found.values()]
-[('input_1', '', '1×4'), ('0', 'Linear', '1×8'), ('1', 'ReLU', '1×8'), ('2', 'Linear', '1×2'), ('output', '', '1×2')]
+[('input_1', '', '1×4'), ('0', 'Linear', '1×4 → 1×8'), ('1', 'ReLU', '1×8'), ('2', 'Linear', '1×8 → 1×2'), ('output', '', '1×2')]
 >>> edges[:2]
 [('<placeholder:input_1>', '0'), ('0', '1')]
 """
@@ -61,13 +61,20 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
     for box in found.values():
         if not box.title:
             box.title = _own_ops_title(box.nodes)
-    edges, last_out = _connect(report, found, box_of, folds)
+    edges, last_out, entering = _connect(report, found, box_of, folds)
     for key, box in found.items():
         if box.kind in ("module", "op") and not box.shape:
-            # the shape a box shows is that of the tensor leaving it for the next box
+            # the shapes a box shows: what enters it from other boxes, and the tensor
+            # leaving it for the next box
             leaving = last_out.get(key) or (box.nodes[-1] if box.nodes else None)
-            box.shape = fmt.shapes(tuple(t.shape for t in leaving.outputs)) if leaving is not None else ""
+            out = fmt.shapes(tuple(t.shape for t in leaving.outputs)) if leaving is not None else ""
+            shapes = list(dict.fromkeys(t.shape for n in entering.get(key, ()) for t in n.outputs))
+            came = fmt.shapes(tuple(shapes[:_SHAPES_IN])) + (", …" if len(shapes) > _SHAPES_IN else "")
+            box.shape = f"{came} → {out}" if came and out and came != out else out or came
     return found, edges
+
+
+_SHAPES_IN = 2  # the input shapes a box lists before "…"
 
 
 def _split_unrelated(report: ReportRecord, found: dict[str, Box], box_of: dict[str, str]) -> dict[str, Box]:
@@ -278,12 +285,15 @@ def _own_ops_title(nodes: list[NodeRecord]) -> str:
 
 def _connect(
     report: ReportRecord, found: dict[str, Box], box_of: dict[str, str], folds: Folds
-) -> tuple[list[tuple[str, str]], dict[str, NodeRecord]]:
-    """The edges between boxes, in graph order, and per box the last node whose output
-    leaves it. An edge from one repeat of a folded run into the next is the loop the
-    fold stands for: the boxes are drawn once, so it is left out."""
+) -> tuple[list[tuple[str, str]], dict[str, NodeRecord], dict[str, list[NodeRecord]]]:
+    """The edges between boxes, in graph order; per box the last node whose output
+    leaves it, and the nodes whose outputs enter it from other boxes. An edge from one
+    repeat of a folded run into the next is the loop the fold stands for: the boxes are
+    drawn once, so it is left out."""
+    by_name = {n.name: n for n in report.nodes}
     edges: dict[tuple[str, str], None] = {}
     last_out: dict[str, NodeRecord] = {}
+    entering: dict[str, dict[str, NodeRecord]] = {}
     repeat: dict[str, dict[tuple[str, ...], int]] = {}
     for n in report.nodes:
         dst = box_of.get(n.name)
@@ -292,10 +302,10 @@ def _connect(
             if src is None or dst is None or src == dst or _across_repeats(folds, arg, n.name, repeat):
                 continue
             edges[(src, dst)] = None
-            producer = next((m for m in found[src].nodes if m.name == arg), None)
-            if producer is not None:
-                last_out[src] = producer
-    return list(edges), last_out
+            entering.setdefault(dst, {})[arg] = by_name[arg]
+            if found[src].nodes:  # (an input's box shows its own shape)
+                last_out[src] = by_name[arg]
+    return list(edges), last_out, {key: list(nodes.values()) for key, nodes in entering.items()}
 
 
 def _across_repeats(folds: Folds, a: str, b: str, cache: dict[str, dict[tuple[str, ...], int]]) -> bool:

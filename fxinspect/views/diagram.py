@@ -4,9 +4,9 @@ Boxes are the model's modules cut to ``depth`` (op nodes at ``depth=None``), rep
 blocks folded into one box (``h.0–11 (12×) GPT2Block``, figures summed; a container of
 nothing but one repeated block, such as a ``ModuleList`` of layers, shows that block),
 laid out in layers along the dataflow (:mod:`.layout`); :mod:`.boxgraph` finds the
-boxes and edges. Each box gives its name, type and output shape, and is coloured by
-the chosen figure, with a colour bar; the model's inputs and outputs are grey, the
-NaN/Inf root cause has a red frame. The figure's size follows the layout at a fixed
+boxes and edges. Each box gives its name, type, the shapes entering it and leaving it
+(one when they are the same), and is coloured by the chosen figure, with a colour bar;
+the model's inputs and outputs are grey, the NaN/Inf root cause has a red frame. The figure's size follows the layout at a fixed
 font size, so every label reads at 100 % zoom.
 
 Example
@@ -16,7 +16,7 @@ Example
 >>> report = fxinspect.analyze(model, torch.randn(1, 3, 8, 8), timing=False)
 >>> fig = report.plot(color_by="flops")    # report.plot("model.png", depth=2) writes the file
 >>> fig._suptitle.get_text(), [t.get_text() for t in fig.axes[0].texts][2:5]
-('Sequential: modules to depth 1, repeated blocks folded', ['0', 'Conv2d', '1×8×6×6'])
+('Sequential: modules to depth 1, repeated blocks folded', ['0', 'Conv2d', '1×3×8×8 → 1×8×6×6'])
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class _Layout:
 
 
 def _lines(box: Box, figure: str | None = None) -> _Lines:
-    """A box's label: its title (with its repeats), type, output shape and the figure
+    """A box's label: its title (with its repeats), type, shapes in and out and the figure
     its colour stands for, a line each."""
     title = box.title + (f"  ({box.repeats}×)" if box.repeats > 1 else "")
     lines = [(title, FONT, "bold")]
