@@ -240,3 +240,44 @@ def test_an_inspect_block_inside_a_watched_loop_does_not_shift_its_steps():
         model(torch.randn(8, 4)).pow(2).mean().backward()  # steps 1, 2, 3
     w.remove()
     assert w.step == 3 and w.steps("0", "io") == [0, 2] and ins.report.totals.macs == 8 * 4 * 8 + 8 * 8 * 1
+
+
+class _Tied(torch.nn.Module):
+    """An embedding whose weight is also the output layer's, then an in-place ReLU: the
+    model's output is the last layer's output tensor, written in place by the ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 8)
+        self.head = torch.nn.Linear(8, 32, bias=False)
+        self.head.weight = self.embed.weight
+        self.act = torch.nn.ReLU(inplace=True)
+
+    def forward(self, ids):
+        return self.act(self.head(self.embed(ids)))
+
+
+def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
+    import importlib
+
+    watching = importlib.import_module("fxinspect.training.watch")
+
+    binned = []
+
+    def counting(t, pending=False):
+        binned.append(tuple(t.shape))
+        return log2_histogram(t, pending=pending)
+
+    monkeypatch.setattr(watching, "log2_histogram", counting)
+    model, ids = _Tied().train(), torch.randint(0, 32, (4, 6))
+    watcher = fxinspect.watch(model, every=1, log=("io", "params", "params_grad"))
+    model(ids).sum().backward()
+    watcher.remove()
+    # embed's output, head's output (before the ReLU), the ReLU's (written in place: its
+    # version moved, so binned again; the model's output is that same tensor, not binned
+    # again), the tied weight once and its gradient once: 5, where 8 were binned before
+    assert sorted(binned) == sorted([(4, 6, 8), (4, 6, 32), (4, 6, 32), (32, 8), (32, 8)])
+    head, act = watcher.histogram("head", "io", 0), watcher.histogram("act", "io", 0)
+    assert sum(head.negative) > 0 and sum(act.negative) == 0  # the ReLU's own values, not the head's
+    assert watcher.histogram("", "io", 0) == act
+    assert watcher.histogram("embed", "params", 0) == watcher.histogram("head", "params", 0)

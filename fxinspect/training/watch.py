@@ -34,6 +34,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,9 @@ class Watch:
         self.fingerprints: dict[str, list[tuple[int, float]]] = {}  # module -> (step, sum |params|)
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []
-        self._param_cache: dict[tuple[int, int], Any] = {}
+        # histograms binned this step, by tensor id: (weak reference, version, histogram)
+        self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
+        self._binned_step = -1
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:
             self._attach(model, include, exclude)
@@ -133,7 +136,7 @@ class Watch:
             outputs = [t for t in tensors_in(output) if t.is_floating_point()]
             if Quantity.IO in self.log:
                 for t in outputs:
-                    self._keep(name, Quantity.IO, log2_histogram(t, pending=True))
+                    self._keep(name, Quantity.IO, self._once(t))
             if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
                 step = self.step
                 for t in outputs:
@@ -142,20 +145,30 @@ class Watch:
             params = [p for p in module.parameters(recurse=False)]
             if Quantity.PARAMS in self.log and params:
                 for p in params:
-                    self._keep(name, Quantity.PARAMS, self._param_histogram(p))
+                    self._keep(name, Quantity.PARAMS, self._once(p))
                 with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
                     size = sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
                 self.fingerprints.setdefault(name, []).append((self.step, size))
 
         return hook
 
-    def _param_histogram(self, p: torch.Tensor) -> Any:
-        # a tied weight (an embedding and the output layer) is binned once per step
-        key = (id(p), self.step)
-        if key not in self._param_cache:
-            self._param_cache = {k: v for k, v in self._param_cache.items() if k[1] == self.step}
-            self._param_cache[key] = log2_histogram(p, pending=True)
-        return self._param_cache[key]
+    def _once(self, t: torch.Tensor) -> Any:
+        """``t``'s histogram for this step, binned once whoever holds it: the model's
+        output is its last layer's, a tied weight (and its gradient) two modules'. The
+        same tensor is known by a weak reference and its version (a tensor written in
+        place since, as by an in-place ReLU, is binned again)."""
+        if self._binned_step != self.step:
+            self._binned, self._binned_step = {}, self.step
+        try:
+            version = t._version
+        except RuntimeError:  # inference tensors keep no version: bin each time
+            return log2_histogram(t, pending=True)
+        found = self._binned.get(id(t))
+        if found is not None and found[0]() is t and found[1] == version:
+            return found[2]
+        histogram = log2_histogram(t, pending=True)
+        self._binned[id(t)] = (weakref.ref(t), version, histogram)
+        return histogram
 
     def _grad_hook(self, name: str, step: int):
         def hook(grad: torch.Tensor) -> None:
@@ -169,7 +182,7 @@ class Watch:
     def _param_grad_hook(self, name: str):
         def hook(p: torch.Tensor) -> None:
             if self.logging and p.grad is not None and not in_analysis():
-                self._keep(name, Quantity.PARAMS_GRAD, log2_histogram(p.grad, pending=True))
+                self._keep(name, Quantity.PARAMS_GRAD, self._once(p.grad))
 
         return hook
 
