@@ -26,6 +26,7 @@ from .. import formatting as fmt
 from .. import paths
 from ..records import NodeRecord, ReportRecord
 from .folding import Folds
+from .grouped import split_unrelated
 
 __all__ = ["Box", "boxes"]
 
@@ -57,7 +58,7 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
     """
     folds = Folds(report, fold)
     found, box_of = _group(report, depth, folds)
-    found = _split_unrelated(report, found, box_of)
+    found = split_unrelated(report, found, box_of)
     for box in found.values():
         if not box.title:
             box.title = _own_ops_title(box.nodes)
@@ -75,57 +76,6 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
 
 
 _SHAPES_IN = 2  # the input shapes a box lists before "…"
-
-
-def _split_unrelated(report: ReportRecord, found: dict[str, Box], box_of: dict[str, str]) -> dict[str, Box]:
-    """Each box of a module's own ops split into the groups of its ops that are joined by
-    dataflow inside it (a box drawn once per repeat of a fold stays whole). A stretch is
-    contiguous in the graph's order, so its parts cannot make a cycle."""
-    position = {n.name: i for i, n in enumerate(report.nodes)}
-    read_by: dict[str, set[str]] = {}
-    for n in report.nodes:
-        for arg in n.args:
-            read_by.setdefault(arg, set()).add(n.name)
-    out: dict[str, Box] = {}
-    for key, box in found.items():
-        if box.title or box.repeats > 1 or len(box.nodes) < 2:
-            out[key] = box
-            continue
-        parts = _joined(box.nodes)
-        # a group whose results nothing outside it reads (a constant made and not used)
-        # is no box of its own: it stays with the first group that is
-        used = [p for p in parts if any(read_by.get(n.name, set()) - {m.name for m in p} for n in p)]
-        if len(used) < 2:
-            out[key] = box
-            continue
-        for dead in (p for p in parts if p not in used):
-            used[0].extend(dead)
-        parts = [sorted(p, key=lambda n: position[n.name]) for p in used]
-        for i, nodes in enumerate(parts, 1):
-            part = f"{key}.{i}"
-            out[part] = dataclasses.replace(box, key=part, nodes=nodes, order=position[nodes[0].name])
-            for n in nodes:
-                box_of[n.name] = part
-    return out
-
-
-def _joined(nodes: list[NodeRecord]) -> list[list[NodeRecord]]:
-    """``nodes`` grouped by dataflow among them (union-find), in order of first node."""
-    leader = {n.name: n.name for n in nodes}
-
-    def root(name: str) -> str:
-        while leader[name] != name:
-            leader[name] = name = leader[leader[name]]
-        return name
-
-    for n in nodes:
-        for arg in n.args:
-            if arg in leader:
-                leader[root(arg)] = root(n.name)
-    groups: dict[str, list[NodeRecord]] = {}
-    for n in nodes:
-        groups.setdefault(root(n.name), []).append(n)
-    return list(groups.values())
 
 
 def _group(report: ReportRecord, depth: int | None, folds: Folds) -> tuple[dict[str, Box], dict[str, str]]:
