@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -9,13 +10,26 @@ from collections.abc import Callable
 
 def medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Each variant's median seconds over ``repeats`` rounds, one call of each per round,
-    after one warm-up call of each (lazy imports, the allocator)."""
+    after one warm-up call of each (lazy imports, the allocator).
+
+    Each call is charged for collecting the cyclic garbage it leaves (a ``gc.collect()``
+    inside its time), and for nothing else's: the objects that exist before the rounds
+    (torch, torchvision, the models: hundreds of thousands) are frozen out of the
+    collector, so a full collection another variant's garbage triggers, walking all of
+    them, does not land in whichever variant happens to run next.
+    """
     samples: dict[str, list[float]] = {k: [] for k in variants}
     for fn in variants.values():
         fn()
-    for _ in range(repeats):
-        for key, fn in variants.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[key].append(time.perf_counter() - t0)
+    gc.collect()
+    gc.freeze()
+    try:
+        for _ in range(repeats):
+            for key, fn in variants.items():
+                t0 = time.perf_counter()
+                fn()
+                gc.collect()
+                samples[key].append(time.perf_counter() - t0)
+    finally:
+        gc.unfreeze()
     return {k: statistics.median(v) for k, v in samples.items()}

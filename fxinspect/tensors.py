@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["forked_rng", "has_data", "tensors_in"]
+__all__ = ["forked_rng", "has_data", "tensors_in", "version"]
 
 
 def forked_rng():
@@ -44,3 +44,9 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
 def has_data(t: torch.Tensor) -> bool:
     """False for meta and fake tensors, whose values cannot be read."""
     return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
+
+
+def version(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (every in-place write bumps it); ``None`` for inference
+    tensors, which have none."""
+    return None if t.is_inference() else t._version

@@ -241,7 +241,8 @@ def test_the_default_analysis_runs_the_forward_once_and_models_memory_as_its_own
         one = fxinspect.analyze(model, x, timing=False, leaf_modules=[Counted])
         assert Counted.runs == 1  # counts, values and memory: one run
         two = fxinspect.analyze(model, x, timing=False, leaf_modules=[Counted], measure_memory=True)
-        assert Counted.runs == 1 + 2  # the allocator's measurement is a run of its own
+        # the allocator's measurements: a run of the program and a call of the model
+        assert Counted.runs == 1 + 3
     a, b = one.memory, two.memory
     # the run that also counts and reads values models the same memory, byte for byte
     assert (a.peak, a.peak_node, a.forward_peak, a.saved, a.timeline) == (
@@ -345,3 +346,43 @@ def test_a_module_calls_inputs_live_until_it_returns_as_in_the_eager_model():
     # at block.1: y (held by the caller), block.0's output (its input) and its own output
     assert m.peak == y + small + y == eager.peak
     assert m.peak_node == "block_1"
+
+
+class _LocalKeptToReturn(torch.nn.Module):
+    """``y = up(x)``, ``z = relu(y)``, ``head(z)``: the forward's local ``y`` lives until
+    it returns, though ``relu`` was its last reader."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.head = torch.nn.Linear(64, 4096), torch.nn.Linear(4096, 16)
+
+    def forward(self, x):
+        y = self.up(x)
+        z = torch.relu(y)
+        return self.head(z)
+
+
+@ON_CPU
+def test_measure_memory_measures_the_models_own_call_beside_the_program():
+    model, x = _LocalKeptToReturn().eval(), torch.randn(64, 64)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False, measure_memory=True).memory
+    y, out = 64 * 4096 * F32, 64 * 16 * F32
+    # the program frees y after relu: at head, z and its output (the estimate, and the
+    # allocator on the program, agree) ...
+    assert m.peak == m.measured_peak == y + y  # at relu: y and z
+    assert m.forward_peak == y + y
+    # ... the model's own call keeps its local y to the end: y + z + out at head
+    assert m.measured_eager_peak == m.measured_eager_forward_peak == y + y + out
+    assert "on the model's own call" in fxinspect.analyze(model, x, timing=False, measure_memory=True).summary()
+
+
+@ON_CPU
+def test_measure_memory_measures_the_models_own_training_step():
+    model, x = _ExpandThenBlock(), torch.randn(64, 64)
+    m = fxinspect.analyze(model, x, timing=False, backward=True, measure_memory=True).memory
+    # the same step as the estimate models it: forward, sum, backward, every .grad from None
+    assert m.measured_eager_peak is not None and m.measured_eager_forward_peak is not None
+    assert m.measured_eager_peak == pytest.approx(m.peak, rel=0.02)
+    assert m.measured_eager_forward_peak == pytest.approx(m.forward_peak, rel=0.02)
+    assert all(p.grad is None for p in model.parameters())  # the user's .grad untouched

@@ -83,6 +83,10 @@ class MemoryRecord:
       on the meta device; ``measured_peak_node`` the node (or whose backward) running
       then. The estimate counts tensors; the allocator also sees the scratch memory
       kernels take and give back inside one op.
+    * ``measured_eager_peak``/``measured_eager_forward_peak``: the allocator's peak growth
+      over the model's own eager call (and backward), the run the estimate models: the
+      program above frees each value at its last use, the model keeps a module's
+      arguments until it returns and its locals until its forward does.
     """
 
     device: str
@@ -107,6 +111,8 @@ class MemoryRecord:
     measured_forward_peak: int | None = None
     measured_peak_node: str | None = None  # the node running at the allocator's peak (CPU)
     held_after_backward: int | None = None
+    measured_eager_peak: int | None = None
+    measured_eager_forward_peak: int | None = None
 
     @property
     def resident(self) -> int:

@@ -52,7 +52,9 @@ class CallInputs:
                 continue
             path = node.meta.get(MODULE_KEY, ("", ""))[0]
             numbers = node.meta.get(CALL_KEY, ())
-            parts = path.split(".") if path else []
+            if not path or not numbers:  # run by the root module: it returns when the run ends
+                continue
+            parts = path.split(".")
             producers = [a for a in node.all_input_nodes if a.op in OP_KINDS]  # (inputs and weights are resident)
             for depth in range(1, min(len(parts), len(numbers)) + 1):
                 call = (".".join(parts[:depth]), numbers[depth - 1])

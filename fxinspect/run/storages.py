@@ -51,15 +51,27 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 class Allocation:
     """One storage the run allocated: its maker, first shape, bytes, birth and death."""
 
-    __slots__ = ("node", "shape", "dtype", "nbytes", "phase", "born", "died", "saved", "ref", "__weakref__")
+    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved", "ref", "__weakref__")
 
     def __init__(self, node: str | None, t: torch.Tensor, nbytes: int, phase: Phase, born: int) -> None:
         self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
-        self.shape = () if t.is_nested else tuple(t.shape)  # (nested tensors have no one shape)
-        self.dtype = _DTYPE_NAMES.get(t.dtype) or _DTYPE_NAMES.setdefault(t.dtype, str(t.dtype))
+        # (a torch.Size holds no tensor; made a tuple by ``shape`` for the few that are read)
+        self._shape = () if t.is_nested else t.shape  # (nested tensors have no one shape)
+        self._dtype = t.dtype
         self.died: int | None = None
         self.saved = False
         self.ref: weakref.ref | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._shape)
+
+    @property
+    def dtype(self) -> str:
+        name = _DTYPE_NAMES.get(self._dtype)
+        if name is None:
+            name = _DTYPE_NAMES[self._dtype] = str(self._dtype)
+        return name
 
 
 def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
@@ -95,6 +107,7 @@ class StorageTracker(TorchDispatchMode):
         self._resident: dict[int, Any] = {}
         self._freeing: dict[weakref.ref, tuple[Allocation, int]] = {}  # weak ref -> what its storage was
         self._on_free = _Frees(self)
+        self._aliasing: dict[Any, bool] = {}  # per aten overload: may an output share an input's storage?
         self._stopped = False
         self.add_resident(resident)
 
@@ -131,8 +144,9 @@ class StorageTracker(TorchDispatchMode):
         if func.namespace in _NOT_WORK:
             return
         self.ops += 1
-        alive, resident = self._alive, self._resident
+        alive, resident, aliasing = self._alive, self._resident, self._aliasing
         inputs: set[int] | None = None
+        may_alias: bool | None = None
         for t in (out,) if type(out) is torch.Tensor else tensors_in(out):
             try:
                 st = t.untyped_storage()
@@ -145,25 +159,29 @@ class StorageTracker(TorchDispatchMode):
             known = resident.get(key)
             if known is not None and known() is st:
                 continue
-            if inputs is None:
-                inputs = _storage_ids(args, kwargs)
-            if key in inputs:  # an input's storage we did not see made: it existed before
-                continue
-            self._allocated(t, st, key)
+            if may_alias is None:
+                may_alias = aliasing.get(func)
+                if may_alias is None:
+                    may_alias = aliasing[func] = _may_return_an_input(func)
+            if may_alias:  # a view or an in-place result of an input made before the run
+                if inputs is None:
+                    inputs = _storage_ids(args, kwargs)
+                if key in inputs:
+                    continue
+            # a new storage, made by this op (spelled out here: it runs for almost every op)
+            nbytes = st.nbytes()
+            self._events += 1
+            node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
+            entry = Allocation(node, t, nbytes, self.phase, self._events)
+            entry.ref = ref = weakref.ref(st, self._on_free)
+            self._freeing[ref] = (entry, key)
+            alive[key] = entry
+            self.allocations.append(entry)
+            self.live += nbytes
+            self.timeline.append((self.ops, self.live))
         if self.live > self.peak:
             self.peak, self._peak_event = self.live, self._events
             self.peak_node, self.peak_phase = self.current_node() or "", self.phase
-
-    def _allocated(self, t: torch.Tensor, st: torch.UntypedStorage, key: int) -> None:
-        nbytes = st.nbytes()
-        self._events += 1
-        entry = Allocation(self.current_node(), t, nbytes, self.phase, self._events)
-        entry.ref = ref = weakref.ref(st, self._on_free)
-        self._freeing[ref] = (entry, key)
-        self._alive[key] = entry
-        self.allocations.append(entry)
-        self.live += nbytes
-        self.timeline.append((self.ops, self.live))
 
     def stop(self) -> None:
         """End the run: frees from now on are not part of its timeline."""
@@ -212,6 +230,13 @@ class _Frees:
         tracker = self.tracker()
         if tracker is not None:
             tracker._freed(ref)
+
+
+def _may_return_an_input(func: Any) -> bool:
+    """Whether an op's schema lets an output alias an argument (views, in-place and
+    ``out=`` variants); without a schema, assume it may."""
+    schema = getattr(func, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
 
 
 def _storage_ids(args: tuple, kwargs: dict | None) -> set[int]:

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from ..records import TensorMeta, ValueStats
-from ..tensors import has_data
+from ..tensors import has_data, version
 
 _STAT_DTYPES = (torch.float32, torch.float64)
 SMALL = 256
@@ -54,12 +54,6 @@ WELL_CONDITIONED = 100.0
 """E[x²] / var up to which the one-pass variance of a large tensor is kept: float32
 sums lose about this factor times their ~1e-7 precision to cancellation, far below
 the 1e-3 a statistic is reported to. Beyond it the moments are computed again."""
-
-
-def version(t: torch.Tensor) -> int | None:
-    """``t``'s version counter (every in-place write bumps it); ``None`` for inference
-    tensors, which have none."""
-    return None if t.is_inference() else t._version
 
 
 Description = tuple  # (shape, dtype name, device name, bytes): TensorMeta's fields without stats

@@ -159,6 +159,14 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
                 else f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}",
             )
         )
+    if m.measured_eager_peak is not None:
+        gap = m.measured_eager_peak / m.peak - 1 if m.peak else 0.0
+        lines.append(
+            _line(
+                "",
+                f"on the model's own call (not the analysed program) {fmt.nbytes(m.measured_eager_peak)} ({gap:+.1%})",
+            )
+        )
     elif measurable:
         lines.append(_line("", "an estimate of the tensor model; measure_memory=True measures the allocator beside it"))
     if m.alive_at_peak:

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from ...records import AtenCall, OpStatus, TensorMeta
-from ...tensors import tensors_in
+from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
 from ..program import InstrumentedProgram, Probe
-from ..values import Description, ValueReader, describe, nonfinite_tensors, version
+from ..values import Description, ValueReader, describe, nonfinite_tensors
 from . import PassResult
 
 __all__ = ["CountPass", "ForwardRecorder", "uncounted"]

@@ -48,6 +48,7 @@ from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
 from ..dispatch import CountingMode
 from ..lifetimes import CallInputs
+from ..model_call import measure_model_call
 from ..optimizer import optimizer_footprint
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
@@ -106,6 +107,12 @@ class MemoryPass:
             output, gradients, param_grads = run.step(self.loss_fn if self.backward else None, trainable)
             del output
         memory = run.record(gradients, param_grads)
+        model, given = program.capture.model, program.capture.inputs
+        if run.watch is not None and model is not None:  # the allocator on the model's own call too
+            forward, peak = measure_model_call(
+                model, given.args, given.kwargs, run.device, self.loss_fn if self.backward else None
+            )
+            memory = dataclasses.replace(memory, measured_eager_peak=peak, measured_eager_forward_peak=forward)
         if self.optimizer is not None:
             name, state, step = optimizer_footprint(self.optimizer, trainable)
             memory = dataclasses.replace(memory, optimizer=name, optimizer_state=state, optimizer_step=step)
@@ -153,10 +160,17 @@ class _Run:
                 owners.after(name)
             if watch is not None:
                 watch.exit(name)
-            made = {
-                id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name
-            }
-            outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
+            if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+                e = tracker.allocation(out)
+                if e is not None and e.node == name:
+                    outputs[name] = e.nbytes
+            else:
+                made = {
+                    id(e): e.nbytes
+                    for t in tensors_in(out)
+                    if (e := tracker.allocation(t)) is not None and e.node == name
+                }
+                outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
             if name in hold:
                 held[name] = out
             for value in release_after.get(name, ()):
@@ -278,7 +292,8 @@ def _alive(
     program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]
 ) -> tuple[LiveTensor, ...]:
     """The allocations alive at the peak as records, largest first."""
-    modules = {n.name: module_of(n) for n in program.graph.nodes}
+    makers = {a.node for a in allocations}
+    modules = {n.name: module_of(n) for n in program.graph.nodes if n.name in makers}
     out = []
     for a in allocations:
         path, mtype = modules.get(a.node, ("", "")) if a.node is not None else ("", "")
