@@ -12,7 +12,8 @@ chain of 2,000 tiny ops (where tracing and per-op bookkeeping dominate):
 * ``timing run``: one run of the program compiled with clock probes;
 * ``analyze(timing=False)``, the default: one run for counts, value statistics and
   the memory model; the same with ``memory=False`` (no memory model) and with
-  ``measure_memory=True`` (one more run, measured by the allocator's profiler);
+  ``measure_memory=True`` (two more runs, the program and the model's own call, measured
+  by the allocator's profiler);
 * ``FlopCounterMode``, ``torchinfo.summary`` and fvcore's ``FlopCountAnalysis`` on
   the same model and input, where installed.
 """

@@ -51,7 +51,7 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 class Allocation:
     """One storage the run allocated: its maker, first shape, bytes, birth and death."""
 
-    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved", "ref", "__weakref__")
+    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved")
 
     def __init__(self, node: str | None, t: torch.Tensor, nbytes: int, phase: Phase, born: int) -> None:
         self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
@@ -60,7 +60,6 @@ class Allocation:
         self._dtype = t.dtype
         self.died: int | None = None
         self.saved = False
-        self.ref: weakref.ref | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -103,10 +102,12 @@ class StorageTracker(TorchDispatchMode):
         self.peak_phase = Phase.FORWARD
         self._peak_event = 0
         self._events = 0
-        self._alive: dict[int, Allocation] = {}  # id(storage) -> its allocation, while alive
+        # id(storage) -> a weak reference to it that knows its allocation, while it lives
+        # (the reference's callback removes it as the storage is freed, so an id found
+        # here is that storage's, never an earlier one's)
+        self._alive: dict[int, _Ref] = {}
         self._resident: dict[int, Any] = {}
-        self._freeing: dict[weakref.ref, tuple[Allocation, int]] = {}  # weak ref -> what its storage was
-        self._on_free = _Frees(self)
+        self._on_free = _free_callback(self)
         self._aliasing: dict[Any, bool] = {}  # per aten overload: may an output share an input's storage?
         self._stopped = False
         self.add_resident(resident)
@@ -127,8 +128,8 @@ class StorageTracker(TorchDispatchMode):
     def allocation(self, t: torch.Tensor) -> Allocation | None:
         """The run's allocation holding ``t``'s data, while it is alive (``None`` if resident)."""
         st = _storage(t)
-        entry = self._alive.get(id(st)) if st is not None else None
-        return entry if entry is not None and entry.ref() is st else None
+        ref = self._alive.get(id(st)) if st is not None else None
+        return ref.entry if ref is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -153,8 +154,7 @@ class StorageTracker(TorchDispatchMode):
             except (RuntimeError, NotImplementedError):  # sparse, nested or other layouts without one
                 continue
             key = id(st)
-            known = alive.get(key)
-            if known is not None and known.ref() is st:
+            if key in alive:
                 continue
             known = resident.get(key)
             if known is not None and known() is st:
@@ -173,9 +173,8 @@ class StorageTracker(TorchDispatchMode):
             self._events += 1
             node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
             entry = Allocation(node, t, nbytes, self.phase, self._events)
-            entry.ref = ref = weakref.ref(st, self._on_free)
-            self._freeing[ref] = (entry, key)
-            alive[key] = entry
+            ref = alive[key] = _Ref(st, self._on_free)
+            ref.entry, ref.key = entry, key
             self.allocations.append(entry)
             self.live += nbytes
             self.timeline.append((self.ops, self.live))
@@ -188,13 +187,12 @@ class StorageTracker(TorchDispatchMode):
         self._stopped = True
 
     def _freed(self, ref: weakref.ref) -> None:
-        entry, key = self._freeing.pop(ref)
+        del self._alive[ref.key]
         if self._stopped:
             return
+        entry = ref.entry
         self._events += 1
         entry.died = self._events
-        if self._alive.get(key) is entry:
-            del self._alive[key]
         self.live -= entry.nbytes
         self.timeline.append((self.ops, self.live))
 
@@ -216,20 +214,24 @@ class StorageTracker(TorchDispatchMode):
         return t
 
 
-class _Frees:
+class _Ref(weakref.ref):
+    """A weak reference to a storage the run allocated, with its allocation and key."""
+
+    __slots__ = ("entry", "key")
+
+
+def _free_callback(tracker: StorageTracker) -> Callable[[weakref.ref], None]:
     """The callback of every storage's weak reference: tells the tracker, if it still
-    exists (one shared callable holding the tracker weakly: a dead tracker, or its
-    allocations, keep nothing alive)."""
+    exists (it holds the tracker weakly: a dead tracker, or its allocations, keep
+    nothing alive, and no reference cycle is made)."""
+    tracker_ref = weakref.ref(tracker)
 
-    __slots__ = ("tracker",)
+    def freed(ref: weakref.ref) -> None:
+        found = tracker_ref()
+        if found is not None:
+            found._freed(ref)
 
-    def __init__(self, tracker: StorageTracker) -> None:
-        self.tracker = weakref.ref(tracker)
-
-    def __call__(self, ref: weakref.ref) -> None:
-        tracker = self.tracker()
-        if tracker is not None:
-            tracker._freed(ref)
+    return freed
 
 
 def _may_return_an_input(func: Any) -> bool:
