@@ -154,6 +154,7 @@ def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.Di
             calls=box.calls,
             shape=box.shape,
             members=tuple(n.name for n in box.nodes),
+            constants=tuple(box.constants),
             **sums(box.nodes),
         )
     g.add_edges_from(edges)
@@ -186,7 +187,11 @@ def to_networkx(
         output), ``type``, ``repeats`` (the blocks a folded box stands for), ``call`` and
         ``calls`` (a module run several times has a box per call), ``shape`` and
         ``members`` (its op nodes: every repeat's), with their figures summed. For a
-        feed-forward model it has no cycle at any depth.
+        feed-forward model it has no cycle at any depth. At ``depth=None`` a box per op,
+        repeated blocks folded (an op of a later repeat joins the box of the same op in
+        the first), and ``constants`` lists the ops drawn inside a box that compute only
+        from weights and constants (a weight's transpose, a lifted scalar): their edges
+        are left out.
     depth : module and diagram levels; ``None`` keeps full module paths (the diagram:
         every op node).
     fold : diagram level only: draw a run of repeated blocks once.

@@ -275,3 +275,38 @@ def test_own_ops_of_different_purposes_are_boxes_of_their_own():
     assert set(own) == {"mul", "tril +1 more", "matmul"}  # not one "mul +2 more" box
     assert g.has_edge(own["mul"], "fc") and g.has_edge(own["tril +1 more"], own["matmul"])
     assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops
+
+
+class PositionedBlocks(torch.nn.Module):
+    """Three identical Linear+Tanh blocks after a learned position term, then a product
+    with a weight's transpose: at op level, two folded boxes and two constant ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(
+            *[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()) for _ in range(3)]
+        )
+        self.pos = torch.nn.Parameter(torch.randn(8, 4))
+        self.proj = torch.nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        h = self.blocks(x + self.pos[torch.arange(8)])
+        return h @ self.proj.t()
+
+
+def test_the_op_level_picture_folds_repeats_and_draws_constants_inside_their_users():
+    r = _analyze(PositionedBlocks(), torch.randn(2, 8, 4))
+    g = r.to_networkx(level="diagram", depth=None)
+    # pos[arange] and proj.t() compute from weights alone: inside the add and the matmul,
+    # without boxes or edges of their own; the three blocks' ops are two boxes
+    assert _chain(g) == ["x", "add", "blocks_0_0", "blocks_0_1", "matmul", "output"]
+    assert g.nodes["add"]["constants"] == ("getitem",) and g.nodes["matmul"]["constants"] == ("t",)
+    linear = g.nodes["blocks_0_0"]
+    assert linear["repeats"] == 3 and linear["members"] == ("blocks_0_0", "blocks_1_0", "blocks_2_0")
+    # each Linear: 2*8 rows x 4 x 4 MACs = 256; three of them
+    assert (linear["macs"], linear["flops"]) == (3 * 256, 3 * (2 * 256 + 64))  # (+ the bias add: 64 elements)
+    assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops
+    unfolded = r.to_networkx(level="diagram", depth=None, fold=False)
+    assert len(unfolded) == len(g) + 4 and all(unfolded.nodes[k]["repeats"] == 1 for k in unfolded)
+    heading = r.plot(depth=None).texts[0].get_text()
+    assert heading == "PositionedBlocks: every op, repeated blocks folded; 2 constant ops drawn inside their users"

@@ -19,32 +19,17 @@ Example
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import formatting as fmt
 from .. import paths
 from ..records import NodeRecord, ReportRecord
+from .box import Box, end_box
 from .folding import Folds
 from .grouped import split_unrelated
+from .op_boxes import op_boxes
 
 __all__ = ["Box", "boxes"]
-
-
-@dataclass
-class Box:
-    """One box of the diagram: the op nodes it stands for and how it is labelled."""
-
-    key: str
-    title: str
-    kind: str  # "input", "module", "op" or "output"
-    type: str = ""
-    repeats: int = 1
-    nodes: list[NodeRecord] = field(default_factory=list)
-    shape: str = ""
-    order: int = 0
-    call: int = 0  # which call of the module the box shows, when it ran more than once
-    calls: int = 1
 
 
 def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[dict[str, Box], list[tuple[str, str]]]:
@@ -57,12 +42,16 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
     sum and its causal mask run side by side: two boxes).
     """
     folds = Folds(report, fold)
-    found, box_of = _group(report, depth, folds)
-    found = split_unrelated(report, found, box_of)
+    constants: set[str] = set()
+    if depth is None:
+        found, box_of, constants = op_boxes(report, folds)
+    else:
+        found, box_of = _group(report, depth, folds)
+        found = split_unrelated(report, found, box_of)
     for box in found.values():
         if not box.title:
             box.title = _own_ops_title(box.nodes)
-    edges, last_out, entering = _connect(report, found, box_of, folds)
+    edges, last_out, entering = _connect(report, found, box_of, folds, constants)
     for key, box in found.items():
         if box.kind in ("module", "op") and not box.shape:
             # the shapes a box shows: what enters it from other boxes, and the tensor
@@ -95,10 +84,7 @@ def _group(report: ReportRecord, depth: int | None, folds: Folds) -> tuple[dict[
             continue
         if n.op in ("placeholder", "output"):
             key = f"<{n.op}:{n.name}>"
-            grouping.found[key] = _end_box(report, n, key, i)
-        elif depth is None:
-            key = n.name
-            grouping.found[key] = Box(key, n.name, "op", n.label, nodes=[n], order=i)
+            grouping.found[key] = end_box(report, n, key, i)
         else:
             key = grouping.add(n, i)
         grouping.box_of[n.name] = key
@@ -210,18 +196,6 @@ def _module_key(n: NodeRecord, depth: int, folds: Folds, modules: Any) -> str:
     return path
 
 
-def _end_box(report: ReportRecord, n: NodeRecord, key: str, order: int) -> Box:
-    """The box of a model input (a placeholder node) or of the model's output."""
-    shapes = n.outputs if n.op == "placeholder" else report.outputs
-    return Box(
-        key,
-        n.name if n.op == "placeholder" else "output",
-        "input" if n.op == "placeholder" else "output",
-        shape=fmt.shapes(tuple(t.shape for t in shapes)),
-        order=order,
-    )
-
-
 def _own_ops_title(nodes: list[NodeRecord]) -> str:
     """A title for a module's own ops: the costliest kind (FLOPs, then bytes moved), and
     how many other kinds run with it (a norm's ``batch_norm``, not its first ``getattr``)."""
@@ -234,12 +208,13 @@ def _own_ops_title(nodes: list[NodeRecord]) -> str:
 
 
 def _connect(
-    report: ReportRecord, found: dict[str, Box], box_of: dict[str, str], folds: Folds
+    report: ReportRecord, found: dict[str, Box], box_of: dict[str, str], folds: Folds, constants: set[str]
 ) -> tuple[list[tuple[str, str]], dict[str, NodeRecord], dict[str, list[NodeRecord]]]:
     """The edges between boxes, in graph order; per box the last node whose output
     leaves it, and the nodes whose outputs enter it from other boxes. An edge from one
     repeat of a folded run into the next is the loop the fold stands for: the boxes are
-    drawn once, so it is left out."""
+    drawn once, so it is left out; so are the edges of ``constants`` (drawn inside a
+    box that uses them)."""
     by_name = {n.name: n for n in report.nodes}
     edges: dict[tuple[str, str], None] = {}
     last_out: dict[str, NodeRecord] = {}
@@ -249,7 +224,9 @@ def _connect(
         dst = box_of.get(n.name)
         for arg in n.args:
             src = box_of.get(arg)
-            if src is None or dst is None or src == dst or _across_repeats(folds, arg, n.name, repeat):
+            if src is None or dst is None or src == dst or arg in constants:
+                continue
+            if _across_repeats(folds, arg, n.name, repeat):
                 continue
             edges[(src, dst)] = None
             entering.setdefault(dst, {})[arg] = by_name[arg]

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import formatting as fmt
 from ..records import NodeRecord
-from .boxgraph import Box
+from .box import Box
 
 __all__ = ["COLOR_BY", "LABEL", "MEASURED_BY", "box_value", "colour_scale", "node_figure"]
 

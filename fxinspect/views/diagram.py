@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import formatting as fmt
 from ..records import ReportRecord
 from ..records.fields import FIELD, Unit
-from .boxgraph import Box, boxes
+from .box import Box
+from .boxgraph import boxes
 from .colouring import COLOR_BY, LABEL, MEASURED_BY, box_value, colour_scale, node_figure
 from .figures import save_figure
 from .layout import layered
@@ -57,6 +59,9 @@ class _Layout:
     lr: bool  # layers run left to right
 
 
+_CONSTANTS_LISTED = 2  # the kinds of constant ops a box names before "…"
+
+
 def _lines(box: Box, figure: str | None = None) -> _Lines:
     """A box's label: its title (with its repeats), type, shapes in and out and the figure
     its colour stands for, a line each."""
@@ -66,6 +71,10 @@ def _lines(box: Box, figure: str | None = None) -> _Lines:
         lines.append((box.type, FONT - 1, "normal"))
     if box.shape:
         lines.append((box.shape, FONT - 1, "normal"))
+    if box.constants:  # (op level) what it computes from weights and constants alone
+        kinds = list(dict.fromkeys(box.constants))
+        listed = ", ".join(kinds[:_CONSTANTS_LISTED]) + (", …" if len(kinds) > _CONSTANTS_LISTED else "")
+        lines.append((f"+ {fmt.plural(len(box.constants), 'constant op')}: {listed}", FONT - 1, "normal"))
     if figure:
         lines.append((figure, FONT - 1, "normal"))
     return lines
@@ -119,7 +128,10 @@ def plot(
     else:
         root = report.modules.get("")
         folded = ", repeated blocks folded" if fold else ""
-        what = "every op" if depth is None else f"modules to depth {depth}{folded}"
+        what = f"every op{folded}" if depth is None else f"modules to depth {depth}{folded}"
+        inside = sum(len(box.constants) for box in found.values())
+        if inside:
+            what += f"; {fmt.plural(inside, 'constant op')} drawn inside their users"
         heading = title or f"{root.type if root else 'model'}: {what}"
     head = _HEAD if heading is not None else 0.0
     fig, ax = _frame(layout, heading, head, colour_bar=norm is not None, dpi=dpi)
