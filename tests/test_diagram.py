@@ -99,7 +99,7 @@ def test_colours_follow_the_figure_and_the_nan_root_cause_is_framed():
     ax = fig.axes[0]
     framed = [p for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_linewidth() > 2]
     assert len(framed) == 1 and r.nonfinite.root_cause == "log"
-    assert "NaN/Inf values per box" in fig.axes[1].get_ylabel()
+    assert "NaN/Inf values per box" in [t.get_text() for t in fig.axes[1].texts]
     with pytest.raises(ValueError, match="color_by"):
         r.plot(color_by="colour")
     with pytest.raises(ValueError, match="direction"):
@@ -162,3 +162,20 @@ def test_boxes_are_named_after_their_costliest_op_and_show_the_coloured_figure()
     assert fc == 544 and "544 FLOPs" in texts
     with pytest.raises(ValueError, match=r"color_by='latency'.*timing=True"):
         report.plot(color_by="latency")  # timing did not run: said, not a grey picture
+
+
+def test_the_colour_bar_marks_round_values_in_the_figures_unit():
+    from matplotlib.colors import LogNorm, Normalize
+
+    from fxinspect.views.colouring import scale_ticks
+
+    assert scale_ticks(LogNorm(2e3, 5e8)) == [1e4, 1e5, 1e6, 1e7, 1e8]  # the decades inside the range
+    assert scale_ticks(LogNorm(1, 1e12)) == [1, 1e3, 1e6, 1e9, 1e12]  # 13 decades: every third, at most 6
+    assert scale_ticks(Normalize(0, 10)) == [0, 2, 4, 6, 8, 10]
+    assert scale_ticks(LogNorm(150, 900)) == [150, 900]  # no decade inside: the ends
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 8))
+    fig = fxinspect.analyze(model, torch.randn(4, 64), timing=False, memory=False).plot(depth=1)
+    marks = [t.get_text() for t in fig.axes[1].texts]
+    # FLOPs per box: 0 (Linear 64->4096: 2*4*64*4096 + 4*4096 = 2,113,536), 1 (ReLU: 16,384),
+    # 2 (4096->8: 2*4*4096*8 + 32 = 262,176): a log scale over 16.4 K .. 2.11 M
+    assert marks == ["100 K", "1 M", "FLOPs per box"]

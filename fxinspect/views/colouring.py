@@ -12,13 +12,14 @@ Example
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import formatting as fmt
 from ..records import NodeRecord
 from .box import Box
 
-__all__ = ["COLOR_BY", "LABEL", "MEASURED_BY", "box_value", "colour_scale", "node_figure"]
+__all__ = ["COLOR_BY", "LABEL", "MEASURED_BY", "TICK", "box_value", "colour_scale", "node_figure", "scale_ticks"]
 
 COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
     "flops": ("flops", "FLOPs"),
@@ -37,6 +38,15 @@ LABEL = {  # color_by= -> a box's figure as its label shows it
     "memory": lambda v: f"{fmt.nbytes(v)} out",
     "backward_flops": lambda v: f"{fmt.count(v)} bwd FLOPs",
     "nonfinite": lambda v: f"{fmt.count(v)} NaN/Inf",
+}
+TICK = {  # color_by= -> a value as the colour bar's scale writes it
+    "flops": fmt.count,
+    "macs": fmt.count,
+    "bytes": fmt.nbytes,
+    "latency": fmt.seconds,
+    "memory": fmt.nbytes,
+    "backward_flops": fmt.count,
+    "nonfinite": fmt.count,
 }
 MEASURED_BY = {  # color_by= -> what makes the report carry it
     "flops": "every report has them",
@@ -76,3 +86,19 @@ def colour_scale(values: dict[str, float | None], cmap: str) -> tuple[Any, Any]:
         low, high = min(known), max(known)
         norm = LogNorm(low, high) if high > 100 * low else Normalize(0, high)
     return colormap, norm
+
+
+def scale_ticks(norm: Any, most: int = 6) -> list[float]:
+    """Values to mark on a colour scale: powers of ten on a log scale (every other one
+    when there are many), round steps on a linear one; the ends when nothing rounder fits."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
+
+    low, high = float(norm.vmin), float(norm.vmax)
+    if isinstance(norm, LogNorm):
+        first, last = math.ceil(math.log10(low)), math.floor(math.log10(high))
+        step = max(1, math.ceil((last - first + 1) / most))
+        ticks = [10.0**k for k in range(first, last + 1, step)]
+    else:
+        ticks = [t for t in MaxNLocator(most - 1).tick_values(low, high) if low <= t <= high]
+    return ticks if len(ticks) >= 2 else [low, high]
