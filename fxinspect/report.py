@@ -28,6 +28,7 @@ from .views import exports
 from .views.breakdown import plot_breakdown as _plot_breakdown
 from .views.diagram import plot as _plot
 from .views.diff import diff as _diff
+from .views.explorer import to_html as _to_html
 from .views.memory_plot import plot_memory as _plot_memory
 from .views.summary import summary as _summary
 from .views.table import table as _table
@@ -95,6 +96,12 @@ class Report(ReportRecord):
     def plot_memory(self, path: Any = None, **options: Any):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""
         return _plot_memory(self, path, **options)
+
+    def to_html(self, path: Any = None) -> str:
+        """The explorer: one self-contained HTML page to browse the report (modules open
+        in place, colours, tooltips, search, the module table); also written to ``path``.
+        See ``fxinspect.views.explorer``."""
+        return _to_html(self, path)
 
     def to_networkx(self, level: str = "node", depth: int | None = None, fold: bool = True):
         """The dataflow graph as a ``networkx.DiGraph``: per node, per module, or the

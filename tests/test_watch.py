@@ -281,3 +281,28 @@ def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     assert sum(head.negative) > 0 and sum(act.negative) == 0  # the ReLU's own values, not the head's
     assert watcher.histogram("", "io", 0) == act
     assert watcher.histogram("embed", "params", 0) == watcher.histogram("head", "params", 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_histograms_of_narrow_floats_count_zeros_signed_zeros_and_subnormals(dtype):
+    info = torch.finfo(dtype)
+    x = torch.tensor([0.0, -0.0, info.smallest_normal / 2, -info.tiny, 1.5, -3.0, float("nan"), 0.0], dtype=dtype)
+    h = log2_histogram(x)
+    # zeros: 0, -0 and 0 (three); a NaN is no zero; the subnormal half of the smallest normal
+    # falls in the bin below the smallest normal's
+    assert (h.zeros, h.nan, h.total) == (3, 1, 8)
+    smallest = int(torch.log2(torch.tensor(info.tiny, dtype=torch.float64)))
+    assert h.positive[smallest - 1 - h.low] == 1 and h.negative[smallest - h.low] == 1
+    assert h.positive[0 - h.low] == 1 and h.negative[1 - h.low] == 1  # 1.5 in [1, 2), -3 in [-4, -2)
+
+
+def test_modules_are_hooked_only_while_a_step_is_logged():
+    model = cnn()
+    watcher = fxinspect.watch(model, every=3)
+    train(model, 1)  # step 0: logged
+    assert model[0]._forward_hooks and next(model[0].parameters())._post_accumulate_grad_hooks
+    train(model, 1)  # step 1: not logged, nothing on the modules
+    assert not model[0]._forward_hooks and not next(model[0].parameters())._post_accumulate_grad_hooks
+    train(model, 2)  # steps 2 and 3: 3 is logged
+    watcher.remove()
+    assert watcher.steps("0", "params_grad") == [0, 3] and not model[0]._forward_hooks

@@ -131,7 +131,8 @@ def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | Pendin
     view, mantissa, exponent_bits = _LAYOUT[x.dtype]
     fields = 1 << exponent_bits
     bias = fields // 2 - 1
-    key = ((x.contiguous().view(view) >> mantissa) & (2 * fields - 1)).long()  # sign bit, then exponent field
+    # (bincount takes the integer view's own type: no widening copy)
+    key = (x.contiguous().view(view) >> mantissa) & (2 * fields - 1)  # sign bit, then exponent field
     counts = torch.bincount(key, minlength=2 * fields)  # positives: [0, fields), negatives: [fields, 2 * fields)
     low = 1 - bias - mantissa  # the smallest subnormal's exponent
     size = fields - 2 + mantissa  # exponents low .. the largest finite one
@@ -139,9 +140,10 @@ def log2_histogram(t: torch.Tensor, pending: bool = False) -> Histogram | Pendin
     # normal numbers: field f holds exponent f - bias, i.e. slot f - bias - low
     out[mantissa : mantissa + fields - 2] = counts[fields : 2 * fields][1:-1]
     out[size + mantissa : size + mantissa + fields - 2] = counts[:fields][1:-1]
-    zeros = (x == 0).sum()
+    shared = int(counts[0] + counts[fields])  # zeros and subnormals: one exponent field
+    zeros = x.numel() - int(torch.count_nonzero(x)) if shared else 0  # (NaN is not zero)
     out[2 * size] = zeros
-    if int(counts[0] + counts[fields]) > int(zeros):  # subnormals: rare, binned exactly by frexp
+    if shared > zeros:  # subnormals: rare, binned exactly by frexp
         sub = x[(x != 0) & (key % fields == 0)]
         _, k = torch.frexp(sub)
         slot = (k.long() - 1 - low) + (sub > 0).long() * size

@@ -12,8 +12,9 @@ NaN/±Inf/zero counted exactly):
 * ``"params"``: its own parameters (not its children's), at its forward;
 * ``"params_grad"``: their gradients, as they are accumulated.
 
-Steps in eval mode are not logged, and between logged steps the hooks only check a
-flag. Memory grows with (non-empty bins × logged steps × tensors). ``remove()`` takes
+Steps in eval mode are not logged, and the modules and parameters are hooked for the
+logged steps only (from the step's forward until the next step begins): between them
+the model runs with two hooks on its root, a step counter and the finite checks. Memory grows with (non-empty bins × logged steps × tensors). ``remove()`` takes
 every hook off. ``summary()`` lists findings (:mod:`.watch_findings`), ``plot()`` draws
 heat maps, ``save()``/``Watch.load()`` keep a run, ``to_frame()`` tabulates it.
 
@@ -85,7 +86,10 @@ class Watch:
         self.types: dict[str, str] = {}
         self.fingerprints: dict[str, list[tuple[int, float]]] = {}  # module -> (step, sum |params|)
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
-        self._handles: list[Any] = []
+        self._handles: list[Any] = []  # the hooks on the model, every step
+        self._forward_hooks: list[tuple[torch.nn.Module, Any]] = []  # ... and those of logged steps
+        self._grad_hooks: list[tuple[torch.Tensor, Any]] = []
+        self._step_handles: list[Any] = []
         # histograms binned this step, by tensor id: (weak reference, version, histogram)
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1
@@ -105,11 +109,26 @@ class Watch:
             if (inc and not inc.search(name)) or (exc and exc.search(name)):
                 continue
             self.types[name] = type(module).__name__
-            self._handles.append(module.register_forward_hook(self._forward_hook(name)))
+            self._forward_hooks.append((module, self._forward_hook(name)))
             if Quantity.PARAMS_GRAD in self.log:
                 for p in module.parameters(recurse=False):
                     if p.requires_grad:
-                        self._handles.append(p.register_post_accumulate_grad_hook(self._param_grad_hook(name)))
+                        self._grad_hooks.append((p, self._param_grad_hook(name)))
+
+    def _hook_step(self) -> None:
+        """Hook the selected modules and parameters for this logged step only: the steps
+        between run the model without them (a hooked module takes torch's slower call
+        path, and every parameter's hook would be called in every backward)."""
+        handles = self._step_handles
+        for module, hook in self._forward_hooks:
+            handles.append(module.register_forward_hook(hook))
+        for p, hook in self._grad_hooks:
+            handles.append(p.register_post_accumulate_grad_hook(hook))
+
+    def _unhook_step(self) -> None:
+        for handle in self._step_handles:
+            handle.remove()
+        self._step_handles.clear()
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
         if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
@@ -119,6 +138,9 @@ class Watch:
             return
         self.step += 1
         self.logging = self.step % self.every == 0
+        self._unhook_step()  # the last logged step's hooks: its backward has run
+        if self.logging:
+            self._hook_step()
 
     def _check_step(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
         if module.training and not in_analysis():
@@ -188,9 +210,12 @@ class Watch:
 
     def remove(self) -> None:
         """Take every hook off the model (the histograms stay)."""
+        self._unhook_step()
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._forward_hooks.clear()
+        self._grad_hooks.clear()
 
     # ---------------------------------------------------------------- reading
     def names(self, quantity: str | None = None) -> list[str]:

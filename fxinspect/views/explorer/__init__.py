@@ -1,0 +1,75 @@
+"""The explorer: one self-contained HTML file to browse a report in a browser.
+
+``report.to_html(path)`` writes a page that needs no server and makes no request: the
+report's data (:mod:`.payload`), the script and the styles are all inside it. The model
+opens at its top-level modules with repeated blocks folded; clicking a module opens it
+in place, down to single ops. Same report, same bytes.
+
+The testing contract: every module box carries ``data-path`` (a folded run its shown
+path, ``transformer.h.0–11``), every op box ``data-node``; hovering shows an element
+with ``role="tooltip"``; ``window.fxinspectReady`` is true once the first view is drawn
+and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+from ...records import ReportRecord
+from .payload import payload
+
+__all__ = ["to_html"]
+
+
+def to_html(report: ReportRecord, path: str | Path | None = None) -> str:
+    """The explorer page of ``report`` as text, also written to ``path`` when given."""
+    data = json.dumps(payload(report), ensure_ascii=False, separators=(",", ":"))
+    data = data.replace("</", "<\\/")  # (never closes the script element it sits in)
+    folder = resources.files(__package__)
+    script = folder.joinpath("explorer.js").read_text(encoding="utf-8")
+    styles = folder.joinpath("explorer.css").read_text(encoding="utf-8")
+    root = report.modules.get("")
+    title = html.escape(f"fxinspect: {root.type if root else 'model'}")
+    # the template's @@MARKERS@@ filled in one pass (styles and script are full of braces,
+    # and nothing filled in is searched again)
+    fill = {"TITLE": title, "STYLES": styles, "DATA": data, "SCRIPT": script}
+    page = "".join(fill[part] if i % 2 else part for i, part in enumerate(re.split(r"@@(\w+)@@", _PAGE)))
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>@@TITLE@@</title>
+<style>
+@@STYLES@@</style>
+</head>
+<body>
+<header>
+<h1>@@TITLE@@</h1>
+<input id="search" type="search" placeholder="find a module or op (Enter)" size="28">
+<label>colour by <select id="colour"></select></label>
+<button id="collapse" type="button">collapse all</button>
+<span id="crumbs"></span>
+<div id="scale"></div>
+</header>
+<main>
+<div id="canvas"><svg id="graph" xmlns="http://www.w3.org/2000/svg"></svg></div>
+<aside id="panel"></aside>
+</main>
+<div id="tooltip" role="tooltip" hidden></div>
+<h2 style="margin:12px;font-size:14px">Modules</h2>
+<table id="table"></table>
+<script type="application/json" id="fxinspect-data">@@DATA@@</script>
+<script>
+@@SCRIPT@@</script>
+</body>
+</html>
+"""

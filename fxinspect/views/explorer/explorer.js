@@ -1,0 +1,394 @@
+// fxinspect explorer: the module graph of one report, opened level by level.
+// Reads the report's data from the page (#fxinspect-data); lays out only the boxes that
+// are open; every module box carries data-path, every op box data-node (the testing
+// contract in docs/explorer.md).
+(function () {
+  "use strict";
+  const data = JSON.parse(document.getElementById("fxinspect-data").textContent);
+  const nodes = data.nodes;
+  const modules = data.modules;
+  const index = new Map(nodes.map((n, i) => [n.name, i]));
+  const runOf = new Map(); // member path -> its run's first member
+  for (const [first, run] of Object.entries(data.runs)) for (const p of run.members) runOf.set(p, first);
+  const expanded = new Set([""]);
+  const transparent = new Set(Object.keys(modules).filter((p) => p && modules[p].children.length === 1 && modules[p].children[0].length > 1));
+  let colourBy = "flops" in data.colour_by ? "flops" : Object.keys(data.colour_by)[0] || null;
+  let selected = null;
+  const svgNS = "http://www.w3.org/2000/svg";
+  const graph = document.getElementById("graph");
+  const tooltip = document.getElementById("tooltip");
+  const measure = document.createElement("canvas").getContext("2d");
+
+  // ---------------------------------------------------------------- numbers
+  function scaled(v, steps, base) {
+    let i = 0;
+    while (Math.abs(v) >= base && i < steps.length - 1) { v /= base; i++; }
+    return (i === 0 && Number.isInteger(v) ? String(v) : v.toFixed(2)) + (steps[i] ? " " + steps[i] : "");
+  }
+  function format(v, unit) {
+    if (v === null || v === undefined) return "—";
+    if (unit === "bytes") return scaled(v, ["B", "KiB", "MiB", "GiB", "TiB"], 1024).replace(/^(\d+) B$/, "$1 B");
+    if (unit === "seconds") {
+      if (v < 1e-3) return (v * 1e6).toFixed(1) + " µs";
+      if (v < 1) return (v * 1e3).toFixed(2) + " ms";
+      return v.toFixed(2) + " s";
+    }
+    return scaled(v, ["", "K", "M", "G", "T", "P"], 1000);
+  }
+
+  // ---------------------------------------------------------------- what is open
+  const chains = new Map(); // module path -> its ancestors that are modules, the root's child first
+  function chainOf(path) {
+    let found = chains.get(path);
+    if (found) return found;
+    found = [];
+    const parts = path ? path.split(".") : [];
+    for (let d = 1; d <= parts.length; d++) {
+      const p = parts.slice(0, d).join(".");
+      if (p in modules) found.push(p);
+    }
+    chains.set(path, found);
+    return found;
+  }
+  // the key of the box showing node i: a collapsed module or run above it, or the op itself
+  function boxOf(i) {
+    const n = nodes[i];
+    if (n.kind === "input") return "in:" + n.name;
+    for (const p of chainOf(n.module)) {
+      if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
+      const run = runOf.get(p);
+      if (run !== undefined && !expanded.has("r:" + run)) return "r:" + run;
+      if (!expanded.has("m:" + p)) return "m:" + p;
+    }
+    return "n:" + n.name;
+  }
+
+  function visible() {
+    const boxes = new Map(); // key -> {key, nodes: [i], order}
+    const of = new Array(nodes.length);
+    for (let i = 0; i < nodes.length; i++) {
+      const key = boxOf(i);
+      of[i] = key;
+      let box = boxes.get(key);
+      if (!box) { box = { key: key, nodes: [], order: boxes.size }; boxes.set(key, box); }
+      box.nodes.push(i);
+    }
+    boxes.set("out", { key: "out", nodes: [], order: boxes.size });
+    const edges = new Map();
+    const add = (a, b) => { if (a !== b) edges.set(a + "\u0000" + b, [a, b]); };
+    for (let i = 0; i < nodes.length; i++) for (const a of nodes[i].args) if (index.has(a)) add(of[index.get(a)], of[i]);
+    for (const a of data.output.args) if (index.has(a)) add(of[index.get(a)], "out");
+    return { boxes: [...boxes.values()], edges: [...edges.values()] };
+  }
+
+  // ---------------------------------------------------------------- boxes' text and figures
+  function describe(box) {
+    const k = box.key;
+    const sum = (field) => {
+      let total = 0;
+      for (const i of box.nodes) { const v = nodes[i].values[field]; if (v === null || v === undefined) return null; total += v; }
+      return total;
+    };
+    const last = box.nodes.length ? nodes[box.nodes[box.nodes.length - 1]] : null;
+    const info = { key: k, value: colourBy ? sum(colourBy) : null, sum: sum, lines: [], attr: "" };
+    if (k === "out") {
+      info.lines = [["output", "b"], [data.output.shape, ""]];
+      info.kind = "io";
+    } else if (k.startsWith("in:")) {
+      info.lines = [[last.name, "b"], [last.shape, ""]];
+      info.kind = "io";
+      info.attr = ` data-node="${esc(last.name)}"`;
+    } else if (k.startsWith("n:")) {
+      info.lines = [[last.name, "b"], [last.label, ""], [last.shape, ""]];
+      info.kind = "op";
+      info.attr = ` data-node="${esc(last.name)}"`;
+    } else if (k.startsWith("m:")) {
+      const path = k.slice(2);
+      const m = modules[path];
+      info.lines = [[path, "b"], [m.type + (m.calls > 1 ? ` (${m.calls} calls)` : ""), ""], [last ? last.shape : "", ""]];
+      info.kind = "module";
+      info.attr = ` data-path="${esc(path)}"`;
+    } else {
+      const run = data.runs[k.slice(2)];
+      const m = modules[run.members[0]];
+      info.lines = [[`${run.label} (${run.members.length}×)`, "b"], [m.type, ""], [last ? last.shape : "", ""]];
+      info.kind = "module";
+      info.attr = ` data-path="${esc(run.label)}"`;
+    }
+    if (colourBy && info.value !== null && box.nodes.length) {
+      info.lines.push([format(info.value, data.units[colourBy]) + " " + data.colour_by[colourBy], ""]);
+    }
+    info.lines = info.lines.filter((l) => l[0]);
+    measure.font = "bold 12px sans-serif";
+    let w = 0;
+    for (const [text, b] of info.lines) {
+      measure.font = (b ? "bold " : "") + (b ? "12px" : "11px") + " sans-serif";
+      w = Math.max(w, measure.measureText(text).width);
+    }
+    info.w = Math.ceil(w) + 20;
+    info.h = info.lines.length * 15 + 10;
+    return info;
+  }
+  function esc(s) {
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  }
+
+  // ---------------------------------------------------------------- layout: layers by longest path
+  function layout(boxes, edges, infos) {
+    const order = new Map(boxes.map((b, i) => [b.key, i]));
+    const preds = boxes.map(() => []);
+    for (const [a, b] of edges) if (order.get(a) < order.get(b)) preds[order.get(b)].push(order.get(a));
+    const layer = new Array(boxes.length).fill(0);
+    for (let i = 0; i < boxes.length; i++) for (const p of preds[i]) layer[i] = Math.max(layer[i], layer[p] + 1);
+    const rows = [];
+    for (let i = 0; i < boxes.length; i++) (rows[layer[i]] = rows[layer[i]] || []).push(i);
+    const x = new Array(boxes.length).fill(0);
+    const y = new Array(boxes.length).fill(0);
+    let top = 20;
+    for (const row of rows) {
+      if (!row) continue;
+      // order a row by where its boxes' inputs sit (barycentre), then by graph order
+      const centre = (i) => (preds[i].length ? preds[i].reduce((s, p) => s + x[p], 0) / preds[i].length : 0);
+      row.sort((a, b) => centre(a) - centre(b) || a - b);
+      const widths = row.map((i) => infos[i].w);
+      const total = widths.reduce((s, w) => s + w, 0) + 30 * (row.length - 1);
+      const want = row.reduce((s, i) => s + centre(i), 0) / row.length;
+      let left = want - total / 2;
+      let height = 0;
+      row.forEach((i, j) => { x[i] = left + widths[j] / 2; left += widths[j] + 30; height = Math.max(height, infos[i].h); });
+      for (const i of row) y[i] = top + height / 2;
+      top += height + 36;
+    }
+    return { x: x, y: y, order: order, height: top };
+  }
+
+  // ---------------------------------------------------------------- colours
+  const STOPS = [[255, 255, 204], [254, 217, 118], [253, 141, 60], [227, 26, 28], [128, 0, 38]]; // YlOrRd
+  function colour(t) {
+    const s = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
+    const i = Math.min(Math.floor(s), STOPS.length - 2);
+    const f = s - i;
+    const c = STOPS[i].map((v, j) => Math.round(v + f * (STOPS[i + 1][j] - v)));
+    return [`rgb(${c[0]},${c[1]},${c[2]})`, 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2] < 128];
+  }
+  function scale(values) {
+    const known = values.filter((v) => v !== null && v > 0);
+    if (!known.length) return null;
+    const lo = Math.min(...known), hi = Math.max(...known);
+    if (hi > 100 * lo) return { log: true, lo: lo, hi: hi, at: (v) => Math.log(v / lo) / Math.log(hi / lo) };
+    return { log: false, lo: 0, hi: hi, at: (v) => v / hi };
+  }
+
+  // ---------------------------------------------------------------- drawing
+  function draw() {
+    const { boxes, edges } = visible();
+    const infos = boxes.map(describe);
+    const at = layout(boxes, edges, infos);
+    const norm = scale(infos.map((b, i) => (boxes[i].nodes.length ? b.value : null)));
+    let minX = Infinity, maxX = -Infinity;
+    boxes.forEach((b, i) => { minX = Math.min(minX, at.x[i] - infos[i].w / 2); maxX = Math.max(maxX, at.x[i] + infos[i].w / 2); });
+    const shift = 20 - minX;
+    const parts = [];
+    for (const [a, b] of edges) {
+      const i = at.order.get(a), j = at.order.get(b);
+      const x1 = at.x[i] + shift, y1 = at.y[i] + infos[i].h / 2, x2 = at.x[j] + shift, y2 = at.y[j] - infos[j].h / 2;
+      const back = y2 <= y1;
+      const d = back
+        ? `M${x1},${y1} C${x1 + 60},${y1 + 40} ${x2 + 60},${y2 - 40} ${x2},${y2}`
+        : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
+      parts.push(`<path class="edge${back ? " back" : ""}" d="${d}" marker-end="url(#arrow)"/>`);
+    }
+    boxes.forEach((b, i) => {
+      const info = infos[i];
+      let fill = info.kind === "io" ? "#dddddd" : "#ffffff", dark = false;
+      if (norm && info.value !== null && info.value > 0 && b.nodes.length && info.kind !== "io") [fill, dark] = colour(norm.at(info.value));
+      const cls = `box ${info.kind}${dark ? " dark" : ""}${b.key === selected ? " selected" : ""}${isExpandable(b.key) ? " expandable" : ""}`;
+      const x = at.x[i] + shift - info.w / 2, y = at.y[i] - info.h / 2;
+      let text = "";
+      info.lines.forEach(([t, bold], j) => {
+        text += `<text x="${info.w / 2}" y="${17 + 15 * j}" class="${bold ? "title" : "line"}">${esc(t)}</text>`;
+      });
+      parts.push(`<g class="${cls}" data-key="${esc(b.key)}"${info.attr} transform="translate(${x},${y})">` +
+        `<rect width="${info.w}" height="${info.h}" rx="5" fill="${fill}"/>${text}</g>`);
+    });
+    const width = maxX - minX + 40, height = at.height;
+    graph.setAttribute("width", width);
+    graph.setAttribute("height", height);
+    graph.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    graph.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>' + parts.join("");
+    current = { boxes: boxes, infos: infos };
+    drawScale(norm);
+    drawCrumbs();
+  }
+  let current = null;
+  function isExpandable(key) { return key.startsWith("m:") || key.startsWith("r:"); }
+
+  function drawScale(norm) {
+    const bar = document.getElementById("scale");
+    if (!norm || !colourBy) { bar.innerHTML = ""; return; }
+    const stops = STOPS.map((c, i) => `rgb(${c.join(",")}) ${(100 * i) / (STOPS.length - 1)}%`).join(",");
+    const marks = [];
+    if (norm.log) {
+      for (let k = Math.ceil(Math.log10(norm.lo)); k <= Math.floor(Math.log10(norm.hi)); k++) marks.push(10 ** k);
+    } else {
+      for (let k = 0; k <= 4; k++) marks.push((norm.hi * k) / 4);
+    }
+    const unit = data.units[colourBy];
+    bar.innerHTML = `<span class="scale-title">${esc(data.colour_by[colourBy])} per box</span>` +
+      `<div class="gradient" style="background:linear-gradient(to right,${stops})"></div>` +
+      `<div class="marks">${marks.map((v) => `<span style="left:${100 * norm.at(v)}%">${esc(format(v, unit))}</span>`).join("")}</div>`;
+  }
+
+  function drawCrumbs() {
+    const crumbs = document.getElementById("crumbs");
+    if (!selected || !(selected.startsWith("m:") || selected.startsWith("r:"))) { crumbs.innerHTML = ""; return; }
+    const path = selected.startsWith("m:") ? selected.slice(2) : data.runs[selected.slice(2)].label;
+    const parts = path.split(".");
+    crumbs.innerHTML = '<a data-crumb="">model</a>' +
+      parts.map((p, i) => ` › <a data-crumb="${esc(parts.slice(0, i + 1).join("."))}">${esc(p)}</a>`).join("");
+  }
+
+  // ---------------------------------------------------------------- the side panel and the table
+  function panel(key) {
+    const side = document.getElementById("panel");
+    if (!key) { side.innerHTML = "<p>Click a box: a module opens to its children, an op shows its figures.</p>"; return; }
+    let html = "";
+    if (key.startsWith("m:") || key.startsWith("r:")) {
+      const path = key.startsWith("m:") ? key.slice(2) : data.runs[key.slice(2)].members[0];
+      const m = modules[path];
+      const title = key.startsWith("m:") ? path : data.runs[key.slice(2)].label;
+      html += `<h3>${esc(title || "model")}</h3><p>${esc(m.type)}${m.calls > 1 ? `, ${m.calls} calls` : ""}, ${format(m.params, "count")} params</p>`;
+      if (key.startsWith("r:")) html += `<p>${data.runs[key.slice(2)].members.length} blocks folded; figures of the first:</p>`;
+      html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
+      const kids = m.children.map((run) => (run.length > 1 ? data.runs[run[0]].label + ` (${run.length}×)` : run[0]));
+      if (kids.length) html += "<h4>children</h4><ul>" + kids.map((k) => `<li>${esc(k)}</li>`).join("") + "</ul>";
+    } else if (key.startsWith("n:") || key.startsWith("in:")) {
+      const n = nodes[index.get(key.slice(key.indexOf(":") + 1))];
+      html += `<h3>${esc(n.name)}</h3><p>${esc(n.label)} in ${esc(n.module || "the model")}</p><p>${esc(n.shape)} ${esc(n.dtype)}</p>`;
+      html += "<table>" + Object.keys(data.colour_by).map((f) => `<tr><th>${esc(data.colour_by[f])}</th><td>${esc(format(n.values[f], data.units[f]))}</td></tr>`).join("") + "</table>";
+    }
+    side.innerHTML = html;
+  }
+
+  function table() {
+    const rows = Object.entries(modules).filter(([p]) => p);
+    const fields = Object.keys(rows.length ? rows[0][1].figures : {});
+    const el = document.getElementById("table");
+    let sortBy = null, descending = true;
+    function render() {
+      const sorted = rows.slice();
+      if (sortBy) sorted.sort((a, b) => ((b[1].raw[sortBy] ?? -1) - (a[1].raw[sortBy] ?? -1)) * (descending ? 1 : -1));
+      el.innerHTML = "<thead><tr><th>module</th><th>type</th>" + fields.map((f) => `<th data-sort="${f}" class="sortable">${esc(f)}</th>`).join("") +
+        "</tr></thead><tbody>" + sorted.map(([p, m]) => `<tr data-row="${esc(p)}"><td>${esc(p)}</td><td>${esc(m.type)}</td>` +
+        fields.map((f) => `<td>${esc(m.figures[f])}</td>`).join("") + "</tr>").join("") + "</tbody>";
+    }
+    el.addEventListener("click", (e) => {
+      const th = e.target.closest("[data-sort]");
+      if (!th) return;
+      descending = sortBy === th.dataset.sort ? !descending : true;
+      sortBy = th.dataset.sort;
+      render();
+    });
+    render();
+  }
+
+  // ---------------------------------------------------------------- interaction
+  function keyOf(el) { const g = el.closest("[data-key]"); return g ? g.dataset.key : null; }
+  function toggle(key) {
+    if (expanded.has(key)) {
+      for (const k of [...expanded]) if (k === key || within(k, key)) expanded.delete(k);
+    } else {
+      expanded.add(key);
+    }
+  }
+  function pathOfKey(k) { return k.slice(2); } // a module's path, or a run's first member
+  function within(k, key) { // is box k inside the module or run of key?
+    const p = pathOfKey(k);
+    if (key.startsWith("m:")) { const q = key.slice(2); return p.startsWith(q + "."); }
+    const run = data.runs[key.slice(2)];
+    return run.members.some((m) => p === m || p.startsWith(m + "."));
+  }
+  graph.addEventListener("click", (e) => {
+    const key = keyOf(e.target);
+    if (!key) return;
+    if (isExpandable(key)) toggle(key);
+    selected = key;
+    draw();
+    panel(key);
+  });
+  graph.addEventListener("mouseover", (e) => {
+    const key = keyOf(e.target);
+    if (!key) return;
+    const i = current.boxes.findIndex((b) => b.key === key);
+    tooltip.innerHTML = tip(current.boxes[i], current.infos[i]);
+    tooltip.hidden = false;
+  });
+  graph.addEventListener("mousemove", (e) => { tooltip.style.left = e.pageX + 14 + "px"; tooltip.style.top = e.pageY + 14 + "px"; });
+  graph.addEventListener("mouseout", (e) => { if (!keyOf(e.relatedTarget || document.body)) tooltip.hidden = true; });
+
+  function tip(box, info) {
+    const rows = [];
+    const k = box.key;
+    if (k.startsWith("m:")) {
+      const m = modules[k.slice(2)];
+      rows.push(["type", m.type], ["params", format(m.params, "count")]);
+      for (const [f, v] of Object.entries(m.figures)) rows.push([f, v]);
+    } else {
+      for (const f of Object.keys(data.colour_by)) rows.push([data.colour_by[f], format(info.sum(f), data.units[f])]);
+    }
+    const n = box.nodes.length ? nodes[box.nodes[box.nodes.length - 1]] : null;
+    if (n) rows.push(["output", n.shape + " " + n.dtype]);
+    return `<b>${esc(info.lines[0][0])}</b><table>` + rows.map(([a, b]) => `<tr><th>${esc(a)}</th><td>${esc(b)}</td></tr>`).join("") + "</table>";
+  }
+
+  document.getElementById("crumbs").addEventListener("click", (e) => {
+    const a = e.target.closest("[data-crumb]");
+    if (!a) return;
+    const path = a.dataset.crumb;
+    for (const k of [...expanded]) if (k && (!path || within(k, "m:" + path))) expanded.delete(k);
+    selected = path ? "m:" + path : null;
+    draw();
+    panel(selected);
+  });
+  document.getElementById("collapse").addEventListener("click", () => { expanded.clear(); expanded.add(""); selected = null; draw(); panel(null); });
+
+  function reveal(query) {
+    const q = query.trim().toLowerCase();
+    if (!q) return false;
+    let target = Object.keys(modules).find((p) => p && p.toLowerCase().includes(q));
+    let nodeName = null;
+    if (target === undefined) {
+      const n = nodes.find((n) => n.name.toLowerCase().includes(q));
+      if (!n) return false;
+      nodeName = n.name;
+      target = n.module;
+    }
+    // open every module (and run) above the target, and the target's own module for a node
+    const chain = chainOf(target);
+    const opened = nodeName ? chain : chain.slice(0, -1);
+    for (const p of chain) { const run = runOf.get(p); if (run !== undefined) expanded.add("r:" + run); }
+    for (const p of opened) expanded.add("m:" + p);
+    selected = nodeName ? "n:" + nodeName : "m:" + target;
+    const run = runOf.get(target);
+    if (!nodeName && run !== undefined) expanded.add("r:" + run);
+    draw();
+    panel(selected);
+    const el = graph.querySelector(`[data-key="${CSS.escape(selected)}"]`);
+    if (el) el.scrollIntoView({ block: "center", inline: "center" });
+    return true;
+  }
+  document.getElementById("search").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") e.target.classList.toggle("missing", !reveal(e.target.value));
+  });
+
+  const choose = document.getElementById("colour");
+  choose.innerHTML = Object.entries(data.colour_by).map(([k, v]) => `<option value="${k}"${k === colourBy ? " selected" : ""}>${esc(v)}</option>`).join("") + '<option value="">no colour</option>';
+  choose.addEventListener("change", () => { colourBy = choose.value || null; draw(); });
+
+  // the first view: the root's children, repeated blocks folded
+  draw();
+  panel(null);
+  table();
+  window.fxinspectReadyAt = performance.now();
+  window.fxinspectReady = true;
+})();

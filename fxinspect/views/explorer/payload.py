@@ -1,0 +1,104 @@
+"""What the explorer page needs of a report, as plain JSON-ready data.
+
+The page lays out only the part of the graph that is open, so it gets the op nodes (with
+their module, the nodes they read and their figures, already formatted as the table
+formats them), the module tree with each module's children grouped into folded runs as
+``report.plot`` folds them, and the figures it can colour by. Everything is listed in
+the report's order, so the same report gives the same data, byte for byte.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> blocks = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()) for _ in range(3)])
+>>> data = payload(fxinspect.analyze(blocks, torch.randn(2, 4), timing=False))
+>>> data["modules"][""]["children"]        # the three blocks: one run
+[['0', '1', '2']]
+>>> [n["name"] for n in data["nodes"]][:3], data["nodes"][1]["module"]
+(['input_1', '_0_0', '_0_1'], '0.0')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import formatting as fmt
+from ... import paths
+from ...records import ReportRecord
+from ...records.fields import FIELD, Unit
+from ..colouring import COLOR_BY, node_figure
+from ..folding import Folds
+
+__all__ = ["payload"]
+
+_FORMAT = {Unit.FLOP: fmt.count, Unit.MAC: fmt.count, Unit.BYTE: fmt.nbytes, Unit.SECOND: fmt.seconds}
+_SHOWN = ("flops", "macs", "bytes_read", "bytes_written", "latency", "backward_flops", "output_bytes", "saved_bytes")
+
+
+def payload(report: ReportRecord) -> dict[str, Any]:
+    """The page's data: ``nodes``, ``modules``, folded ``runs`` (by their first member:
+    the members and the path the page shows, ``h.0–11``), ``colour_by`` and ``title``."""
+    folds = Folds(report)
+    known = {name: figure for name, (figure, _) in COLOR_BY.items()}
+    nodes = []
+    for n in report.nodes:
+        if n.op in ("get_attr", "output"):
+            continue
+        entry: dict[str, Any] = {
+            "name": n.name,
+            "label": n.label,
+            "kind": "input" if n.op == "placeholder" else "op",
+            "module": paths.nearest(n.module_path, report.modules) if n.is_op else "",
+            "args": list(n.args),
+            "shape": fmt.shapes(tuple(t.shape for t in n.outputs)),
+            "dtype": ", ".join(dict.fromkeys(t.dtype for t in n.outputs)),
+            "values": {name: _number(node_figure(n, figure)) for name, figure in known.items()} if n.is_op else {},
+        }
+        nodes.append(entry)
+    output = next(n for n in report.nodes if n.op == "output")
+    modules = {}
+    for path, m in report.modules.items():
+        modules[path] = {
+            "type": m.type,
+            "calls": m.calls,
+            "params": m.params,
+            "children": [list(run) for run in folds.runs(folds.children.get(path, []))],
+            "figures": {name: _text(getattr(m, name, None), name) for name in _SHOWN},
+            "raw": {name: _number(getattr(m, name, None)) for name in _SHOWN},
+        }
+    runs = {
+        run[0]: {"members": list(run), "label": _joined(paths.parent(run[0]), folds.label(run[0]))}
+        for m in modules.values()
+        for run in m["children"]
+        if len(run) > 1
+    }
+    available = [name for name in known if any(n["values"].get(name) is not None for n in nodes if n["kind"] == "op")]
+    root = report.modules.get("")
+    return {
+        "title": root.type if root else "model",
+        "nodes": nodes,
+        "output": {"args": list(output.args), "shape": fmt.shapes(tuple(t.shape for t in report.outputs))},
+        "modules": modules,
+        "runs": runs,
+        "colour_by": {name: COLOR_BY[name][1] for name in available},
+        "units": {name: _unit(known[name]) for name in available},
+    }
+
+
+def _joined(parent: str, name: str) -> str:
+    return f"{parent}.{name}" if parent else name
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _text(value: Any, field: str) -> str:
+    if value is None:
+        return "—"
+    return _FORMAT.get(FIELD[field].unit, str)(value)
+
+
+def _unit(figure: str) -> str:
+    """How the page writes a value of ``figure``: ``count``, ``bytes`` or ``seconds``."""
+    unit = Unit.BYTE if figure == "bytes" else FIELD[figure].unit if figure in FIELD else Unit.COUNT
+    return {Unit.BYTE: "bytes", Unit.SECOND: "seconds"}.get(unit, "count")

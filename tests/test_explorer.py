@@ -1,0 +1,124 @@
+"""The explorer page: its data, its file, and the page itself driven in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+
+import fxinspect
+from fxinspect import formatting as fmt
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _gpt2(**options):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500)).eval()
+    with torch.no_grad():
+        return fxinspect.analyze(model, {"input_ids": torch.randint(0, 500, (1, 16))}, **options)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return _gpt2(timing=False)
+
+
+def test_the_page_is_one_file_that_asks_no_host_for_anything_and_is_the_same_each_time(gpt2, tmp_path):
+    page = gpt2.to_html(tmp_path / "a.html")
+    assert (tmp_path / "a.html").read_text(encoding="utf-8") == page == gpt2.to_html()
+    # no script, style sheet, image or font fetched from anywhere: everything is inline
+    assert not re.search(r"<(script|img|iframe)[^>]*\bsrc=|<link\b|url\((?!#)|@import|fetch\(|XMLHttpRequest", page)
+    assert set(re.findall(r"https?://[^\s\"'<]+", page)) == {"http://www.w3.org/2000/svg"}  # the SVG namespace
+    # the report's data is inside, with the folded run as report.plot folds it
+    assert '"transformer.h.0":{"members":["transformer.h.0","transformer.h.1"],"label":"transformer.h.0–1"}' in page
+
+
+# ---------------------------------------------------------------- in a real browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium for the browser tests: apt-get install -y chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("needs Playwright for Python for the browser tests: pip install playwright")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def _open(browser, report, tmp_path):
+    """The page of ``report``, loaded from disk, and the console errors it logged."""
+    path = tmp_path / "report.html"
+    report.to_html(path)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("window.fxinspectReady === true", timeout=10_000)
+    return page, errors
+
+
+def _paths(page) -> list[str]:
+    return page.eval_on_selector_all("[data-path]", "els => els.map(e => e.dataset.path)")
+
+
+def test_gpt2_opens_at_its_top_modules_and_each_click_opens_one_level(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    assert page.evaluate("typeof window.fxinspectReadyAt") == "number"
+    assert _paths(page) == ["transformer", "lm_head"]
+    page.click('[data-path="transformer"]')
+    assert "transformer.h.0–1" in _paths(page) and "transformer.h.0" not in _paths(page)
+    assert "(2×)" in page.text_content('[data-path="transformer.h.0–1"]')
+    page.click('[data-path="transformer.h.0–1"]')
+    assert {"transformer.h.0", "transformer.h.1"} <= set(_paths(page))
+    page.click('[data-path="transformer.h.0"]')
+    assert "transformer.h.0.attn" in _paths(page) and "transformer.h.1.attn" not in _paths(page)
+    # back: collapsing the run takes its members and what was open inside them with it
+    page.click('[data-path="transformer.h.0.attn"]')
+    page.click("#collapse")
+    assert _paths(page) == ["transformer", "lm_head"]
+    assert errors == []
+
+
+def test_the_tooltip_shows_a_modules_macs_as_the_table_does(browser, gpt2, tmp_path):
+    page, _ = _open(browser, gpt2, tmp_path)
+    macs = fmt.count(gpt2.modules["lm_head"].macs)  # 16 x 64 x 500 = 512,000: "512.00 K"
+    assert macs == "512.00 K" and macs in gpt2.table(by="module", depth=1)
+    page.hover('[data-path="lm_head"]')
+    tip = page.locator('[role="tooltip"]')
+    assert tip.is_visible()
+    assert re.search(rf"macs\s+{re.escape(macs)}", tip.inner_text())
+    row = page.locator('#table tr[data-row="lm_head"]').inner_text()
+    assert macs in row
+
+
+def test_colouring_by_latency_changes_the_fills(browser, tmp_path):
+    report = _gpt2(warmup=1, repeats=2)
+    page, errors = _open(browser, report, tmp_path)
+    page.click('[data-path="transformer"]')
+    fills = "els => els.map(e => e.getAttribute('fill'))"
+    by_flops = page.eval_on_selector_all("[data-path] rect", fills)
+    page.select_option("#colour", "latency")
+    by_latency = page.eval_on_selector_all("[data-path] rect", fills)
+    assert by_latency != by_flops and len(set(by_latency)) > 1
+    assert "latency per box" in page.inner_text("#scale")
+    assert errors == []
+
+
+def test_search_reveals_and_selects_c_fc(browser, gpt2, tmp_path):
+    page, _ = _open(browser, gpt2, tmp_path)
+    page.fill("#search", "c_fc")
+    page.press("#search", "Enter")
+    found = page.locator('[data-path="transformer.h.0.mlp.c_fc"]')
+    assert found.count() == 1 and "selected" in found.get_attribute("class")
+    assert "transformer.h.0.mlp.c_fc" in page.inner_text("#panel")
