@@ -28,6 +28,10 @@ PAGES = {  # page name: (example file, images it writes)
     "cli": ("command_line.py", []),
     "watch": ("watch_training.py", ["watch_heatmaps.png"]),
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
+    "explorer": (
+        "explorer.py",
+        ["explorer_gpt2_collapsed.png", "explorer_gpt2_expanded.png", "explorer_resnet50_latency.png"],
+    ),
     "diagrams": (
         "diagrams.py",
         [

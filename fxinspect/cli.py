@@ -8,8 +8,8 @@ arguments), a file (``path/to/file.py:build_model``), or a Hugging Face config c
 names the closest valid name for every misspelt one. Inputs are
 positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``; names
 ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
-keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png`` and
-``--svg`` write files. Every option is checked before the model is built; any failure
+keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png``,
+``--svg`` and ``--html`` (the explorer) write files. Every option is checked before the model is built; any failure
 is one line on stderr and exit status 2 (``--debug`` shows the traceback).
 
 Example
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", metavar="PATH", help="also write the table's rows (--by) as CSV")
     parser.add_argument("--png", metavar="PATH", help="also draw the diagram (--depth; every op without it)")
     parser.add_argument("--svg", metavar="PATH", help="the diagram as SVG")
+    parser.add_argument("--html", metavar="PATH", help="also write the explorer: one HTML page to browse the report")
     parser.add_argument("--color-by", choices=sorted(COLOR_BY), default="flops", help="what colours the diagram")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     return parser
@@ -209,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.to_json(opts.json)
         if opts.csv:
             report.to_csv(opts.csv, by=opts.by)
+        if opts.html:
+            report.to_html(opts.html)
         for path in (opts.png, opts.svg):
             if path:
                 report.plot(path, depth=opts.depth, fold=not opts.no_fold, color_by=opts.color_by)

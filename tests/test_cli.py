@@ -42,7 +42,7 @@ def test_cli_rejects_a_bad_shape():
 
 
 def test_cli_keyword_inputs_hf_config_and_every_file(tmp_path, capsys):
-    files = {suffix: tmp_path / f"r.{suffix}" for suffix in ("json", "csv", "png", "svg")}
+    files = {suffix: tmp_path / f"r.{suffix}" for suffix in ("json", "csv", "png", "svg", "html")}
     code = main(
         [
             "transformers:GPT2Config",
@@ -66,6 +66,7 @@ def test_cli_keyword_inputs_hf_config_and_every_file(tmp_path, capsys):
     assert report.modules[""].type == "GPT2Model" and [t.shape for t in report.inputs] == [(1, 16), (1, 16)]
     assert files["csv"].read_text().startswith("path,") and files["png"].read_bytes()[:4] == b"\x89PNG"
     assert "<svg" in files["svg"].read_text()[:500]
+    assert files["html"].read_text(encoding="utf-8") == report.to_html()  # the explorer, of the same report
 
 
 def test_cli_a_file_factory_and_a_backward(tmp_path, capsys):

@@ -122,3 +122,34 @@ def test_search_reveals_and_selects_c_fc(browser, gpt2, tmp_path):
     found = page.locator('[data-path="transformer.h.0.mlp.c_fc"]')
     assert found.count() == 1 and "selected" in found.get_attribute("class")
     assert "transformer.h.0.mlp.c_fc" in page.inner_text("#panel")
+
+
+def test_opening_everything_draws_every_op_once(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    page.evaluate("window.fxinspect.expandAll()")
+    drawn = page.eval_on_selector_all("[data-node]", "els => els.map(e => e.dataset.node)")
+    ops = [n.name for n in gpt2.nodes if n.is_op or n.op == "placeholder"]
+    assert sorted(drawn) == sorted(ops) and not page.locator("[data-path]").count()
+    assert errors == []
+
+
+@pytest.mark.slow
+def test_the_70b_training_report_opens_fast(browser, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).train()
+    ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
+    report = fxinspect.analyze(
+        model, {"input_ids": ids, "use_cache": False}, timing=False, backward=True, optimizer=torch.optim.AdamW
+    )
+    page, errors = _open(browser, report, tmp_path)
+    assert (tmp_path / "report.html").stat().st_size <= 3_000_000
+    assert page.evaluate("window.fxinspectReadyAt") < 1000  # ms from the navigation's start
+    spent = page.evaluate(
+        "() => { const s = performance.now(); window.fxinspect.expandAll(); return performance.now() - s; }"
+    )
+    assert spent < 2000 and errors == []

@@ -60,6 +60,7 @@
       if (run !== undefined && !expanded.has("r:" + run)) return "r:" + run;
       if (!expanded.has("m:" + p)) return "m:" + p;
     }
+    if (n.stretch !== undefined && !expanded.has(`s:${n.module}#${n.stretch}`)) return `s:${n.module}#${n.stretch}`;
     return "n:" + n.name;
   }
 
@@ -108,6 +109,16 @@
       info.lines = [[path, "b"], [m.type + (m.calls > 1 ? ` (${m.calls} calls)` : ""), ""], [last ? last.shape : "", ""]];
       info.kind = "module";
       info.attr = ` data-path="${esc(path)}"`;
+    } else if (k.startsWith("s:")) {
+      // a stretch of a module's own ops: named after its costliest op, as report.plot names it
+      const cost = new Map();
+      for (const i of box.nodes) cost.set(nodes[i].label, (cost.get(nodes[i].label) || 0) + (nodes[i].values.flops || 0));
+      const kinds = [...cost.keys()];
+      const top = kinds.reduce((a, b) => (cost.get(b) > cost.get(a) ? b : a));
+      const owner = nodes[box.nodes[0]].module;
+      info.lines = [[top + (kinds.length > 1 ? ` +${kinds.length - 1} more` : ""), "b"], [`${owner ? modules[owner].type : "model"} ops (${box.nodes.length})`, ""], [last.shape, ""]];
+      info.kind = "ops";
+      info.attr = ` data-ops="${esc(k.slice(2))}"`;
     } else {
       const run = data.runs[k.slice(2)];
       const m = modules[run.members[0]];
@@ -221,7 +232,7 @@
     drawCrumbs();
   }
   let current = null;
-  function isExpandable(key) { return key.startsWith("m:") || key.startsWith("r:"); }
+  function isExpandable(key) { return key.startsWith("m:") || key.startsWith("r:") || key.startsWith("s:"); }
 
   function drawScale(norm) {
     const bar = document.getElementById("scale");
@@ -229,15 +240,19 @@
     const stops = STOPS.map((c, i) => `rgb(${c.join(",")}) ${(100 * i) / (STOPS.length - 1)}%`).join(",");
     const marks = [];
     if (norm.log) {
-      for (let k = Math.ceil(Math.log10(norm.lo)); k <= Math.floor(Math.log10(norm.hi)); k++) marks.push(10 ** k);
+      const first = Math.ceil(Math.log10(norm.lo)), last = Math.floor(Math.log10(norm.hi));
+      const step = Math.max(1, Math.ceil((last - first + 1) / 5));
+      for (let k = first; k <= last; k += step) marks.push(10 ** k);
     } else {
       for (let k = 0; k <= 4; k++) marks.push((norm.hi * k) / 4);
     }
     const unit = data.units[colourBy];
     bar.innerHTML = `<span class="scale-title">${esc(data.colour_by[colourBy])} per box</span>` +
       `<div class="gradient" style="background:linear-gradient(to right,${stops})"></div>` +
-      `<div class="marks">${marks.map((v) => `<span style="left:${100 * norm.at(v)}%">${esc(format(v, unit))}</span>`).join("")}</div>`;
+      `<div class="marks">${marks.map((v) => `<span style="left:${100 * norm.at(v)}%">${esc(trim(format(v, unit)))}</span>`).join("")}</div>`;
   }
+
+  function trim(text) { return text.replace(/\.0+(?= )/, "").replace(/(\.\d*?)0+(?= )/, "$1"); } // 100.00 K -> 100 K
 
   function drawCrumbs() {
     const crumbs = document.getElementById("crumbs");
@@ -262,6 +277,11 @@
       html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
       const kids = m.children.map((run) => (run.length > 1 ? data.runs[run[0]].label + ` (${run.length}×)` : run[0]));
       if (kids.length) html += "<h4>children</h4><ul>" + kids.map((k) => `<li>${esc(k)}</li>`).join("") + "</ul>";
+    } else if (key.startsWith("s:")) {
+      const members = current.boxes.find((b) => b.key === key);
+      const ops = members ? members.nodes.map((i) => nodes[i]) : [];
+      html += `<h3>${esc(key.slice(2))}</h3><p>${ops.length} ops of ${esc(ops.length ? ops[0].module || "the model" : "")} that run one after another; click the box to open them</p>`;
+      html += "<ul>" + ops.map((n) => `<li>${esc(n.name)} (${esc(n.label)}) ${esc(n.shape)}</li>`).join("") + "</ul>";
     } else if (key.startsWith("n:") || key.startsWith("in:")) {
       const n = nodes[index.get(key.slice(key.indexOf(":") + 1))];
       html += `<h3>${esc(n.name)}</h3><p>${esc(n.label)} in ${esc(n.module || "the model")}</p><p>${esc(n.shape)} ${esc(n.dtype)}</p>`;
@@ -303,7 +323,9 @@
   }
   function pathOfKey(k) { return k.slice(2); } // a module's path, or a run's first member
   function within(k, key) { // is box k inside the module or run of key?
-    const p = pathOfKey(k);
+    if (key.startsWith("s:")) return false;
+    const p = k.startsWith("s:") ? k.slice(2, k.lastIndexOf("#")) : pathOfKey(k);
+    if (k.startsWith("s:") && key.startsWith("m:") && p === key.slice(2)) return true;
     if (key.startsWith("m:")) { const q = key.slice(2); return p.startsWith(q + "."); }
     const run = data.runs[key.slice(2)];
     return run.members.some((m) => p === m || p.startsWith(m + "."));
@@ -350,7 +372,7 @@
     draw();
     panel(selected);
   });
-  document.getElementById("collapse").addEventListener("click", () => { expanded.clear(); expanded.add(""); selected = null; draw(); panel(null); });
+  document.getElementById("collapse").addEventListener("click", () => window.fxinspect.collapseAll());
 
   function reveal(query) {
     const q = query.trim().toLowerCase();
@@ -368,6 +390,8 @@
     const opened = nodeName ? chain : chain.slice(0, -1);
     for (const p of chain) { const run = runOf.get(p); if (run !== undefined) expanded.add("r:" + run); }
     for (const p of opened) expanded.add("m:" + p);
+    const found = nodeName ? nodes[index.get(nodeName)] : null;
+    if (found && found.stretch !== undefined) expanded.add(`s:${found.module}#${found.stretch}`);
     selected = nodeName ? "n:" + nodeName : "m:" + target;
     const run = runOf.get(target);
     if (!nodeName && run !== undefined) expanded.add("r:" + run);
@@ -384,6 +408,18 @@
   const choose = document.getElementById("colour");
   choose.innerHTML = Object.entries(data.colour_by).map(([k, v]) => `<option value="${k}"${k === colourBy ? " selected" : ""}>${esc(v)}</option>`).join("") + '<option value="">no colour</option>';
   choose.addEventListener("change", () => { colourBy = choose.value || null; draw(); });
+
+  // for scripts and tests: open everything, close everything, open one box by its key
+  window.fxinspect = {
+    expandAll() {
+      for (const p of Object.keys(modules)) if (p) expanded.add("m:" + p);
+      for (const first of Object.keys(data.runs)) expanded.add("r:" + first);
+      for (const n of nodes) if (n.stretch !== undefined) expanded.add(`s:${n.module}#${n.stretch}`);
+      draw();
+    },
+    collapseAll() { expanded.clear(); expanded.add(""); selected = null; draw(); panel(null); },
+    boxes() { return current.boxes.length; },
+  };
 
   // the first view: the root's children, repeated blocks folded
   draw();

@@ -54,6 +54,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
             "values": {name: _number(node_figure(n, figure)) for name, figure in known.items()} if n.is_op else {},
         }
         nodes.append(entry)
+    _stretches(nodes, report)
     output = next(n for n in report.nodes if n.op == "output")
     modules = {}
     for path, m in report.modules.items():
@@ -82,6 +83,29 @@ def payload(report: ReportRecord) -> dict[str, Any]:
         "colour_by": {name: COLOR_BY[name][1] for name in available},
         "units": {name: _unit(known[name]) for name in available},
     }
+
+
+def _stretches(nodes: list[dict[str, Any]], report: ReportRecord) -> None:
+    """Number the stretches of a module's own ops: the ops of a module with children
+    (a reshape, a residual add, a mask's construction) that run one after another, with
+    no other module's op between, are one box until it is opened (``stretch``: the
+    module's stretch number, given when it holds two ops or more)."""
+    parents = {m.path for m in report.modules.values() if m.children}
+    runs: list[list[dict[str, Any]]] = []
+    for n in nodes:
+        if n["kind"] != "op" or n["module"] not in parents:
+            runs.append([])
+        elif runs and runs[-1] and runs[-1][-1]["module"] == n["module"]:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    count: dict[str, int] = {}
+    for run in runs:
+        if len(run) > 1:
+            module = run[0]["module"]
+            count[module] = count.get(module, 0) + 1
+            for n in run:
+                n["stretch"] = count[module]
 
 
 def _joined(parent: str, name: str) -> str:

@@ -1,0 +1,89 @@
+"""The explorer: one HTML file to browse a report, opened a module at a time.
+
+Run: ``python examples/explorer.py [OUT_DIR]`` (writes the pages, and with Chromium the
+screenshots named below).
+
+``report.to_html(path)`` (CLI: ``--html PATH``) writes one self-contained page: the
+report's data, the script and the styles are inside it, so it opens from disk, offline,
+with no server; the same report gives the same bytes. The model opens at its top-level
+modules with repeated blocks folded (``transformer.h.0–1 (2×)``); a click opens a module
+in place, down to single ops (a folded run opens to its members); breadcrumbs and
+"collapse all" go back. Boxes are coloured by any figure the report has (FLOPs, MACs,
+bytes, latency, memory, backward FLOPs, NaN/Inf), hovering shows a box's figures as the
+table writes them, the side panel the selected module's row and children, and the search
+box (Enter) opens the way to a module or op and selects it. Below the graph, the module
+table sorts by any column.
+
+Scripts can drive it: every module box has ``data-path``, every op box ``data-node``,
+the tooltip is ``role="tooltip"``, ``window.fxinspectReady`` is true once the first view
+is drawn (``window.fxinspectReadyAt``: when, by ``performance.now()``), and
+``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything. The
+screenshots here are taken that way, with Playwright and Debian's ``chromium``.
+
+Not in it yet: the memory timeline, a page for ``watch`` histograms and one for two
+reports side by side.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+import torchvision
+
+import fxinspect
+
+
+def main(out_dir: Path = Path(".")) -> str:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    out_dir = Path(out_dir)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=2)).eval()
+    resnet = torchvision.models.resnet50(weights=None).eval()
+    with torch.no_grad():
+        text_report = fxinspect.analyze(gpt2, {"input_ids": torch.randint(0, 50257, (1, 32))}, timing=False)
+        image_report = fxinspect.analyze(resnet, torch.randn(1, 3, 224, 224), warmup=1, repeats=3)
+    pages = {"gpt2.html": text_report, "resnet50.html": image_report}
+    lines = []
+    for name, report in pages.items():
+        report.to_html(out_dir / name)
+        size = (out_dir / name).stat().st_size
+        lines.append(f"{name}: {size / 1e6:.2f} MB, {sum(n.is_op for n in report.nodes)} ops")
+    lines += _screenshots(out_dir)
+    return "\n".join(lines)
+
+
+def _screenshots(out_dir: Path) -> list[str]:
+    """The pages as a person sees them, in headless Chromium (when it is installed)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        return ["(no screenshots: they need Debian's chromium and pip install playwright)"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 820})
+        page.goto((out_dir / "gpt2.html").resolve().as_uri())
+        page.wait_for_function("window.fxinspectReady === true")
+        page.screenshot(path=out_dir / "explorer_gpt2_collapsed.png")
+        for path in ("transformer", "transformer.h.0–1", "transformer.h.0"):
+            page.click(f'[data-path="{path}"]')
+        page.hover('[data-path="transformer.h.0.attn"]')
+        page.locator('[data-path="transformer.h.0.attn"]').scroll_into_view_if_needed()
+        page.screenshot(path=out_dir / "explorer_gpt2_expanded.png")
+        page.goto((out_dir / "resnet50.html").resolve().as_uri())
+        page.wait_for_function("window.fxinspectReady === true")
+        page.select_option("#colour", "latency")
+        page.click('[data-path="layer1"]')
+        page.screenshot(path=out_dir / "explorer_resnet50_latency.png")
+        browser.close()
+    return ["screenshots: explorer_gpt2_collapsed.png, explorer_gpt2_expanded.png, explorer_resnet50_latency.png"]
+
+
+if __name__ == "__main__":
+    print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")))
