@@ -153,3 +153,22 @@ def test_the_70b_training_report_opens_fast(browser, tmp_path):
         "() => { const s = performance.now(); window.fxinspect.expandAll(); return performance.now() - s; }"
     )
     assert spent < 2000 and errors == []
+
+
+def test_the_memory_timeline_names_the_node_at_the_peak(browser, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 8))
+    with torch.no_grad():
+        report = fxinspect.analyze(model, torch.randn(32, 64), timing=False)
+    m = report.memory
+    # the peak: at the ReLU, the Linear's output and the ReLU's (32 x 4096 x 4 bytes each)
+    assert (m.peak, m.peak_node) == (2 * 32 * 4096 * 4, "_1")
+    page, errors = _open(browser, report, tmp_path)
+    page.locator("#timeline").scroll_into_view_if_needed()
+    chart = page.locator("#timeline").bounding_box()
+    peak_op = next(op for op, held in m.timeline if held == m.peak)
+    last = m.timeline[-1][0]
+    x = chart["x"] + 70 + (900 - 70 - 10) * peak_op / last  # the chart's own scale: 70 px of labels, 10 of margin
+    page.mouse.move(x, chart["y"] + 90)
+    tip = page.locator('[role="tooltip"]').inner_text()
+    assert tip.startswith("_1") and fmt.nbytes(m.peak) in tip
+    assert errors == []

@@ -87,6 +87,8 @@ class MemoryRecord:
       over the model's own eager call (and backward), the run the estimate models: the
       program above frees each value at its last use, the model keeps a module's
       arguments until it returns and its locals until its forward does.
+    * ``node_starts``: ``(op index, node)`` where each forward node began, so that a point
+      of the timeline can be named by the node that was running.
     """
 
     device: str
@@ -113,6 +115,7 @@ class MemoryRecord:
     held_after_backward: int | None = None
     measured_eager_peak: int | None = None
     measured_eager_forward_peak: int | None = None
+    node_starts: tuple[tuple[int, str], ...] = ()
 
     @property
     def resident(self) -> int:

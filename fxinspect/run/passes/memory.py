@@ -139,6 +139,7 @@ class _Run:
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
+        self.starts: list[tuple[int, str]] = []  # (op index, node) where each forward node began
 
     def probe(self, owned: bool = True) -> Probe:
         """Charge what each node allocates to it; ``owned``: also follow which node made
@@ -148,8 +149,11 @@ class _Run:
         hold, release_after = self.calls.hold, self.calls.release_after
         held: dict[str, Any] = {}  # a module call's inputs, until the call returns
 
+        starts = self.starts
+
         def before(name: str) -> None:
             tracker.node = name
+            starts.append((tracker.ops, name))
             if owners is not None:
                 owners.before(name)
             if watch is not None:
@@ -232,6 +236,7 @@ class _Run:
             measured_forward_peak=watch.forward_peak if watch is not None else None,
             measured_peak_node=watch.peak_node if watch is not None else None,
             held_after_backward=self.held_after_backward,
+            node_starts=tuple(self.starts),
         )
 
     def node_figures(self) -> dict[str, dict[str, Any]]:

@@ -65,6 +65,7 @@ _PAGE = """<!DOCTYPE html>
 <aside id="panel"></aside>
 </main>
 <div id="tooltip" role="tooltip" hidden></div>
+<section id="memory"></section>
 <h2 style="margin:12px;font-size:14px">Modules</h2>
 <table id="table"></table>
 <script type="application/json" id="fxinspect-data">@@DATA@@</script>

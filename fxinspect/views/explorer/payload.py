@@ -36,7 +36,8 @@ _SHOWN = ("flops", "macs", "bytes_read", "bytes_written", "latency", "backward_f
 
 def payload(report: ReportRecord) -> dict[str, Any]:
     """The page's data: ``nodes``, ``modules``, folded ``runs`` (by their first member:
-    the members and the path the page shows, ``h.0–11``), ``colour_by`` and ``title``."""
+    the members and the path the page shows, ``h.0–11``), the ``memory`` timeline,
+    ``colour_by`` and ``title``."""
     folds = Folds(report)
     known = {name: figure for name, (figure, _) in COLOR_BY.items()}
     nodes = []
@@ -80,8 +81,33 @@ def payload(report: ReportRecord) -> dict[str, Any]:
         "output": {"args": list(output.args), "shape": fmt.shapes(tuple(t.shape for t in report.outputs))},
         "modules": modules,
         "runs": runs,
+        "memory": _memory(report),
         "colour_by": {name: COLOR_BY[name][1] for name in available},
         "units": {name: _unit(known[name]) for name in available},
+    }
+
+
+_POINTS = 2000  # the most timeline points the page draws
+
+
+def _memory(report: ReportRecord) -> dict[str, Any] | None:
+    """The memory timeline, for a chart: at most ``_POINTS`` points (each the highest of
+    the events it stands for, so the peak is kept), where each node began, and the
+    peak's figures."""
+    m = report.memory
+    if m is None or len(m.timeline) < 2:
+        return None
+    timeline = list(m.timeline)
+    if len(timeline) > _POINTS:
+        size = -(-len(timeline) // _POINTS)
+        timeline = [max(timeline[i : i + size], key=lambda e: e[1]) for i in range(0, len(timeline), size)]
+    return {
+        "timeline": [list(e) for e in timeline],
+        "starts": [list(e) for e in m.node_starts],
+        "backward_start": m.backward_start,
+        "resident": m.resident,
+        "peak": m.peak,
+        "peak_node": m.peak_node,
     }
 
 
