@@ -30,7 +30,12 @@ PAGES = {  # page name: (example file, images it writes)
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
     "explorer": (
         "explorer.py",
-        ["explorer_gpt2_collapsed.png", "explorer_gpt2_expanded.png", "explorer_resnet50_latency.png"],
+        [
+            "explorer_gpt2_collapsed.png",
+            "explorer_gpt2_expanded.png",
+            "explorer_resnet50_latency.png",
+            "explorer_watch.png",
+        ],
     ),
     "diagrams": (
         "diagrams.py",

@@ -20,7 +20,10 @@ is drawn (``window.fxinspectReadyAt``: when, by ``performance.now()``), and
 ``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything. The
 screenshots here are taken that way, with Playwright and Debian's ``chromium``.
 
-Not in it yet: the memory timeline, a page for ``watch`` histograms and one for two
+Below the table, the memory timeline: hovering a point names the node running there and
+the bytes held. ``watcher.to_html(path)`` writes the histograms of a ``watch`` the same
+way: per module a heat map per quantity over the logged steps (hover a cell for its
+step, bin and count), the findings first, each linked to its module. Not in it yet: two
 reports side by side.
 """
 
@@ -52,8 +55,36 @@ def main(out_dir: Path = Path(".")) -> str:
         report.to_html(out_dir / name)
         size = (out_dir / name).stat().st_size
         lines.append(f"{name}: {size / 1e6:.2f} MB, {sum(n.is_op for n in report.nodes)} ops")
+    watcher = _watched_run()
+    watcher.to_html(out_dir / "watch.html")
+    lines.append(f"watch.html: {len(watcher.names())} modules, steps {watcher.steps('0', 'io')}")
     lines += _screenshots(out_dir)
     return "\n".join(lines)
+
+
+def _watched_run():
+    """A small CNN trained 60 steps under ``watch(every=5)``, its second conv dead from step 30."""
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 10),
+    )
+    watcher = fxinspect.watch(model, every=5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    images, labels = torch.randn(32, 3, 16, 16), torch.randint(0, 10, (32,))
+    for step in range(60):
+        if step == 30:  # a bias pushed far below zero: the ReLU after it outputs zeros from here on
+            with torch.no_grad():
+                model[2].bias.fill_(-100.0)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        opt.step()
+    watcher.remove()
+    return watcher
 
 
 def _screenshots(out_dir: Path) -> list[str]:
@@ -80,9 +111,21 @@ def _screenshots(out_dir: Path) -> list[str]:
         page.wait_for_function("window.fxinspectReady === true")
         page.select_option("#colour", "latency")
         page.click('[data-path="layer1"]')
+        page.mouse.move(1270, 810)  # (no tooltip over the picture)
         page.screenshot(path=out_dir / "explorer_resnet50_latency.png")
+        page.goto((out_dir / "watch.html").resolve().as_uri())
+        page.wait_for_function("window.fxinspectReady === true")
+        page.screenshot(path=out_dir / "explorer_watch.png")
         browser.close()
-    return ["screenshots: explorer_gpt2_collapsed.png, explorer_gpt2_expanded.png, explorer_resnet50_latency.png"]
+    return ["screenshots: " + ", ".join(SCREENSHOTS)]
+
+
+SCREENSHOTS = (
+    "explorer_gpt2_collapsed.png",
+    "explorer_gpt2_expanded.png",
+    "explorer_resnet50_latency.png",
+    "explorer_watch.png",
+)
 
 
 if __name__ == "__main__":

@@ -172,3 +172,42 @@ def test_the_memory_timeline_names_the_node_at_the_peak(browser, tmp_path):
     tip = page.locator('[role="tooltip"]').inner_text()
     assert tip.startswith("_1") and fmt.nbytes(m.peak) in tip
     assert errors == []
+
+
+def test_the_watch_page_shows_every_logged_step_of_every_quantity(browser, tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    watcher = fxinspect.watch(model, every=3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(10):  # steps 0, 3, 6 and 9 logged
+        opt.zero_grad()
+        model(torch.randn(32, 8)).pow(2).mean().backward()
+        opt.step()
+    watcher.remove()
+    path = tmp_path / "watch.html"
+    assert watcher.to_html(path) == watcher.to_html()  # the same run, the same bytes
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("window.fxinspectReady === true")
+    panels = page.eval_on_selector_all(
+        ".panel", "els => els.map(e => [e.dataset.module, e.dataset.quantity, e.dataset.steps])"
+    )
+    expected = [
+        [name, quantity, ",".join(map(str, watcher.steps(name, quantity)))]
+        for name in watcher.names()
+        for quantity in watcher.log
+        if watcher.steps(name, quantity)
+    ]
+    assert panels == expected and all(steps == "0,3,6,9" for _, _, steps in panels)
+    # a cell of module 0's outputs at step 9: as many values as the histogram has in that bin
+    page.evaluate("window.fxinspect.drawAll()")
+    canvas = page.locator('.panel[data-module="0"][data-quantity="io"] canvas')
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    h = watcher.histogram("0", "io", 9)
+    page.mouse.move(box["x"] + 56 + 3 * 14 + 5, box["y"] + 1)  # the NaN row, step 9 (the 4th column)
+    assert "step9" in page.locator('[role="tooltip"]').inner_text().replace("\t", "").replace(" ", "")
+    assert f"values\t{h.nan}" in page.locator('[role="tooltip"]').inner_text()
+    assert errors == []

@@ -16,13 +16,16 @@ from typing import Any
 from ..views.figures import save_figure
 from .quantities import Quantity
 
-__all__ = ["MAX_ROWS", "ROW_INCHES", "plot_watch"]
+__all__ = ["MAX_ROWS", "ROW_INCHES", "grid", "plot_watch"]
 
 MAX_ROWS = 10  # modules drawn at most; the title says how many matched
 ROW_INCHES = 2.2  # one module's row: its bins' labels are thinned to fit
 
 
-def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str], list[int]]:
+def grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str], list[int]]:
+    """One panel's cells: per bin (NaN, +Inf, the positive exponents from the largest,
+    zero, the negative ones, -Inf) a row of counts, one per logged step; the bins'
+    labels and the steps."""
     steps = w.steps(name, quantity)
     hists = [w.histogram(name, quantity, s) for s in steps]
     lows = [h.low for h in hists if h.finite_nonzero]
@@ -36,7 +39,7 @@ def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str
         + ([f"-2^{e}" for e in range(lo, hi + 1)] if negative else [])
         + ["-Inf"]
     )
-    rows: list[list[float]] = [[0.0] * len(steps) for _ in labels]
+    rows: list[list[int]] = [[0] * len(steps) for _ in labels]
     for j, h in enumerate(hists):
         rows[0][j], rows[1][j], rows[-1][j] = h.nan, h.pos_inf, h.neg_inf
         zero = 2 + (hi - lo + 1)
@@ -45,7 +48,7 @@ def _grid(w: Any, name: str, quantity: str) -> tuple[list[list[float]], list[str
             rows[2 + (hi - (h.low + i))][j] += c
         for i, c in enumerate(h.negative if negative else ()):
             rows[zero + 1 + (h.low + i - lo)][j] += c
-    return [[math.log10(1 + v) for v in row] for row in rows], labels, steps
+    return rows, labels, steps
 
 
 def plot_watch(
@@ -82,9 +85,9 @@ def plot_watch(
 
 def _panel(fig: Any, ax: Any, w: Any, name: str, quantity: str) -> None:
     """One module's histograms of one quantity over the logged steps, as a heat map."""
-    grid, labels, steps = _grid(w, name, quantity)
+    counts, labels, steps = grid(w, name, quantity)
     image = ax.imshow(
-        grid,
+        [[math.log10(1 + v) for v in row] for row in counts],
         aspect="auto",
         cmap="magma_r",
         interpolation="nearest",

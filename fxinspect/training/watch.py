@@ -272,6 +272,14 @@ class Watch:
 
         return plot_watch(self, module_or_pattern, path, quantities)
 
+    def to_html(self, path: str | Path | None = None) -> str:
+        """The histograms as one self-contained page (heat maps per module and quantity,
+        the findings linked to their modules); also written to ``path``. See
+        :mod:`~fxinspect.training.watch_page`."""
+        from .watch_page import watch_html
+
+        return watch_html(self, path)
+
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
         """Write every histogram as JSON (read back with :meth:`Watch.load`)."""

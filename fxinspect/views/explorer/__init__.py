@@ -18,29 +18,39 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ...records import ReportRecord
 from .payload import payload
 
-__all__ = ["to_html"]
+__all__ = ["page", "to_html"]
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None) -> str:
     """The explorer page of ``report`` as text, also written to ``path`` when given."""
-    data = json.dumps(payload(report), ensure_ascii=False, separators=(",", ":"))
-    data = data.replace("</", "<\\/")  # (never closes the script element it sits in)
-    folder = resources.files(__package__)
-    script = folder.joinpath("explorer.js").read_text(encoding="utf-8")
-    styles = folder.joinpath("explorer.css").read_text(encoding="utf-8")
     root = report.modules.get("")
-    title = html.escape(f"fxinspect: {root.type if root else 'model'}")
+    return page(f"fxinspect: {root.type if root else 'model'}", _REPORT_BODY, payload(report), "explorer.js", path)
+
+
+def page(title: str, body: str, data: Any, script: str, path: str | Path | None = None) -> str:
+    """A self-contained page: ``body`` (HTML) with ``data`` as JSON, the shared styles and
+    the package's ``script`` inline; also written to ``path`` when given."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("</", "<\\/")  # (never closes the script element it sits in)
+    folder = resources.files(__package__)
+    fill = {
+        "TITLE": html.escape(title),
+        "STYLES": folder.joinpath("explorer.css").read_text(encoding="utf-8"),
+        "BODY": body.replace("@@TITLE@@", html.escape(title)),
+        "DATA": text,
+        "SCRIPT": folder.joinpath(script).read_text(encoding="utf-8"),
+    }
     # the template's @@MARKERS@@ filled in one pass (styles and script are full of braces,
     # and nothing filled in is searched again)
-    fill = {"TITLE": title, "STYLES": styles, "DATA": data, "SCRIPT": script}
-    page = "".join(fill[part] if i % 2 else part for i, part in enumerate(re.split(r"@@(\w+)@@", _PAGE)))
+    out = "".join(fill[part] if i % 2 else part for i, part in enumerate(re.split(r"@@(\w+)@@", _PAGE)))
     if path is not None:
-        Path(path).write_text(page, encoding="utf-8")
-    return page
+        Path(path).write_text(out, encoding="utf-8")
+    return out
 
 
 _PAGE = """<!DOCTYPE html>
@@ -52,7 +62,15 @@ _PAGE = """<!DOCTYPE html>
 @@STYLES@@</style>
 </head>
 <body>
-<header>
+@@BODY@@
+<script type="application/json" id="fxinspect-data">@@DATA@@</script>
+<script>
+@@SCRIPT@@</script>
+</body>
+</html>
+"""
+
+_REPORT_BODY = """<header>
 <h1>@@TITLE@@</h1>
 <input id="search" type="search" placeholder="find a module or op (Enter)" size="28">
 <label>colour by <select id="colour"></select></label>
@@ -67,10 +85,4 @@ _PAGE = """<!DOCTYPE html>
 <div id="tooltip" role="tooltip" hidden></div>
 <section id="memory"></section>
 <h2 style="margin:12px;font-size:14px">Modules</h2>
-<table id="table"></table>
-<script type="application/json" id="fxinspect-data">@@DATA@@</script>
-<script>
-@@SCRIPT@@</script>
-</body>
-</html>
-"""
+<table id="table"></table>"""
