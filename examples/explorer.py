@@ -23,8 +23,10 @@ screenshots here are taken that way, with Playwright and Debian's ``chromium``.
 Below the table, the memory timeline: hovering a point names the node running there and
 the bytes held. ``watcher.to_html(path)`` writes the histograms of a ``watch`` the same
 way: per module a heat map per quantity over the logged steps (hover a cell for its
-step, bin and count), the findings first, each linked to its module. Not in it yet: two
-reports side by side.
+step, bin and count), the findings first, each linked to its module; and
+``report.diff(other).to_html(path)`` (``fxinspect.diff_html(a, b, path)``) two reports'
+explorers side by side, each module that differs framed in red with its change written in
+it.
 """
 
 from __future__ import annotations

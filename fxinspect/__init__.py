@@ -32,6 +32,13 @@ from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.program import InstrumentedProgram
 from .training import Inspection, Stash, Tracker, Watch, inspect, track, watch
 
+
+def diff_html(this: Report, other: Report, path=None) -> str:
+    """Two reports' explorers side by side in one HTML page, what differs framed in red:
+    ``this.diff(other).to_html(path)``."""
+    return this.diff(other).to_html(path)
+
+
 __all__ = [
     "AtenCall",
     "CaptureError",
@@ -61,6 +68,7 @@ __all__ = [
     "ValueStats",
     "Watch",
     "analyze",
+    "diff_html",
     "inspect",
     "instrument",
     "register_free",

@@ -163,8 +163,8 @@ def test_the_memory_timeline_names_the_node_at_the_peak(browser, tmp_path):
     # the peak: at the ReLU, the Linear's output and the ReLU's (32 x 4096 x 4 bytes each)
     assert (m.peak, m.peak_node) == (2 * 32 * 4096 * 4, "_1")
     page, errors = _open(browser, report, tmp_path)
-    page.locator("#timeline").scroll_into_view_if_needed()
-    chart = page.locator("#timeline").bounding_box()
+    page.locator(".timeline").scroll_into_view_if_needed()
+    chart = page.locator(".timeline").bounding_box()
     peak_op = next(op for op, held in m.timeline if held == m.peak)
     last = m.timeline[-1][0]
     x = chart["x"] + 70 + (900 - 70 - 10) * peak_op / last  # the chart's own scale: 70 px of labels, 10 of margin
@@ -210,4 +210,32 @@ def test_the_watch_page_shows_every_logged_step_of_every_quantity(browser, tmp_p
     page.mouse.move(box["x"] + 56 + 3 * 14 + 5, box["y"] + 1)  # the NaN row, step 9 (the 4th column)
     assert "step9" in page.locator('[role="tooltip"]').inner_text().replace("\t", "").replace(" ", "")
     assert f"values\t{h.nan}" in page.locator('[role="tooltip"]').inner_text()
+    assert errors == []
+
+
+def test_two_reports_side_by_side_frame_what_differs(browser, gpt2, tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    wider = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_inner=512)).eval()
+    with torch.no_grad():
+        other = fxinspect.analyze(wider, {"input_ids": torch.randint(0, 500, (1, 16))}, timing=False)
+    path = tmp_path / "diff.html"
+    assert fxinspect.diff_html(gpt2, other, path) == gpt2.diff(other).to_html()
+    page = browser.new_page(viewport={"width": 1600, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("window.fxinspectReady === true")
+    sides = page.locator(".explorer")
+    assert sides.count() == 2
+    for side in (sides.nth(0), sides.nth(1)):
+        transformer = side.locator('[data-path="transformer"]')
+        # c_fc: 64 x 256 + 256 parameters per layer against 64 x 512 + 512 (and c_proj alike)
+        assert "changed" in transformer.get_attribute("class") and "params" in transformer.text_content()
+        assert "changed" not in side.locator('[data-path="lm_head"]').get_attribute("class")
+    sides.nth(1).locator('[data-path="transformer"]').click()
+    sides.nth(1).locator('[data-path="transformer.h.0–1"]').click()
+    assert "changed" in sides.nth(1).locator('[data-path="transformer.h.0"]').get_attribute("class")
+    assert sides.nth(0).locator('[data-path="transformer.h.0"]').count() == 0  # each side opens on its own
     assert errors == []

@@ -23,7 +23,7 @@ module    type          params (this)    params (other)        Δ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, make_dataclass
+from dataclasses import dataclass, field, make_dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -32,7 +32,7 @@ from tabulate import tabulate
 from .. import formatting as fmt
 from ..records import ModuleRecord, ReportRecord
 
-__all__ = ["FIGURES", "ModuleDiff", "ReportDiff", "diff"]
+__all__ = ["FIGURES", "NOISY", "ModuleDiff", "ReportDiff", "change", "diff", "text_of"]
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,19 @@ ModuleDiff = make_dataclass(
 
 @dataclass(frozen=True)
 class ReportDiff:
-    """Per-module differences of two reports (``modules``, by path, root ``""`` included)."""
+    """Per-module differences of two reports (``modules``, by path, root ``""`` included),
+    and the two reports (``this``, ``other``) for :meth:`to_html`."""
 
     modules: Mapping[str, ModuleDiff]
+    this: ReportRecord | None = field(default=None, repr=False, compare=False)
+    other: ReportRecord | None = field(default=None, repr=False, compare=False)
+
+    def to_html(self, path: Any = None) -> str:
+        """The two reports' explorers side by side, what differs framed in red; also
+        written to ``path``. See ``fxinspect.views.explorer.diff_page``."""
+        from .explorer.diff_page import diff_html  # (the page reads this module's figures)
+
+        return diff_html(self, path)
 
     def table(
         self,
@@ -125,7 +135,7 @@ def _table(shown: list[tuple[str, Any]], figures: tuple[str, ...], width: int | 
         for f in figures:
             x, y = getattr(d, f)
             text = _COMPARED[f].text
-            row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
+            row += [text(x) if x is not None else "—", text(y) if y is not None else "—", change(x, y)]
         rows.append(row)
     if width is not None:
         rest = _tabulate([r[1:] for r in rows], headers[1:]).splitlines()[0]
@@ -141,7 +151,13 @@ def _tabulate(rows: list[list[str]], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, disable_numparse=True, colalign=align)
 
 
-def _change(x: Any, y: Any) -> str:
+def text_of(figure: str) -> Callable[[Any], str]:
+    """How a compared figure is written."""
+    return _COMPARED[figure].text
+
+
+def change(x: Any, y: Any) -> str:
+    """The change from ``x`` to ``y``: ``+300.0%``, ``=``, ``new``, ``added`` or ``removed``."""
     if x is None or y is None:
         return "added" if x is None and y is not None else "removed" if y is None and x is not None else ""
     if x == y:
@@ -157,4 +173,4 @@ def diff(this: ReportRecord, other: ReportRecord) -> ReportDiff:
         a, b = this.modules.get(path), other.modules.get(path)
         pairs = {name: tuple(f.read(r) if r is not None else None for r in (a, b)) for name, f in _COMPARED.items()}
         out[path] = ModuleDiff(path=path, types=(a.type if a else None, b.type if b else None), **pairs)
-    return ReportDiff(out)
+    return ReportDiff(out, this, other)

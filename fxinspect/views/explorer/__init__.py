@@ -23,18 +23,22 @@ from typing import Any
 from ...records import ReportRecord
 from .payload import payload
 
-__all__ = ["page", "to_html"]
+__all__ = ["explorer_body", "page", "to_html"]
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None) -> str:
     """The explorer page of ``report`` as text, also written to ``path`` when given."""
     root = report.modules.get("")
-    return page(f"fxinspect: {root.type if root else 'model'}", _REPORT_BODY, payload(report), "explorer.js", path)
+    title = f"fxinspect: {root.type if root else 'model'}"
+    return page(title, explorer_body(title) + _TOOLTIP, payload(report), "explorer.js", path)
 
 
-def page(title: str, body: str, data: Any, script: str, path: str | Path | None = None) -> str:
-    """A self-contained page: ``body`` (HTML) with ``data`` as JSON, the shared styles and
-    the package's ``script`` inline; also written to ``path`` when given."""
+def page(
+    title: str, body: str, data: Any, script: str, path: str | Path | None = None, data_id: str = "fxinspect-data"
+) -> str:
+    """A self-contained page: ``body`` (HTML) with ``data`` as JSON (in the script element
+    ``data_id``), the shared styles and the package's ``script`` inline; also written to
+    ``path`` when given."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     text = text.replace("</", "<\\/")  # (never closes the script element it sits in)
     folder = resources.files(__package__)
@@ -42,6 +46,7 @@ def page(title: str, body: str, data: Any, script: str, path: str | Path | None 
         "TITLE": html.escape(title),
         "STYLES": folder.joinpath("explorer.css").read_text(encoding="utf-8"),
         "BODY": body.replace("@@TITLE@@", html.escape(title)),
+        "DATA_ID": data_id,
         "DATA": text,
         "SCRIPT": folder.joinpath(script).read_text(encoding="utf-8"),
     }
@@ -63,26 +68,38 @@ _PAGE = """<!DOCTYPE html>
 </head>
 <body>
 @@BODY@@
-<script type="application/json" id="fxinspect-data">@@DATA@@</script>
+<script type="application/json" id="@@DATA_ID@@">@@DATA@@</script>
 <script>
 @@SCRIPT@@</script>
 </body>
 </html>
 """
 
-_REPORT_BODY = """<header>
-<h1>@@TITLE@@</h1>
-<input id="search" type="search" placeholder="find a module or op (Enter)" size="28">
-<label>colour by <select id="colour"></select></label>
-<button id="collapse" type="button">collapse all</button>
-<span id="crumbs"></span>
-<div id="scale"></div>
+
+def explorer_body(title: str, ids: bool = True) -> str:
+    """The parts of one explorer, each marked ``data-part`` (and with ``ids``, an ``id`` of
+    the same name: a page holds one explorer then)."""
+
+    def attrs(name: str) -> str:
+        return f'data-part="{name}"' + (f' id="{name}"' if ids else "")
+
+    return f"""<div class="explorer">
+<header>
+<h2 class="heading">{html.escape(title)}</h2>
+<input {attrs("search")} type="search" placeholder="find a module or op (Enter)" size="28">
+<label>colour by <select {attrs("colour")}></select></label>
+<button {attrs("collapse")} type="button">collapse all</button>
+<span {attrs("crumbs")}></span>
+<div {attrs("scale")}></div>
 </header>
 <main>
-<div id="canvas"><svg id="graph" xmlns="http://www.w3.org/2000/svg"></svg></div>
-<aside id="panel"></aside>
+<div class="canvas"><svg {attrs("graph")} xmlns="http://www.w3.org/2000/svg"></svg></div>
+<aside {attrs("panel")}></aside>
 </main>
-<div id="tooltip" role="tooltip" hidden></div>
-<section id="memory"></section>
-<h2 style="margin:12px;font-size:14px">Modules</h2>
-<table id="table"></table>"""
+<section {attrs("memory")}></section>
+<h3 class="heading">Modules</h3>
+<table {attrs("table")}></table>
+</div>"""
+
+
+_TOOLTIP = '<div id="tooltip" role="tooltip" hidden></div>'

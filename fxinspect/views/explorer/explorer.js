@@ -4,7 +4,14 @@
 // contract in docs/explorer.md).
 (function () {
   "use strict";
-  const data = JSON.parse(document.getElementById("fxinspect-data").textContent);
+  const tooltip = document.getElementById("tooltip");
+  const svgNS = "http://www.w3.org/2000/svg";
+  const measure = document.createElement("canvas").getContext("2d");
+
+  // one explorer inside `root` (its parts are found by data-part), of one report's data;
+  // `changes` (a diff page): per module path, how it differs in the other report
+  function explorer(root, data, changes) {
+  const part = (name) => root.querySelector(`[data-part="${name}"]`);
   const nodes = data.nodes;
   const modules = data.modules;
   const index = new Map(nodes.map((n, i) => [n.name, i]));
@@ -14,10 +21,7 @@
   const transparent = new Set(Object.keys(modules).filter((p) => p && modules[p].children.length === 1 && modules[p].children[0].length > 1));
   let colourBy = "flops" in data.colour_by ? "flops" : Object.keys(data.colour_by)[0] || null;
   let selected = null;
-  const svgNS = "http://www.w3.org/2000/svg";
-  const graph = document.getElementById("graph");
-  const tooltip = document.getElementById("tooltip");
-  const measure = document.createElement("canvas").getContext("2d");
+  const graph = part("graph");
 
   // ---------------------------------------------------------------- numbers
   function scaled(v, steps, base) {
@@ -126,6 +130,14 @@
       info.kind = "module";
       info.attr = ` data-path="${esc(run.label)}"`;
     }
+    if (changes && info.kind === "module") {  // a diff page: how the module differs in the other report
+      const paths = k.startsWith("m:") ? [k.slice(2)] : data.runs[k.slice(2)].members;
+      const found = paths.map((p) => changes[p]).filter((c) => c && (c.changed || c.only));
+      if (found.length) {
+        info.change = found.some((c) => c.only) ? "only" : "changed";
+        info.lines.push([found[0].text, ""]);
+      }
+    }
     if (colourBy && info.value !== null && box.nodes.length) {
       info.lines.push([format(info.value, data.units[colourBy]) + " " + data.colour_by[colourBy], ""]);
     }
@@ -213,7 +225,7 @@
       const info = infos[i];
       let fill = info.kind === "io" ? "#dddddd" : "#ffffff", dark = false;
       if (norm && info.value !== null && info.value > 0 && b.nodes.length && info.kind !== "io") [fill, dark] = colour(norm.at(info.value));
-      const cls = `box ${info.kind}${dark ? " dark" : ""}${b.key === selected ? " selected" : ""}${isExpandable(b.key) ? " expandable" : ""}`;
+      const cls = `box ${info.kind}${info.change ? " " + info.change : ""}${dark ? " dark" : ""}${b.key === selected ? " selected" : ""}${isExpandable(b.key) ? " expandable" : ""}`;
       const x = at.x[i] + shift - info.w / 2, y = at.y[i] - info.h / 2;
       let text = "";
       info.lines.forEach(([t, bold], j) => {
@@ -235,7 +247,7 @@
   function isExpandable(key) { return key.startsWith("m:") || key.startsWith("r:") || key.startsWith("s:"); }
 
   function drawScale(norm) {
-    const bar = document.getElementById("scale");
+    const bar = part("scale");
     if (!norm || !colourBy) { bar.innerHTML = ""; return; }
     const stops = STOPS.map((c, i) => `rgb(${c.join(",")}) ${(100 * i) / (STOPS.length - 1)}%`).join(",");
     const marks = [];
@@ -255,7 +267,7 @@
   function trim(text) { return text.replace(/\.0+(?= )/, "").replace(/(\.\d*?)0+(?= )/, "$1"); } // 100.00 K -> 100 K
 
   function drawCrumbs() {
-    const crumbs = document.getElementById("crumbs");
+    const crumbs = part("crumbs");
     if (!selected || !(selected.startsWith("m:") || selected.startsWith("r:"))) { crumbs.innerHTML = ""; return; }
     const path = selected.startsWith("m:") ? selected.slice(2) : data.runs[selected.slice(2)].label;
     const parts = path.split(".");
@@ -265,7 +277,7 @@
 
   // ---------------------------------------------------------------- the side panel and the table
   function panel(key) {
-    const side = document.getElementById("panel");
+    const side = part("panel");
     if (!key) { side.innerHTML = "<p>Click a box: a module opens to its children, an op shows its figures.</p>"; return; }
     let html = "";
     if (key.startsWith("m:") || key.startsWith("r:")) {
@@ -293,7 +305,7 @@
   function table() {
     const rows = Object.entries(modules).filter(([p]) => p);
     const fields = Object.keys(rows.length ? rows[0][1].figures : {});
-    const el = document.getElementById("table");
+    const el = part("table");
     let sortBy = null, descending = true;
     function render() {
       const sorted = rows.slice();
@@ -363,7 +375,7 @@
     return `<b>${esc(info.lines[0][0])}</b><table>` + rows.map(([a, b]) => `<tr><th>${esc(a)}</th><td>${esc(b)}</td></tr>`).join("") + "</table>";
   }
 
-  document.getElementById("crumbs").addEventListener("click", (e) => {
+  part("crumbs").addEventListener("click", (e) => {
     const a = e.target.closest("[data-crumb]");
     if (!a) return;
     const path = a.dataset.crumb;
@@ -372,7 +384,7 @@
     draw();
     panel(selected);
   });
-  document.getElementById("collapse").addEventListener("click", () => window.fxinspect.collapseAll());
+  part("collapse").addEventListener("click", () => controls.collapseAll());
 
   function reveal(query) {
     const q = query.trim().toLowerCase();
@@ -401,18 +413,18 @@
     if (el) el.scrollIntoView({ block: "center", inline: "center" });
     return true;
   }
-  document.getElementById("search").addEventListener("keydown", (e) => {
+  part("search").addEventListener("keydown", (e) => {
     if (e.key === "Enter") e.target.classList.toggle("missing", !reveal(e.target.value));
   });
 
-  const choose = document.getElementById("colour");
+  const choose = part("colour");
   choose.innerHTML = Object.entries(data.colour_by).map(([k, v]) => `<option value="${k}"${k === colourBy ? " selected" : ""}>${esc(v)}</option>`).join("") + '<option value="">no colour</option>';
   choose.addEventListener("change", () => { colourBy = choose.value || null; draw(); });
 
   // ---------------------------------------------------------------- the memory timeline
   function timeline() {
     const m = data.memory;
-    const chart = document.getElementById("memory");
+    const chart = part("memory");
     if (!m) { chart.hidden = true; return; }
     const W = 900, H = 180, L = 70, B = 24;
     const last = m.timeline[m.timeline.length - 1][0] || 1;
@@ -422,10 +434,10 @@
     m.timeline.forEach(([op, b], i) => { d += (i ? "L" : "M") + X(op).toFixed(1) + "," + Y(b).toFixed(1); });
     const marks = [0, top / 2, top].map((b) => `<text x="${L - 6}" y="${Y(b) + 4}" class="axis" text-anchor="end">${esc(format(b, "bytes"))}</text>`).join("");
     const back = m.backward_start !== null ? `<line x1="${X(m.backward_start)}" x2="${X(m.backward_start)}" y1="10" y2="${H - B}" class="phase"/><text x="${X(m.backward_start) + 4}" y="20" class="axis">backward</text>` : "";
-    chart.innerHTML = `<h2>Memory</h2><svg id="timeline" width="${W}" height="${H}" xmlns="${svgNS}"><path d="${d}" class="line"/>${marks}${back}` +
+    chart.innerHTML = `<h2>Memory</h2><svg class="timeline" width="${W}" height="${H}" xmlns="${svgNS}"><path d="${d}" class="line"/>${marks}${back}` +
       `<text x="${L}" y="${H - 6}" class="axis">aten op →  (bytes the run allocated and holds, on top of ${esc(format(m.resident, "bytes"))} resident; peak ${esc(format(m.peak, "bytes"))} at ${esc(m.peak_node)})</text>` +
-      `<circle id="cursor" r="4" hidden/></svg>`;
-    const svg = document.getElementById("timeline"), cursor = document.getElementById("cursor");
+      `<circle class="cursor" r="4" hidden/></svg>`;
+    const svg = chart.querySelector(".timeline"), cursor = chart.querySelector(".cursor");
     svg.addEventListener("mousemove", (e) => {
       const box = svg.getBoundingClientRect();
       const op = ((e.clientX - box.left - L) / (W - L - 10)) * last;
@@ -446,8 +458,8 @@
     }
   }
 
-  // for scripts and tests: open everything, close everything, open one box by its key
-  window.fxinspect = {
+  // for scripts and tests: open everything, close everything, count the boxes drawn
+  const controls = {
     expandAll() {
       for (const p of Object.keys(modules)) if (p) expanded.add("m:" + p);
       for (const first of Object.keys(data.runs)) expanded.add("r:" + first);
@@ -463,6 +475,18 @@
   panel(null);
   table();
   timeline();
+  return controls;
+  }
+
+  // a page of one report (#fxinspect-data), or of two side by side (#fxinspect-diff)
+  const one = document.getElementById("fxinspect-data");
+  if (one) {
+    window.fxinspect = explorer(document.querySelector(".explorer"), JSON.parse(one.textContent), null);
+  } else {
+    const both = JSON.parse(document.getElementById("fxinspect-diff").textContent);
+    const roots = document.querySelectorAll(".explorer");
+    window.fxinspect = [explorer(roots[0], both.this, both.changes), explorer(roots[1], both.other, both.changes)];
+  }
   window.fxinspectReadyAt = performance.now();
   window.fxinspectReady = true;
 })();

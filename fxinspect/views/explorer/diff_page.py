@@ -1,0 +1,61 @@
+"""Two reports side by side in one page: ``report.diff(other).to_html(path)``.
+
+Each side is the explorer of one report; a module that differs between them (its type,
+parameters, FLOPs, MACs or bytes; latency alone is noise) is framed in red on both sides
+with the change written in it, and a module found in one report only is framed in dashes.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> x = torch.randn(2, 8)
+>>> small = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 4)), x, timing=False)
+>>> large = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 16)), x, timing=False)
+>>> changes(small.diff(large))["0"]
+{'changed': True, 'only': False, 'text': 'params 36 → 144 (+300.0%)'}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import diff as diffs
+from . import explorer_body, page
+from .payload import payload
+
+__all__ = ["changes", "diff_html"]
+
+
+def changes(d: Any) -> dict[str, dict[str, Any]]:
+    """Per module path: whether it changed, whether it is in one report only, and the
+    first figure that changed as text."""
+    out = {}
+    for path, m in d.modules.items():
+        only = None in m.types
+        text = "in one report only" if only else ""
+        if not only and m.types[0] != m.types[1]:
+            text = f"type {m.types[0]} → {m.types[1]}"
+        for figure in diffs.FIGURES:
+            a, b = getattr(m, figure)
+            if text or figure in diffs.NOISY or a == b:
+                continue
+            shown = diffs.text_of(figure)
+            text = f"{figure} {shown(a)} → {shown(b)} ({diffs.change(a, b)})"
+        out[path] = {"changed": m.changed, "only": only, "text": text}
+    return out
+
+
+def diff_html(d: Any, path: str | Path | None = None) -> str:
+    """The page of diff ``d`` (made by ``report.diff(other)``, which keeps both reports)."""
+    if d.this is None or d.other is None:
+        raise ValueError("this diff does not hold its two reports: make it with report.diff(other)")
+    left = explorer_body(f"this: {_name(d.this)}", ids=False)
+    right = explorer_body(f"other: {_name(d.other)}", ids=False)
+    body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
+    data = {"this": payload(d.this), "other": payload(d.other), "changes": changes(d)}
+    return page("fxinspect: two reports", body, data, "explorer.js", path, data_id="fxinspect-diff")
+
+
+def _name(report: Any) -> str:
+    root = report.modules.get("")
+    return root.type if root else "model"
