@@ -436,7 +436,7 @@
     const back = m.backward_start !== null ? `<line x1="${X(m.backward_start)}" x2="${X(m.backward_start)}" y1="10" y2="${H - B}" class="phase"/><text x="${X(m.backward_start) + 4}" y="20" class="axis">backward</text>` : "";
     chart.innerHTML = `<h2>Memory</h2><svg class="timeline" width="${W}" height="${H}" xmlns="${svgNS}"><path d="${d}" class="line"/>${marks}${back}` +
       `<text x="${L}" y="${H - 6}" class="axis">aten op →  (bytes the run allocated and holds, on top of ${esc(format(m.resident, "bytes"))} resident; peak ${esc(format(m.peak, "bytes"))} at ${esc(m.peak_node)})</text>` +
-      `<circle class="cursor" r="4" hidden/></svg>`;
+      `<circle class="cursor" r="4" style="display:none"/></svg>`;
     const svg = chart.querySelector(".timeline"), cursor = chart.querySelector(".cursor");
     svg.addEventListener("mousemove", (e) => {
       const box = svg.getBoundingClientRect();
@@ -444,12 +444,12 @@
       let best = 0;
       for (let i = 0; i < m.timeline.length; i++) if (Math.abs(m.timeline[i][0] - op) < Math.abs(m.timeline[best][0] - op)) best = i;
       const [at, bytes] = m.timeline[best];
-      cursor.setAttribute("cx", X(at)); cursor.setAttribute("cy", Y(bytes)); cursor.removeAttribute("hidden");
+      cursor.setAttribute("cx", X(at)); cursor.setAttribute("cy", Y(bytes)); cursor.style.display = "";
       tooltip.innerHTML = `<b>${esc(nodeAt(at))}</b><table><tr><th>aten op</th><td>${at}</td></tr><tr><th>held</th><td>${esc(format(bytes, "bytes"))}</td></tr></table>`;
       tooltip.hidden = false;
       tooltip.style.left = e.pageX + 14 + "px"; tooltip.style.top = e.pageY + 14 + "px";
     });
-    svg.addEventListener("mouseleave", () => { tooltip.hidden = true; cursor.setAttribute("hidden", ""); });
+    svg.addEventListener("mouseleave", () => { tooltip.hidden = true; cursor.style.display = "none"; });
     function nodeAt(op) { // the node whose ops include op index `op` (ops after a start belong to it)
       if (m.backward_start !== null && op > m.backward_start) return "backward";
       let lo = 0, hi = m.starts.length - 1, found = null;
