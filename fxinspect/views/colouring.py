@@ -27,6 +27,7 @@ COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
     "bytes": ("bytes", "bytes read + written"),
     "latency": ("latency", "latency"),
     "memory": ("output_bytes", "bytes of new outputs"),
+    "saved": ("saved_bytes", "bytes saved for the backward"),
     "backward_flops": ("backward_flops", "backward FLOPs"),
     "nonfinite": ("nonfinite", "NaN/Inf values"),
 }
@@ -36,6 +37,7 @@ LABEL = {  # color_by= -> a box's figure as its label shows it
     "bytes": lambda v: f"{fmt.nbytes(v)} moved",
     "latency": lambda v: fmt.seconds(v),
     "memory": lambda v: f"{fmt.nbytes(v)} out",
+    "saved": lambda v: f"{fmt.nbytes(v)} saved",
     "backward_flops": lambda v: f"{fmt.count(v)} bwd FLOPs",
     "nonfinite": lambda v: f"{fmt.count(v)} NaN/Inf",
 }
@@ -45,6 +47,7 @@ TICK = {  # color_by= -> a value as the colour bar's scale writes it
     "bytes": fmt.nbytes,
     "latency": fmt.seconds,
     "memory": fmt.nbytes,
+    "saved": fmt.nbytes,
     "backward_flops": fmt.count,
     "nonfinite": fmt.count,
 }
@@ -54,6 +57,7 @@ MEASURED_BY = {  # color_by= -> what makes the report carry it
     "bytes": "every report has them",
     "latency": "analyze(..., timing=True) measures it (not on the meta device)",
     "memory": "analyze(..., memory=True) measures it",
+    "saved": "analyze(..., memory=True) measures it (with gradients on)",
     "backward_flops": "analyze(..., backward=True) counts them",
     "nonfinite": "analyze(..., check_finite=True) reads them (not on the meta device)",
 }
