@@ -306,3 +306,20 @@ def test_modules_are_hooked_only_while_a_step_is_logged():
     train(model, 2)  # steps 2 and 3: 3 is logged
     watcher.remove()
     assert watcher.steps("0", "params_grad") == [0, 3] and not model[0]._forward_hooks
+
+
+def test_frozen_parameters_are_told_from_written_ones_also_through_data():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model[0].parameters(), lr=0.1)  # layer 0 trained by the optimizer (in place)
+    watcher = fxinspect.watch(model, every=2)
+    for _ in range(6):
+        opt.zero_grad()
+        model(torch.randn(16, 4)).pow(2).mean().backward()
+        opt.step()
+        model[3].weight.data.mul_(0.9)  # layer 3 written through .data: no version counter moves
+    watcher.remove()
+    found = watcher.summary()
+    # layer 2 is in no optimizer and never written: frozen; 0 and 3 changed at every logged step
+    assert "frozen parameters: '2'" in found
+    assert "'0'" not in found.split("frozen")[1] and "'3'" not in found.split("frozen")[1]

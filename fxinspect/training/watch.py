@@ -84,7 +84,9 @@ class Watch:
         self.logging = False
         self.order: list[str] = []  # module names in the order they first ran
         self.types: dict[str, str] = {}
-        self.fingerprints: dict[str, list[tuple[int, float]]] = {}  # module -> (step, sum |params|)
+        # module -> (step, what its parameters were): see _fingerprint
+        self.fingerprints: dict[str, list[tuple[int, float | str]]] = {}
+        self._versions: dict[str, int | None] = {}
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []  # the hooks on the model, every step
         self._forward_hooks: list[tuple[torch.nn.Module, Any]] = []  # ... and those of logged steps
@@ -168,11 +170,28 @@ class Watch:
             if Quantity.PARAMS in self.log and params:
                 for p in params:
                     self._keep(name, Quantity.PARAMS, self._once(p))
-                with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
-                    size = sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
-                self.fingerprints.setdefault(name, []).append((self.step, size))
+                self.fingerprints.setdefault(name, []).append((self.step, self._fingerprint(name, params)))
 
         return hook
+
+    def _fingerprint(self, name: str, params: list[torch.Tensor]) -> Any:
+        """What tells whether a module's parameters changed since its last logged step.
+
+        Their version counters, when an in-place write (an optimizer's step) moved them
+        since: no pass over the values (a float64 sum of GPT-2's tied embedding cost more
+        than the step). When the counters did not move, the sum of ``|p|`` in float64:
+        a write through ``.data``, which no counter sees, still shows.
+        """
+        try:
+            versions = sum(p._version for p in params)
+        except RuntimeError:  # inference tensors keep no version
+            versions = None
+        moved = versions is None or self._versions.get(name, versions) != versions or name not in self._versions
+        self._versions[name] = versions
+        if versions is not None and moved and name in self.fingerprints:
+            return f"written (version {versions})"
+        with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
+            return sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
 
     def _once(self, t: torch.Tensor) -> Any:
         """``t``'s histogram for this step, binned once whoever holds it: the model's
