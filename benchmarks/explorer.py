@@ -19,10 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-from llama_training_meta import SIZES
-
-import fxinspect
+from llama_training_meta import SIZES, training_report
 
 # (each time runs to the frame after the change: the browser's layout and paint included)
 _TIMED_CLICK = """async selector => {
@@ -45,27 +42,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=2048)
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    hidden, intermediate, layers, heads, kv_heads = SIZES[args.size]
-    config = LlamaConfig(
-        hidden_size=hidden,
-        intermediate_size=intermediate,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-    )
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config).train()
-    ids = torch.zeros(1, args.seq, dtype=torch.long, device="meta")
-    report = fxinspect.analyze(
-        model,
-        {"input_ids": ids, "use_cache": False},
-        timing=False,
-        backward=True,
-        loss_fn=lambda out: out.logits.float().sum(),
-        optimizer=torch.optim.AdamW,
-    )
+    report = training_report(args.size, args.seq)
     path = Path(tempfile.mkdtemp()) / "llama.html"
     start = time.perf_counter()
     report.to_html(path)

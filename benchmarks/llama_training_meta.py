@@ -37,15 +37,11 @@ def closed_form_params(
     return 2 * vocab * hidden + layers * (attention + 3 * hidden * intermediate + 2 * hidden) + hidden
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="70b")
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--optimizer", default="AdamW")
-    args = parser.parse_args()
+def training_report(size: str = "70b", seq: int = 2048, optimizer: str = "AdamW") -> fxinspect.Report:
+    """The report of one training step of a Llama-2-shaped model on the meta device."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    hidden, intermediate, layers, heads, kv_heads = SIZES[args.size]
+    hidden, intermediate, layers, heads, kv_heads = SIZES[size]
     config = LlamaConfig(
         hidden_size=hidden,
         intermediate_size=intermediate,
@@ -55,16 +51,26 @@ def main() -> None:
     )
     with torch.device("meta"):
         model = LlamaForCausalLM(config).train()
-    ids = torch.zeros(1, args.seq, dtype=torch.long, device="meta")
-    start = time.perf_counter()
-    report = fxinspect.analyze(
+    ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
+    return fxinspect.analyze(
         model,
         {"input_ids": ids, "use_cache": False},
         timing=False,
         backward=True,
         loss_fn=lambda out: out.logits.float().sum(),
-        optimizer=getattr(torch.optim, args.optimizer),
+        optimizer=getattr(torch.optim, optimizer),
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="70b")
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--optimizer", default="AdamW")
+    args = parser.parse_args()
+    hidden, intermediate, layers, heads, kv_heads = SIZES[args.size]
+    start = time.perf_counter()
+    report = training_report(args.size, args.seq, args.optimizer)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     m = report.memory

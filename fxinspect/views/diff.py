@@ -32,7 +32,7 @@ from tabulate import tabulate
 from .. import formatting as fmt
 from ..records import ModuleRecord, ReportRecord
 
-__all__ = ["FIGURES", "NOISY", "ModuleDiff", "ReportDiff", "change", "diff", "text_of"]
+__all__ = ["FIGURES", "ModuleDiff", "ReportDiff", "diff"]
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,26 @@ class ReportDiff:
     this: ReportRecord | None = field(default=None, repr=False, compare=False)
     other: ReportRecord | None = field(default=None, repr=False, compare=False)
 
+    def changes(self) -> dict[str, dict[str, Any]]:
+        """Per module path: whether it changed, whether it is in one report only, and the
+        first figure that changed, as text (``params 36 → 144 (+300.0%)``)."""
+        out = {}
+        for path, m in self.modules.items():
+            only = None in m.types
+            text = "in one report only" if only else ""
+            if not only and m.types[0] != m.types[1]:
+                text = f"type {m.types[0]} → {m.types[1]}"
+            for figure, read in _COMPARED.items():
+                a, b = getattr(m, figure)
+                if not text and figure not in NOISY and a != b:
+                    text = f"{figure} {read.text(a)} → {read.text(b)} ({_change(a, b)})"
+            out[path] = {"changed": m.changed, "only": only, "text": text}
+        return out
+
     def to_html(self, path: Any = None) -> str:
         """The two reports' explorers side by side, what differs framed in red; also
         written to ``path``. See ``fxinspect.views.explorer.diff_page``."""
-        from .explorer.diff_page import diff_html  # (the page reads this module's figures)
+        from .explorer.diff_page import diff_html  # (the explorer's package, loaded when asked)
 
         return diff_html(self, path)
 
@@ -135,7 +151,7 @@ def _table(shown: list[tuple[str, Any]], figures: tuple[str, ...], width: int | 
         for f in figures:
             x, y = getattr(d, f)
             text = _COMPARED[f].text
-            row += [text(x) if x is not None else "—", text(y) if y is not None else "—", change(x, y)]
+            row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
         rows.append(row)
     if width is not None:
         rest = _tabulate([r[1:] for r in rows], headers[1:]).splitlines()[0]
@@ -151,12 +167,7 @@ def _tabulate(rows: list[list[str]], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, disable_numparse=True, colalign=align)
 
 
-def text_of(figure: str) -> Callable[[Any], str]:
-    """How a compared figure is written."""
-    return _COMPARED[figure].text
-
-
-def change(x: Any, y: Any) -> str:
+def _change(x: Any, y: Any) -> str:
     """The change from ``x`` to ``y``: ``+300.0%``, ``=``, ``new``, ``added`` or ``removed``."""
     if x is None or y is None:
         return "added" if x is None and y is not None else "removed" if y is None and x is not None else ""

@@ -10,8 +10,9 @@ Example
 >>> x = torch.randn(2, 8)
 >>> small = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 4)), x, timing=False)
 >>> large = fxinspect.analyze(torch.nn.Sequential(torch.nn.Linear(8, 16)), x, timing=False)
->>> changes(small.diff(large))["0"]
-{'changed': True, 'only': False, 'text': 'params 36 → 144 (+300.0%)'}
+>>> page = diff_html(small.diff(large))
+>>> page.count('class="explorer"'), '"0":{"changed":true,"only":false,"text":"params 36 → 144 (+300.0%)"}' in page
+(2, True)
 """
 
 from __future__ import annotations
@@ -19,30 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import diff as diffs
 from . import explorer_body, page
 from .payload import payload
 
-__all__ = ["changes", "diff_html"]
-
-
-def changes(d: Any) -> dict[str, dict[str, Any]]:
-    """Per module path: whether it changed, whether it is in one report only, and the
-    first figure that changed as text."""
-    out = {}
-    for path, m in d.modules.items():
-        only = None in m.types
-        text = "in one report only" if only else ""
-        if not only and m.types[0] != m.types[1]:
-            text = f"type {m.types[0]} → {m.types[1]}"
-        for figure in diffs.FIGURES:
-            a, b = getattr(m, figure)
-            if text or figure in diffs.NOISY or a == b:
-                continue
-            shown = diffs.text_of(figure)
-            text = f"{figure} {shown(a)} → {shown(b)} ({diffs.change(a, b)})"
-        out[path] = {"changed": m.changed, "only": only, "text": text}
-    return out
+__all__ = ["diff_html"]
 
 
 def diff_html(d: Any, path: str | Path | None = None) -> str:
@@ -52,7 +33,7 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
     left = explorer_body(f"this: {_name(d.this)}", ids=False)
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
     body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
-    data = {"this": payload(d.this), "other": payload(d.other), "changes": changes(d)}
+    data = {"this": payload(d.this), "other": payload(d.other), "changes": d.changes()}
     return page("fxinspect: two reports", body, data, "explorer.js", path, data_id="fxinspect-diff")
 
 
