@@ -260,7 +260,7 @@ class _Tied(torch.nn.Module):
 def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     import importlib
 
-    watching = importlib.import_module("fxinspect.training.watch")
+    watching = importlib.import_module("fxinspect.training.watch_hooks")
 
     binned = []
 

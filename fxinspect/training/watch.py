@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 import weakref
 from pathlib import Path
 from typing import Any
@@ -42,12 +41,11 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from ..guard import in_analysis
 from ..run.prepare import unwrapped
-from ..tensors import tensors_in
 from .checks import FiniteChecks
-from .histograms import Histogram, PendingHistogram, from_plain, log2_histogram, to_plain
+from .histograms import Histogram, PendingHistogram, from_plain, to_plain
 from .quantities import Quantity
+from .watch_hooks import WatchHooks
 
 __all__ = ["QUANTITIES", "Watch", "watch"]
 
@@ -62,7 +60,7 @@ def _merge(found: list[Histogram]) -> Histogram | None:
     return out
 
 
-class Watch:
+class Watch(WatchHooks):
     """Histograms per (module, quantity, step); see :func:`watch`."""
 
     def __init__(
@@ -98,143 +96,6 @@ class Watch:
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:
             self._attach(model, include, exclude)
-
-    # ---------------------------------------------------------------- hooks
-    def _attach(self, model: torch.nn.Module, include: str | None, exclude: str | None) -> None:
-        try:
-            inc, exc = (re.compile(p) if p is not None else None for p in (include, exclude))
-        except re.error as error:
-            raise InputError(f"include=/exclude= must be regular expressions: {error}") from None
-        self._handles.append(model.register_forward_pre_hook(self._new_step))
-        self._handles.append(model.register_forward_hook(self._check_step))  # every step, whatever include says
-        for name, module in model.named_modules():
-            if (inc and not inc.search(name)) or (exc and exc.search(name)):
-                continue
-            self.types[name] = type(module).__name__
-            self._forward_hooks.append((module, self._forward_hook(name)))
-            if Quantity.PARAMS_GRAD in self.log:
-                for p in module.parameters(recurse=False):
-                    if p.requires_grad:
-                        self._grad_hooks.append((p, self._param_grad_hook(name)))
-
-    def _hook_step(self) -> None:
-        """Hook the selected modules and parameters for this logged step only: the steps
-        between run the model without them (a hooked module takes torch's slower call
-        path, and every parameter's hook would be called in every backward)."""
-        handles = self._step_handles
-        for module, hook in self._forward_hooks:
-            handles.append(module.register_forward_hook(hook))
-        for p, hook in self._grad_hooks:
-            handles.append(p.register_post_accumulate_grad_hook(hook))
-
-    def _unhook_step(self) -> None:
-        for handle in self._step_handles:
-            handle.remove()
-        self._step_handles.clear()
-
-    def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
-        if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
-            return
-        if not module.training:  # evaluation: nothing logged
-            self.logging = False
-            return
-        self.step += 1
-        self.logging = self.step % self.every == 0
-        self._unhook_step()  # the last logged step's hooks: its backward has run
-        if self.logging:
-            self._hook_step()
-
-    def _check_step(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
-        if module.training and not in_analysis():
-            self.checks.output(self.step, tensors_in(output))
-
-    def _keep(self, name: str, quantity: str, histogram: Any) -> None:
-        self._records.setdefault((name, quantity), {}).setdefault(self.step, []).append(histogram)
-
-    def _forward_hook(self, name: str):
-        def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
-            if not self.logging or in_analysis():
-                return
-            if name not in self.order:
-                self.order.append(name)
-            outputs = [t for t in tensors_in(output) if t.is_floating_point()]
-            if Quantity.IO in self.log:
-                for t in outputs:
-                    self._keep(name, Quantity.IO, self._once(t))
-            if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
-                step = self.step
-                for t in outputs:
-                    if t.requires_grad:
-                        t.register_hook(self._grad_hook(name, step))
-            params = [p for p in module.parameters(recurse=False)]
-            if Quantity.PARAMS in self.log and params:
-                for p in params:
-                    self._keep(name, Quantity.PARAMS, self._once(p))
-                self.fingerprints.setdefault(name, []).append((self.step, self._fingerprint(name, params)))
-
-        return hook
-
-    def _fingerprint(self, name: str, params: list[torch.Tensor]) -> Any:
-        """What tells whether a module's parameters changed since its last logged step.
-
-        Their version counters, when an in-place write (an optimizer's step) moved them
-        since: no pass over the values (a float64 sum of GPT-2's tied embedding cost more
-        than the step). When the counters did not move, the sum of ``|p|`` in float64:
-        a write through ``.data``, which no counter sees, still shows.
-        """
-        try:
-            versions = sum(p._version for p in params)
-        except RuntimeError:  # inference tensors keep no version
-            versions = None
-        moved = versions is None or self._versions.get(name, versions) != versions or name not in self._versions
-        self._versions[name] = versions
-        if versions is not None and moved and name in self.fingerprints:
-            return f"written (version {versions})"
-        with torch.no_grad():  # one pass, no copy: the sum of |p| in float64
-            return sum(float(torch.linalg.vector_norm(p.detach(), 1, dtype=torch.float64)) for p in params)
-
-    def _once(self, t: torch.Tensor) -> Any:
-        """``t``'s histogram for this step, binned once whoever holds it: the model's
-        output is its last layer's, a tied weight (and its gradient) two modules'. The
-        same tensor is known by a weak reference and its version (a tensor written in
-        place since, as by an in-place ReLU, is binned again)."""
-        if self._binned_step != self.step:
-            self._binned, self._binned_step = {}, self.step
-        try:
-            version = t._version
-        except RuntimeError:  # inference tensors keep no version: bin each time
-            return log2_histogram(t, pending=True)
-        found = self._binned.get(id(t))
-        if found is not None and found[0]() is t and found[1] == version:
-            return found[2]
-        histogram = log2_histogram(t, pending=True)
-        self._binned[id(t)] = (weakref.ref(t), version, histogram)
-        return histogram
-
-    def _grad_hook(self, name: str, step: int):
-        def hook(grad: torch.Tensor) -> None:
-            norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
-            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(
-                log2_histogram(norms, pending=True)
-            )
-
-        return hook
-
-    def _param_grad_hook(self, name: str):
-        def hook(p: torch.Tensor) -> None:
-            if self.logging and p.grad is not None and not in_analysis():
-                self._keep(name, Quantity.PARAMS_GRAD, self._once(p.grad))
-
-        return hook
-
-    def remove(self) -> None:
-        """Take every hook off the model (the histograms stay)."""
-        self._unhook_step()
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-        self._forward_hooks.clear()
-        self._grad_hooks.clear()
 
     # ---------------------------------------------------------------- reading
     def names(self, quantity: str | None = None) -> list[str]:
