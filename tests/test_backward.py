@@ -159,6 +159,23 @@ def test_backward_latency_per_node_adds_up_within_the_timed_backward():
     assert untimed.totals.backward_latency is None and "bwd latency" not in untimed.table()
 
 
+def test_throughput_of_the_forward_and_of_a_training_step_with_their_spread():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    t = fxinspect.analyze(model, torch.randn(32, 64), backward=True, warmup=1, repeats=7).timing
+    assert t.plain_forward_p10 <= t.plain_forward <= t.plain_forward_p90
+    assert t.training_step_p10 <= t.training_step <= t.training_step_p90
+    # a step is its forward, loss and backward, each timed as the others are: above the backward alone
+    assert t.training_step > t.plain_backward > 0
+    assert t.inputs_per_second == pytest.approx(32 / t.plain_forward)  # the batch's 32 inputs
+    assert t.training_inputs_per_second == pytest.approx(32 / t.training_step)
+    forward_only = fxinspect.analyze(model, torch.randn(32, 64), warmup=1, repeats=3)
+    assert forward_only.timing.training_step is None and forward_only.timing.training_inputs_per_second is None
+    assert "inputs/s at batch 32" in forward_only.summary() and "training " not in forward_only.summary()
+    back = fxinspect.Report.from_json(fxinspect.analyze(model, torch.randn(32, 64), backward=True, repeats=3).to_json())
+    assert back.timing.training_step is not None and back.timing.training_step_p90 >= back.timing.training_step
+
+
 class _SqrtAtZero(torch.nn.Module):
     """``sqrt`` of a ReLU's output: its backward divides by 2*sqrt(0) where the ReLU
     cut, turning finite gradients into Inf/NaN; another reader of the same tensor comes

@@ -95,6 +95,24 @@ class TimingInfo:
     plain_backward: float | None = None  # the backward of the program without probes or hooks
     backward_node_sum: float | None = None  # sum of per-node backward medians
     plain_forward_iqr: float | None = None  # interquartile range of the plain forward's times
+    plain_forward_p10: float | None = None  # the plain forward's 10th and 90th percentile times
+    plain_forward_p90: float | None = None
+    # with a backward: a whole training step of the plain program (forward, loss, backward)
+    training_step: float | None = None
+    training_step_p10: float | None = None
+    training_step_p90: float | None = None
+
+    @property
+    def inputs_per_second(self) -> float | None:
+        """Inputs (samples of the batch) per second at the plain forward's median."""
+        return self.throughput
+
+    @property
+    def training_inputs_per_second(self) -> float | None:
+        """Inputs per second through a whole training step (``None`` without a backward)."""
+        if self.batch_size is None or not self.training_step:
+            return None
+        return self.batch_size / self.training_step
 
     @property
     def node_sum_ratio(self) -> float:

@@ -114,9 +114,24 @@ def _timing(timing: TimingInfo) -> list[str]:
                 + ("; the machine was busy: times are noisy (re-run, or raise repeats)" if busy else ""),
             )
         )
+    batch = "" if timing.batch_size is None else f" at batch {fmt.count(timing.batch_size)}"
     if timing.throughput is not None:
-        batch = "" if timing.batch_size is None else f" (batch {fmt.count(timing.batch_size)})"
-        lines.append(_line("throughput", f"{fmt.count(timing.throughput)} samples/s{batch}"))
+        lines.append(
+            _line(
+                "throughput",
+                f"{fmt.count(timing.throughput)} inputs/s{batch}{_deciles(timing.plain_forward_p10, timing.plain_forward_p90, 'forward')}",
+            )
+        )
+    if timing.training_step is not None:
+        rate = timing.training_inputs_per_second
+        per = f"{fmt.count(rate)} inputs/s{batch}; " if rate is not None else ""
+        lines.append(
+            _line(
+                "training",
+                f"{per}a step (forward, loss, backward) {fmt.seconds(timing.training_step)}"
+                f"{_deciles(timing.training_step_p10, timing.training_step_p90, 'step')}",
+            )
+        )
     ratio = timing.node_sum_ratio
     verdict = "" if abs(ratio - 1) <= _RATIO_TOLERANCE else "; per-node times do not add up to the forward"
     lines.append(
@@ -138,6 +153,13 @@ def _timing(timing: TimingInfo) -> list[str]:
             )
         )
     return lines
+
+
+def _deciles(low: float | None, high: float | None, what: str) -> str:
+    """``"; forward p10–p90 1.20–1.40 ms"``, or nothing when not measured."""
+    if low is None or high is None:
+        return ""
+    return f"; {what} p10–p90 {fmt.seconds(low)}–{fmt.seconds(high)}"
 
 
 def _memory(m: MemoryRecord, measurable: bool) -> list[str]:

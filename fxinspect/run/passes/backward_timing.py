@@ -59,6 +59,7 @@ class BackwardTimes:
     latencies: dict[str, float]
     timed: float
     plain: float
+    steps: list[float]  # each plain training step: forward, loss and backward
 
 
 def time_backward(
@@ -76,20 +77,26 @@ def time_backward(
     plain = program.compile()
     trainable = [p for p in program.parameters() if p.requires_grad]
 
+    steps: list[float] = []
+
     def backward(compiled, timed: bool) -> float:
         for p in trainable:  # every backward allocates its gradients, as after zero_grad()
             p.grad = None
         owners.reset()
         run_inputs = [t.clone() for t in tensors] if copy_inputs else tensors
+        clock.start()  # the step begins ...
         with torch.enable_grad():
             loss = loss_fn(program.output_structure(compiled(*run_inputs)))
         handles = _mark_nodes(loss.grad_fn, owners, clock.mark) if timed else []
-        clock.start()
+        clock.mark(None)  # ... its forward and loss end, its backward begins
         loss.backward()
         clock.mark(None)
         for h in handles:
             h.remove()
-        return sum(seconds for _, seconds in clock.intervals(later=False))
+        spans = clock.intervals(later=False)
+        if not timed:
+            steps.append(sum(seconds for _, seconds in spans))
+        return sum(seconds for _, seconds in spans[1:])  # (the first span is the forward)
 
     per_node: dict[str, list[float]] = {name: [] for name in program.probe_points}
     plain_times, timed_times = [], []
@@ -110,4 +117,5 @@ def time_backward(
         {name: statistics.median(times) for name, times in per_node.items()},
         statistics.median(timed_times),
         statistics.median(plain_times),
+        steps[warmup:],  # (the warm-up's steps left out)
     )

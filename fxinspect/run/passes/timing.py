@@ -37,6 +37,14 @@ from .backward_timing import time_backward
 __all__ = ["TimingPass"]
 
 
+def deciles(times: list[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of ``times`` (the one time, twice, for a single run)."""
+    if len(times) < 2:
+        return times[0], times[0]
+    cuts = statistics.quantiles(times, n=10, method="inclusive")
+    return cuts[0], cuts[-1]
+
+
 def iqr(times: list[float]) -> float:
     """The interquartile range of ``times`` (0 for a single run)."""
     if len(times) < 2:
@@ -113,14 +121,23 @@ class TimingPass:
             batch_size=batch,
             throughput=batch / plain_median if batch and plain_median > 0 else None,
             plain_forward_iqr=iqr(plain_times),
+            plain_forward_p10=deciles(plain_times)[0],
+            plain_forward_p90=deciles(plain_times)[1],
         )
         nodes = {name: {"latency": t, "latency_iqr": iqr(per_node[name])} for name, t in latencies.items()}
         if self.loss_fn is not None:
             times = time_backward(program, self.loss_fn, self.warmup, self.repeats, self.copy_inputs)
             for name, seconds in times.latencies.items():
                 nodes[name]["backward_latency"] = seconds
+            low, high = deciles(times.steps)
             info = dataclasses.replace(
-                info, backward=times.timed, plain_backward=times.plain, backward_node_sum=sum(times.latencies.values())
+                info,
+                backward=times.timed,
+                plain_backward=times.plain,
+                backward_node_sum=sum(times.latencies.values()),
+                training_step=statistics.median(times.steps),
+                training_step_p10=low,
+                training_step_p90=high,
             )
         written = ", ".join(self.copy_inputs)
         notes = [f"the forward writes its input(s) {written} in place: timing runs used copies"] if written else []
