@@ -323,3 +323,19 @@ def test_frozen_parameters_are_told_from_written_ones_also_through_data():
     # layer 2 is in no optimizer and never written: frozen; 0 and 3 changed at every logged step
     assert "frozen parameters: '2'" in found
     assert "'0'" not in found.split("frozen")[1] and "'3'" not in found.split("frozen")[1]
+
+
+def test_parameters_an_optimizer_writes_without_changing_are_frozen():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)  # the ReLU outputs zeros: no gradient reaches layer 0
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # its step still writes layer 0 in place (adding zeros)
+    watcher = fxinspect.watch(model, every=2)
+    for _ in range(8):
+        opt.zero_grad()
+        model(torch.randn(16, 4)).sum().backward()
+        opt.step()
+    watcher.remove()
+    assert model[0].weight._version > 0  # written by every step ...
+    assert "frozen parameters: '0'" in watcher.summary()  # ... and never changed

@@ -84,7 +84,7 @@ class Watch(WatchHooks):
         self.types: dict[str, str] = {}
         # module -> (step, what its parameters were): see _fingerprint
         self.fingerprints: dict[str, list[tuple[int, float | str]]] = {}
-        self._versions: dict[str, int | None] = {}
+        self._samples: dict[str, torch.Tensor] = {}  # module -> a sample of its parameters' values
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []  # the hooks on the model, every step
         self._forward_hooks: list[tuple[torch.nn.Module, Any]] = []  # ... and those of logged steps
