@@ -239,3 +239,31 @@ def test_two_reports_side_by_side_frame_what_differs(browser, gpt2, tmp_path):
     assert "changed" in sides.nth(1).locator('[data-path="transformer.h.0"]').get_attribute("class")
     assert sides.nth(0).locator('[data-path="transformer.h.0"]').count() == 0  # each side opens on its own
     assert errors == []
+
+
+class _Loop(torch.nn.Module):
+    """``small`` called three times in a residual loop: three boxes in a chain, as plot draws them."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.small, self.out = (torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        h = self.inp(x)
+        for _ in range(3):
+            h = h + self.small(h)
+        return self.out(h)
+
+
+def test_a_module_called_three_times_is_three_boxes_without_a_loop_back(browser, tmp_path):
+    report = fxinspect.analyze(_Loop(), torch.randn(2, 4), timing=False)
+    page, errors = _open(browser, report, tmp_path)
+    calls = page.eval_on_selector_all('[data-path="small"]', "els => els.map(e => [e.dataset.call, e.textContent])")
+    assert [c for c, _ in calls] == ["0", "1", "2"] and "small (call 2 of 3)" in calls[1][1]
+    assert page.locator(".edge.back").count() == 0  # every edge runs down the page: no cycle drawn
+    page.click('[data-path="small"][data-call="1"]')  # the second call opens to its op alone
+    second = [n.name for n in report.nodes if n.module_path == "small"][1]
+    drawn = page.eval_on_selector_all("[data-node]", "els => els.map(e => e.dataset.node)")
+    # the input, the root's three residual adds, and the second call's op
+    assert len(drawn) == 5 and second in drawn and page.locator('[data-path="small"]').count() == 2
+    assert errors == []

@@ -62,10 +62,28 @@
       if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
       const run = runOf.get(p);
       if (run !== undefined && !expanded.has("r:" + run)) return "r:" + run;
-      if (!expanded.has("m:" + p)) return "m:" + p;
+      const key = "m:" + p + callSuffix(p, n);
+      if (!expanded.has(key)) return key;
     }
     if (n.stretch !== undefined && !expanded.has(`s:${n.module}#${n.stretch}`)) return `s:${n.module}#${n.stretch}`;
     return "n:" + n.name;
+  }
+
+  // a module run several times is a box per call: "m:path@call"
+  function callSuffix(p, n) {
+    if (modules[p].calls <= 1) return "";
+    const depth = p.split(".").length;
+    return n.call && n.call.length >= depth ? "@" + n.call[depth - 1] : "";
+  }
+  function modulePath(key) { // "m:a.b@2" -> "a.b"; a stretch "s:a.b#1" -> "a.b"
+    const rest = key.slice(2);
+    if (key.startsWith("s:")) return rest.slice(0, rest.lastIndexOf("#"));
+    const at = rest.lastIndexOf("@");
+    return at >= 0 && !(rest in modules) && rest.slice(0, at) in modules ? rest.slice(0, at) : rest;
+  }
+  function callOf(key) {
+    const path = modulePath(key);
+    return key.length > 2 + path.length ? Number(key.slice(3 + path.length)) : null;
   }
 
   function visible() {
@@ -108,11 +126,12 @@
       info.kind = "op";
       info.attr = ` data-node="${esc(last.name)}"`;
     } else if (k.startsWith("m:")) {
-      const path = k.slice(2);
+      const path = modulePath(k), call = callOf(k);
       const m = modules[path];
-      info.lines = [[path, "b"], [m.type + (m.calls > 1 ? ` (${m.calls} calls)` : ""), ""], [last ? last.shape : "", ""]];
+      const which = call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "";
+      info.lines = [[path + which, "b"], [m.type, ""], [last ? last.shape : "", ""]];
       info.kind = "module";
-      info.attr = ` data-path="${esc(path)}"`;
+      info.attr = ` data-path="${esc(path)}"` + (call !== null ? ` data-call="${call}"` : "");
     } else if (k.startsWith("s:")) {
       // a stretch of a module's own ops: named after its costliest op, as report.plot names it
       const cost = new Map();
@@ -131,7 +150,7 @@
       info.attr = ` data-path="${esc(run.label)}"`;
     }
     if (changes && info.kind === "module") {  // a diff page: how the module differs in the other report
-      const paths = k.startsWith("m:") ? [k.slice(2)] : data.runs[k.slice(2)].members;
+      const paths = k.startsWith("m:") ? [modulePath(k)] : data.runs[k.slice(2)].members;
       const found = paths.map((p) => changes[p]).filter((c) => c && (c.changed || c.only));
       if (found.length) {
         info.change = found.some((c) => c.only) ? "only" : "changed";
@@ -244,6 +263,10 @@
     drawCrumbs();
   }
   let current = null;
+  function moduleKeys(p) { // a module's box keys: one, or one per call
+    const calls = modules[p].calls;
+    return calls > 1 ? Array.from({ length: calls }, (_, i) => `m:${p}@${i}`) : ["m:" + p];
+  }
   function isExpandable(key) { return key.startsWith("m:") || key.startsWith("r:") || key.startsWith("s:"); }
 
   function drawScale(norm) {
@@ -269,7 +292,7 @@
   function drawCrumbs() {
     const crumbs = part("crumbs");
     if (!selected || !(selected.startsWith("m:") || selected.startsWith("r:"))) { crumbs.innerHTML = ""; return; }
-    const path = selected.startsWith("m:") ? selected.slice(2) : data.runs[selected.slice(2)].label;
+    const path = selected.startsWith("m:") ? modulePath(selected) : data.runs[selected.slice(2)].label;
     const parts = path.split(".");
     crumbs.innerHTML = '<a data-crumb="">model</a>' +
       parts.map((p, i) => ` › <a data-crumb="${esc(parts.slice(0, i + 1).join("."))}">${esc(p)}</a>`).join("");
@@ -281,9 +304,10 @@
     if (!key) { side.innerHTML = "<p>Click a box: a module opens to its children, an op shows its figures.</p>"; return; }
     let html = "";
     if (key.startsWith("m:") || key.startsWith("r:")) {
-      const path = key.startsWith("m:") ? key.slice(2) : data.runs[key.slice(2)].members[0];
+      const path = key.startsWith("m:") ? modulePath(key) : data.runs[key.slice(2)].members[0];
       const m = modules[path];
-      const title = key.startsWith("m:") ? path : data.runs[key.slice(2)].label;
+      const call = key.startsWith("m:") ? callOf(key) : null;
+      const title = key.startsWith("m:") ? path + (call !== null ? ` (call ${call + 1} of ${m.calls})` : "") : data.runs[key.slice(2)].label;
       html += `<h3>${esc(title || "model")}</h3><p>${esc(m.type)}${m.calls > 1 ? `, ${m.calls} calls` : ""}, ${format(m.params, "count")} params</p>`;
       if (key.startsWith("r:")) html += `<p>${data.runs[key.slice(2)].members.length} blocks folded; figures of the first:</p>`;
       html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
@@ -333,12 +357,12 @@
       expanded.add(key);
     }
   }
-  function pathOfKey(k) { return k.slice(2); } // a module's path, or a run's first member
+  function pathOfKey(k) { return k.startsWith("r:") ? k.slice(2) : modulePath(k); } // a module's path, or a run's first member
   function within(k, key) { // is box k inside the module or run of key?
     if (key.startsWith("s:")) return false;
-    const p = k.startsWith("s:") ? k.slice(2, k.lastIndexOf("#")) : pathOfKey(k);
-    if (k.startsWith("s:") && key.startsWith("m:") && p === key.slice(2)) return true;
-    if (key.startsWith("m:")) { const q = key.slice(2); return p.startsWith(q + "."); }
+    const p = pathOfKey(k);
+    if (k.startsWith("s:") && key.startsWith("m:") && p === modulePath(key)) return true;
+    if (key.startsWith("m:")) { const q = modulePath(key); return p.startsWith(q + "."); }
     const run = data.runs[key.slice(2)];
     return run.members.some((m) => p === m || p.startsWith(m + "."));
   }
@@ -364,7 +388,7 @@
     const rows = [];
     const k = box.key;
     if (k.startsWith("m:")) {
-      const m = modules[k.slice(2)];
+      const m = modules[modulePath(k)];
       rows.push(["type", m.type], ["params", format(m.params, "count")]);
       for (const [f, v] of Object.entries(m.figures)) rows.push([f, v]);
     } else {
@@ -380,7 +404,7 @@
     if (!a) return;
     const path = a.dataset.crumb;
     for (const k of [...expanded]) if (k && (!path || within(k, "m:" + path))) expanded.delete(k);
-    selected = path ? "m:" + path : null;
+    selected = path && path in modules ? moduleKeys(path)[0] : null;
     draw();
     panel(selected);
   });
@@ -401,10 +425,10 @@
     const chain = chainOf(target);
     const opened = nodeName ? chain : chain.slice(0, -1);
     for (const p of chain) { const run = runOf.get(p); if (run !== undefined) expanded.add("r:" + run); }
-    for (const p of opened) expanded.add("m:" + p);
+    for (const p of opened) for (const k of moduleKeys(p)) expanded.add(k);
     const found = nodeName ? nodes[index.get(nodeName)] : null;
     if (found && found.stretch !== undefined) expanded.add(`s:${found.module}#${found.stretch}`);
-    selected = nodeName ? "n:" + nodeName : "m:" + target;
+    selected = nodeName ? "n:" + nodeName : moduleKeys(target)[0];
     const run = runOf.get(target);
     if (!nodeName && run !== undefined) expanded.add("r:" + run);
     draw();
@@ -461,7 +485,7 @@
   // for scripts and tests: open everything, close everything, count the boxes drawn
   const controls = {
     expandAll() {
-      for (const p of Object.keys(modules)) if (p) expanded.add("m:" + p);
+      for (const p of Object.keys(modules)) if (p) for (const k of moduleKeys(p)) expanded.add(k);
       for (const first of Object.keys(data.runs)) expanded.add("r:" + first);
       for (const n of nodes) if (n.stretch !== undefined) expanded.add(`s:${n.module}#${n.stretch}`);
       draw();

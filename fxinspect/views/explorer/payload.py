@@ -50,6 +50,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
             "kind": "input" if n.op == "placeholder" else "op",
             "module": paths.nearest(n.module_path, report.modules) if n.is_op else "",
             "args": list(n.args),
+            "call": list(n.call),  # which call of each module on its path ran it
             "shape": fmt.shapes(tuple(t.shape for t in n.outputs)),
             "dtype": ", ".join(dict.fromkeys(t.dtype for t in n.outputs)),
             "values": {name: _number(node_figure(n, figure)) for name, figure in known.items()} if n.is_op else {},
