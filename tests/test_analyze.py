@@ -398,6 +398,18 @@ def test_model_unchanged_after_analyze_returns():
     assert torch.equal(rng, torch.get_rng_state())
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_model_unchanged_after_measuring_its_own_call(backward):
+    model = _busy_model()  # (batch norm in train mode: its own call updates running statistics)
+    x = torch.randn(2, 3, 64, 64)
+    before = state_fingerprint(model)
+    rng = torch.get_rng_state()
+    m = fxinspect.analyze(model, x, timing=False, backward=backward, measure_memory=True)
+    assert m.memory.measured_eager_peak is not None  # the model's own call did run
+    assert_same_state(before, state_fingerprint(model))
+    assert torch.equal(rng, torch.get_rng_state())
+
+
 def test_model_unchanged_after_analyze_raises():
     model = _busy_model()
     before = state_fingerprint(model)

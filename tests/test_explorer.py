@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 import torch
+from test_diagram_truth import Loop
 
 import fxinspect
 from fxinspect import formatting as fmt
@@ -241,22 +242,8 @@ def test_two_reports_side_by_side_frame_what_differs(browser, gpt2, tmp_path):
     assert errors == []
 
 
-class _Loop(torch.nn.Module):
-    """``small`` called three times in a residual loop: three boxes in a chain, as plot draws them."""
-
-    def __init__(self):
-        super().__init__()
-        self.inp, self.small, self.out = (torch.nn.Linear(4, 4) for _ in range(3))
-
-    def forward(self, x):
-        h = self.inp(x)
-        for _ in range(3):
-            h = h + self.small(h)
-        return self.out(h)
-
-
 def test_a_module_called_three_times_is_three_boxes_without_a_loop_back(browser, tmp_path):
-    report = fxinspect.analyze(_Loop(), torch.randn(2, 4), timing=False)
+    report = fxinspect.analyze(Loop(), torch.randn(2, 4), timing=False)  # small called three times
     page, errors = _open(browser, report, tmp_path)
     calls = page.eval_on_selector_all('[data-path="small"]', "els => els.map(e => [e.dataset.call, e.textContent])")
     assert [c for c, _ in calls] == ["0", "1", "2"] and "small (call 2 of 3)" in calls[1][1]

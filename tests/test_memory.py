@@ -386,3 +386,20 @@ def test_measure_memory_measures_the_models_own_training_step():
     assert m.measured_eager_peak == pytest.approx(m.peak, rel=0.02)
     assert m.measured_eager_forward_peak == pytest.approx(m.forward_peak, rel=0.02)
     assert all(p.grad is None for p in model.parameters())  # the user's .grad untouched
+
+
+@ON_CPU
+def test_the_summary_calls_the_memory_an_estimate_only_when_nothing_measured_it():
+    import dataclasses
+
+    model, x = _ExpandThenBlock().eval(), torch.randn(64, 64)
+    with torch.no_grad():
+        estimated = fxinspect.analyze(model, x, timing=False)
+        measured = fxinspect.analyze(model, x, timing=False, measure_memory=True)
+    assert "an estimate of the tensor model" in estimated.summary()
+    assert "an estimate of the tensor model" not in measured.summary()
+    # the program measured, the model's own call not (a capture that keeps no model)
+    program_only = dataclasses.replace(measured, memory=dataclasses.replace(measured.memory, measured_eager_peak=None))
+    text = program_only.summary()
+    assert "by torch.profiler" in text and "an estimate of the tensor model" not in text
+    assert "on the model's own call" not in text

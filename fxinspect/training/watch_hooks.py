@@ -120,7 +120,7 @@ class WatchHooks:
             flat = [p.detach().reshape(-1) for p in params]
             sample = torch.cat([f[:: max(1, f.numel() // _SAMPLE)] for f in flat])
             before = self._samples.get(name)
-            self._samples[name] = sample.clone()  # (a strided slice of one tensor is a view)
+            self._samples[name] = sample  # (cat copies: never a view of a parameter)
             if before is None:
                 return f"first logged at step {self.step}"
             if before.shape != sample.shape or not torch.equal(before, sample):

@@ -66,7 +66,7 @@ def watch_html(w: Any, path: str | Path | None = None) -> str:
     return page("fxinspect watch", _BODY, watch_data(w), "watch.js", path)
 
 
-_BODY = """<header><h1>@@TITLE@@</h1><span id="about"></span></header>
+_BODY = """<header><h2 class="heading">@@TITLE@@</h2><span id="about"></span></header>
 <section id="findings"></section>
 <div id="tooltip" role="tooltip" hidden></div>
 <section id="modules"></section>"""

@@ -116,12 +116,8 @@ def _timing(timing: TimingInfo) -> list[str]:
         )
     batch = "" if timing.batch_size is None else f" at batch {fmt.count(timing.batch_size)}"
     if timing.throughput is not None:
-        lines.append(
-            _line(
-                "throughput",
-                f"{fmt.count(timing.throughput)} inputs/s{batch}{_deciles(timing.plain_forward_p10, timing.plain_forward_p90, 'forward')}",
-            )
-        )
+        spread = _deciles(timing.plain_forward_p10, timing.plain_forward_p90, "forward")
+        lines.append(_line("throughput", f"{fmt.count(timing.throughput)} inputs/s{batch}{spread}"))
     if timing.training_step is not None:
         rate = timing.training_inputs_per_second
         per = f"{fmt.count(rate)} inputs/s{batch}; " if rate is not None else ""
@@ -189,7 +185,7 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
                 f"on the model's own call (not the analysed program) {fmt.nbytes(m.measured_eager_peak)} ({gap:+.1%})",
             )
         )
-    elif measurable:
+    if m.measured_peak is None and measurable:
         lines.append(_line("", "an estimate of the tensor model; measure_memory=True measures the allocator beside it"))
     if m.alive_at_peak:
         largest = [t for t in m.alive_at_peak if t.nbytes][:_LIST]  # (an empty tensor is alive, but holds nothing)

@@ -111,6 +111,7 @@ class TimingPass:
         latencies = {name: statistics.median(times) for name, times in per_node.items()}
         plain_median = statistics.median(plain_times)
         batch = int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else None
+        low, high = deciles(plain_times)
         info = TimingInfo(
             device=str(device),
             warmup=self.warmup,
@@ -121,8 +122,8 @@ class TimingPass:
             batch_size=batch,
             throughput=batch / plain_median if batch and plain_median > 0 else None,
             plain_forward_iqr=iqr(plain_times),
-            plain_forward_p10=deciles(plain_times)[0],
-            plain_forward_p90=deciles(plain_times)[1],
+            plain_forward_p10=low,
+            plain_forward_p90=high,
         )
         nodes = {name: {"latency": t, "latency_iqr": iqr(per_node[name])} for name, t in latencies.items()}
         if self.loss_fn is not None:

@@ -161,7 +161,6 @@
       info.lines.push([format(info.value, data.units[colourBy]) + " " + data.colour_by[colourBy], ""]);
     }
     info.lines = info.lines.filter((l) => l[0]);
-    measure.font = "bold 12px sans-serif";
     let w = 0;
     for (const [text, b] of info.lines) {
       measure.font = (b ? "bold " : "") + (b ? "12px" : "11px") + " sans-serif";
@@ -455,11 +454,12 @@
     const top = Math.max(...m.timeline.map((e) => e[1])) || 1;
     const X = (op) => L + ((W - L - 10) * op) / last, Y = (b) => H - B - ((H - B - 10) * b) / top;
     let d = "";
-    m.timeline.forEach(([op, b], i) => { d += (i ? "L" : "M") + X(op).toFixed(1) + "," + Y(b).toFixed(1); });
+    // a step line: what is held stays until the next event
+    m.timeline.forEach(([op, b], i) => { d += i ? `H${X(op).toFixed(1)}V${Y(b).toFixed(1)}` : `M${X(op).toFixed(1)},${Y(b).toFixed(1)}`; });
     const marks = [0, top / 2, top].map((b) => `<text x="${L - 6}" y="${Y(b) + 4}" class="axis" text-anchor="end">${esc(format(b, "bytes"))}</text>`).join("");
     const back = m.backward_start !== null ? `<line x1="${X(m.backward_start)}" x2="${X(m.backward_start)}" y1="10" y2="${H - B}" class="phase"/><text x="${X(m.backward_start) + 4}" y="20" class="axis">backward</text>` : "";
     chart.innerHTML = `<h2>Memory</h2><svg class="timeline" width="${W}" height="${H}" xmlns="${svgNS}"><path d="${d}" class="line"/>${marks}${back}` +
-      `<text x="${L}" y="${H - 6}" class="axis">aten op →  (bytes the run allocated and holds, on top of ${esc(format(m.resident, "bytes"))} resident; peak ${esc(format(m.peak, "bytes"))} at ${esc(m.peak_node)})</text>` +
+      `<text x="${L}" y="${H - 6}" class="axis">aten op →  (bytes the run allocated and holds, on top of ${esc(format(m.resident, "bytes"))} resident; peak ${esc(format(m.peak, "bytes"))} at ${esc(m.peak_node)} (${esc(m.peak_phase)}))</text>` +
       `<circle class="cursor" r="4" style="display:none"/></svg>`;
     const svg = chart.querySelector(".timeline"), cursor = chart.querySelector(".cursor");
     svg.addEventListener("mousemove", (e) => {

@@ -36,8 +36,8 @@ _SHOWN = ("flops", "macs", "bytes_read", "bytes_written", "latency", "backward_f
 
 def payload(report: ReportRecord) -> dict[str, Any]:
     """The page's data: ``nodes``, ``modules``, folded ``runs`` (by their first member:
-    the members and the path the page shows, ``h.0–11``), the ``memory`` timeline,
-    ``colour_by`` and ``title``."""
+    the members and the path the page shows, ``h.0–11``), the ``memory`` timeline and
+    what ``colour_by`` can show."""
     folds = Folds(report)
     known = {name: figure for name, (figure, _) in COLOR_BY.items()}
     nodes = []
@@ -75,9 +75,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
         if len(run) > 1
     }
     available = [name for name in known if any(n["values"].get(name) is not None for n in nodes if n["kind"] == "op")]
-    root = report.modules.get("")
     return {
-        "title": root.type if root else "model",
         "nodes": nodes,
         "output": {"args": list(output.args), "shape": fmt.shapes(tuple(t.shape for t in report.outputs))},
         "modules": modules,
@@ -109,6 +107,7 @@ def _memory(report: ReportRecord) -> dict[str, Any] | None:
         "resident": m.resident,
         "peak": m.peak,
         "peak_node": m.peak_node,
+        "peak_phase": str(m.peak_phase),
     }
 
 
