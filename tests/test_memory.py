@@ -363,18 +363,96 @@ class _LocalKeptToReturn(torch.nn.Module):
 
 
 @ON_CPU
-def test_measure_memory_measures_the_models_own_call_beside_the_program():
+def test_a_forwards_local_lives_until_it_returns_in_the_estimate_as_in_the_model():
     model, x = _LocalKeptToReturn().eval(), torch.randn(64, 64)
     with torch.no_grad():
         m = fxinspect.analyze(model, x, timing=False, measure_memory=True).memory
     y, out = 64 * 4096 * F32, 64 * 16 * F32
-    # the program frees y after relu: at head, z and its output (the estimate, and the
-    # allocator on the program, agree) ...
-    assert m.peak == m.measured_peak == y + y  # at relu: y and z
-    assert m.forward_peak == y + y
-    # ... the model's own call keeps its local y to the end: y + z + out at head
+    # relu is y's last reader, but the local y lives to the end: at head, y + z + out.
+    # The truth is the allocator on the model's own call; the program, holding y as the
+    # model does, agrees with it
     assert m.measured_eager_peak == m.measured_eager_forward_peak == y + y + out
+    assert m.peak == m.forward_peak == m.measured_peak == y + y + out
+    assert m.peak_node == "head"
     assert "on the model's own call" in fxinspect.analyze(model, x, timing=False, measure_memory=True).summary()
+
+
+def _widen_then_mix(a, b, x):
+    """A plain function, not a module: its local ``wide`` lives until it returns."""
+    wide = torch.cat([x, x], dim=1)
+    return b(torch.relu(a(wide)))
+
+
+class _HelperLocal(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(128, 4096), torch.nn.Linear(4096, 16)
+
+    def forward(self, x):
+        return _widen_then_mix(self.a, self.b, x)
+
+
+class _Rebinds(torch.nn.Module):
+    """``h = stem(x)``, then ``h = block(h)`` per block: each rebinding lets the old h go."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Linear(64, 4096)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(4096, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4096)) for _ in range(3)
+        )
+
+    def forward(self, x):
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        return h
+
+
+def _eager_allocator_peak(model, x) -> int:
+    from fxinspect.run.allocator import AllocatorWatch
+
+    watch = AllocatorWatch(torch.device("cpu"), None)
+    with torch.no_grad(), watch:
+        model(x)
+    return watch.peak
+
+
+@ON_CPU
+def test_a_helper_functions_local_lives_until_it_returns():
+    model, x = _HelperLocal().eval(), torch.randn(64, 64)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False).memory
+    wide, big = 64 * 128 * F32, 64 * 4096 * F32
+    # at relu: wide (the function's local, though a was its last reader), a's output, relu's
+    assert m.peak == wide + big + big == _eager_allocator_peak(model, x)
+    assert m.peak_node == "relu"
+
+
+@ON_CPU
+def test_a_name_rebound_in_a_loop_lets_its_old_value_go():
+    model, x = _Rebinds().eval(), torch.randn(64, 64)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False).memory
+    big = 64 * 4096 * F32
+    # in each block: its input h (held by the call and the name) and its output, never a
+    # third 1 MiB value (the stem's output held through the loop would be one)
+    assert m.peak == _eager_allocator_peak(model, x) == big + 64 * 64 * F32 + big
+    assert m.peak < 3 * big
+
+
+def test_densenets_feature_lists_and_locals_as_the_eager_model_keeps_them():
+    model, x = torchvision.models.densenet121(weights=None).eval(), torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, timing=False).memory
+    # the truth: storages followed through the model's own eager call (its lists of
+    # features and bn_function's concatenation live until the calls that bind them return)
+    from fxinspect.run.storages import StorageTracker
+
+    tracker = StorageTracker([*model.parameters(), *model.buffers(), x])
+    with torch.no_grad(), tracker:
+        model(x)
+    assert m.peak == tracker.peak
 
 
 @ON_CPU

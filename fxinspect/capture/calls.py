@@ -35,10 +35,14 @@ import torch.fx as fx
 
 from .base import MODULE_KEY
 
-__all__ = ["CALL_KEY", "STACK_KEY", "number_calls"]
+__all__ = ["CALLED_KEY", "CALL_KEY", "STACK_KEY", "number_calls"]
 
 CALL_KEY = "fxinspect_call"
 """``node.meta[CALL_KEY]``: per module on the node's path (root's child first), which call ran it."""
+
+CALLED_KEY = "fxinspect_called"
+"""``node.meta[CALLED_KEY]``: per module on the node's path, whether it was called itself
+(a ``ModuleList`` or a module whose parent called its child directly was not)."""
 
 STACK_KEY = "nn_module_stack"
 """The stack of module calls a node ran in: ``{call key: (module path, class)}``, outermost first."""
@@ -52,7 +56,7 @@ def number_calls(graph: fx.Graph, resolve: Callable[[Any], str | None]) -> None:
     their first node, so the numbers do not depend on how a tier spells its keys.
     """
     number: dict[str, dict[str, int]] = {}  # module path -> {call key: call number}
-    cache: dict[tuple[int, str], tuple[int, ...]] = {}  # (id of a stack, node's path) -> numbers
+    cache: dict[tuple[int, str], tuple[tuple[int, ...], tuple[bool, ...]]] = {}  # (id of a stack, path) -> ...
     stacks = []  # the stacks cached above, kept alive so that their ids stay theirs
     for node in graph.nodes:
         tag = node.meta.get(MODULE_KEY)
@@ -70,7 +74,8 @@ def number_calls(graph: fx.Graph, resolve: Callable[[Any], str | None]) -> None:
                     seen = number.setdefault(module, {})
                     on_stack[module] = seen.setdefault(call, len(seen))
             prefixes = path.split(".") if path else []
-            found = tuple(on_stack.get(".".join(prefixes[: i + 1]), 0) for i in range(len(prefixes)))
+            paths = [".".join(prefixes[: i + 1]) for i in range(len(prefixes))]
+            found = tuple(on_stack.get(p, 0) for p in paths), tuple(p in on_stack for p in paths)
             cache[key] = found
             stacks.append(stack)
-        node.meta[CALL_KEY] = found
+        node.meta[CALL_KEY], node.meta[CALLED_KEY] = found

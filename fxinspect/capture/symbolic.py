@@ -36,6 +36,7 @@ from . import fast_trace
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from .calls import number_calls
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
+from .held import HELD_KEY, FrameHolds
 from .inputs import FlatInputs
 from .kept import kept_calls
 
@@ -89,6 +90,7 @@ class ModuleTracer(fx.Tracer):
         self.failed_in: str | None = None
         self.module_stack = ModuleStack()
         self.fast_graph = GRAPH_INTERNALS_KNOWN
+        self.holds = FrameHolds()
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         try:
@@ -113,6 +115,7 @@ class ModuleTracer(fx.Tracer):
                 if caching:
                     stack.tag = tag
             node.meta[MODULE_KEY] = tag
+            self.holds.observe(node)
         return node
 
     def _innermost_module(self) -> tuple[str, str]:
@@ -181,6 +184,8 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         elif node.name == ROOT_ATTR:  # the whole model is one leaf: name it by its class
             node._rename(type_name(model).lower())
     number_calls(graph, lambda entry: _strip(entry[0]))
+    for value, until in tracer.holds.finish().items():  # (by name: the program is a copy)
+        value.meta[HELD_KEY] = until.name
     written = _written_at_trace_time(buffers, versions, attempt, notes)
     # compiled on first call only: the analysis runs probed copies, so the captured
     # module itself is compiled only when the plain forward is timed

@@ -1,4 +1,4 @@
-"""How long the model, run eagerly, keeps a value alive past its last use: a call's inputs.
+"""How long the model, run eagerly, keeps a value alive past its last use.
 
 The captured program drops each value at its last use. The model itself holds a
 module's arguments until the module returns: the caller's frame keeps them, whatever
@@ -6,10 +6,13 @@ the module's forward does with its own copy of the name. ``y = self.expand(x)`` 
 ``self.block(y)`` keeps ``y`` through all of ``block``, even after ``block``'s first op
 was its last reader. :class:`CallInputs` finds, from the module call each node ran in
 (``CALL_KEY``), the values a call received from outside it and the node where the call
-ends; a memory run holds them until then, so the timeline follows the eager model's.
+ends. A value a frame of the model held past its last use (``h = self.a(x)`` kept
+until the forward returns or rebinds ``h``) is held until the last op it was held at,
+which the symbolic trace records (:mod:`fxinspect.capture.held`). A memory run holds
+both until then, so the timeline follows the eager model's.
 
-Not modelled: locals a forward binds and never rebinds (they too live until it returns;
-telling them from rebound names needs the source).
+Not modelled: locals of captures other than the symbolic trace (``torch.export`` and the
+eager tier see no frames of the model); there only a call's inputs are held.
 
 Example
 -------
@@ -31,15 +34,16 @@ from __future__ import annotations
 import torch.fx as fx
 
 from ..capture.base import MODULE_KEY
-from ..capture.calls import CALL_KEY
+from ..capture.calls import CALL_KEY, CALLED_KEY
+from ..capture.held import HELD_KEY
 from ..records import OP_KINDS
 
 __all__ = ["CallInputs"]
 
 
 class CallInputs:
-    """The values module calls receive from outside (``hold``) and, per node that ends a
-    call, those to let go after it (``release_after``)."""
+    """The values the eager model holds past their last use (``hold``): a module call's
+    inputs and what its frames bind; per node, those to let go after it (``release_after``)."""
 
     def __init__(self, graph: fx.Graph) -> None:
         index: dict[str, int] = {}
@@ -56,7 +60,10 @@ class CallInputs:
                 continue
             parts = path.split(".")
             producers = [a for a in node.all_input_nodes if a.op in OP_KINDS]  # (inputs and weights are resident)
+            called = node.meta.get(CALLED_KEY, ())
             for depth in range(1, min(len(parts), len(numbers)) + 1):
+                if depth <= len(called) and not called[depth - 1]:
+                    continue  # a container never called (a ModuleList): no call holds anything
                 call = (".".join(parts[:depth]), numbers[depth - 1])
                 start = first.setdefault(call, i)
                 last[call] = node.name
@@ -70,6 +77,10 @@ class CallInputs:
                 continue
             for value in values:
                 ends[value] = max(ends.get(value, -1), end)
+        for node in graph.nodes:
+            until = index.get(node.meta.get(HELD_KEY, ""), -1)  # (-1: gone from the program)
+            if until > max((index[u.name] for u in node.users), default=index[node.name]):
+                ends[node.name] = max(ends.get(node.name, -1), until)  # held past its last use
         names = {i: name for name, i in index.items()}
         self.hold: set[str] = set(ends)
         self.release_after: dict[str, list[str]] = {}

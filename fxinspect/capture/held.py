@@ -1,0 +1,149 @@
+"""What the model's own Python frames hold while each op runs, read during a symbolic trace.
+
+The captured program drops a value at its last use. The model run eagerly keeps a value
+as long as a name in one of its frames refers to it: ``h = self.a(x)`` keeps ``h`` until
+``h`` is rebound or the forward returns, and a list such as DenseNet's ``features``
+keeps everything appended to it. While torch.fx traces, those frames run for real, with
+proxies where the tensors would be. :class:`FrameHolds` looks at their locals each time
+an op node is made and records, per value, the last op during which some frame of the
+model still held it: ``node.meta[HELD_KEY]``, the name of that op, which the memory
+model uses to keep the value alive as long (:mod:`fxinspect.run.lifetimes`).
+
+Frames of torch.fx and of fxinspect are not the model's (they hold what the eager model
+would not) and are skipped; a call's arguments, which they pass on, are the caller's and
+are modelled from the module calls instead. A frame's locals are read again only when
+the frame has run since (it calls another frame, or from another instruction), so a
+trace pays for the frames that changed, not for the whole stack at every op.
+
+Not seen: values held on the interpreter's stack rather than in a name (a later op of
+the same expression reads them anyway), stored on ``self``, or appended to a list by a
+callee while the list's owner waits for it.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> class Net(torch.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.a, self.b, self.c = (torch.nn.Linear(4, 4) for _ in range(3))
+...     def forward(self, x):
+...         h = self.a(x)            # h: bound until forward returns
+...         y = self.b(h)
+...         return self.c(y)
+>>> graph = fxinspect.instrument(Net(), torch.randn(1, 4)).graph
+>>> {n.name: n.meta[HELD_KEY] for n in graph.nodes if HELD_KEY in n.meta}
+{'a': 'c', 'b': 'c'}
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..records import OP_KINDS
+
+__all__ = ["HELD_KEY", "FrameHolds"]
+
+HELD_KEY = "fxinspect_held_until"
+"""``node.meta[HELD_KEY]``: the last op node during which a frame of the model held the value."""
+
+_NOT_THE_MODEL = tuple(
+    os.path.dirname(m.__file__) + os.sep
+    for m in (fx, sys.modules[__name__.rsplit(".", 2)[0]])  # torch.fx, fxinspect
+) + (torch.overrides.__file__,)
+_MAX_ITEMS = 256  # a container longer than this is not scanned (a list of ints, a table)
+
+
+class FrameHolds:
+    """Per value, the last op node at which one of the model's frames held it."""
+
+    def __init__(self) -> None:
+        self.nodes: list[fx.Node] = []
+        self.until: dict[fx.Node, int] = {}
+        # the model's frames under the trace, outermost first: (frame, last instruction,
+        # held nodes); each kept, so no other frame takes its id
+        self._stack: list[tuple[types.FrameType, int, list[fx.Node]]] = []
+        self._where: dict[int, int] = {}  # id(frame) -> its place in the stack
+        self._ours: dict[int, tuple[types.CodeType, bool]] = {}  # id -> (code, not the model's)
+        self._stop = fx.Tracer.trace.__code__
+
+    def observe(self, node: fx.Node) -> None:
+        """Record what the model's frames hold while ``node`` (an op just made) runs."""
+        index = len(self.nodes)
+        self.nodes.append(node)
+        stack, where, ours = self._stack, self._where, self._ours
+        fresh = []
+        keep = 0
+        f, callee, stop = sys._getframe(1), None, self._stop
+        while f is not None and f.f_code is not stop:
+            code = f.f_code
+            known = ours.get(id(code))  # (by id: a code object hashes its whole bytecode)
+            if known is None or known[0] is not code:
+                known = ours[id(code)] = (code, code.co_filename.startswith(_NOT_THE_MODEL))
+            if not known[1]:
+                place = where.get(id(f))
+                if (
+                    place is not None
+                    and place + 1 < len(stack)
+                    and stack[place + 1][0] is callee  # still inside the same call: not run since
+                    and stack[place][1] == f.f_lasti
+                ):
+                    keep = place + 1  # (and neither has any caller of it)
+                    break
+                fresh.append(f)
+                callee = f
+            f = f.f_back
+        while len(stack) > keep:  # returned or run on: what they held, they held until the last op
+            frame, _, held = stack.pop()
+            del where[id(frame)]
+            self._flush(held, index - 1)
+        for f in reversed(fresh):
+            where[id(f)] = len(stack)
+            stack.append((f, f.f_lasti, _held_nodes(f.f_locals)))
+
+    def finish(self) -> dict[fx.Node, fx.Node]:
+        """Per value a frame held past its making, the last op node it was held at."""
+        last = len(self.nodes) - 1
+        for _, _, held in self._stack:
+            self._flush(held, last)
+        self._stack.clear()
+        self._where.clear()
+        return {value: self.nodes[i] for value, i in self.until.items() if self.nodes[i] is not value}
+
+    def _flush(self, held: list[fx.Node], last: int) -> None:
+        until = self.until
+        for value in held:
+            if until.get(value, -1) < last:
+                until[value] = last
+
+
+def _held_nodes(names: dict[str, Any]) -> list[fx.Node]:
+    """The op nodes whose proxies the locals hold, directly or in a list, tuple or dict."""
+    held: list[fx.Node] = []
+    for value in names.values():
+        kind = type(value)
+        if kind is fx.Proxy:  # the common case, spelled out: it runs per local per op
+            if value.node.op in OP_KINDS:
+                held.append(value.node)
+        elif kind in _CONTAINERS or isinstance(value, fx.Proxy):
+            _collect(value, held, 2)
+    return held
+
+
+_CONTAINERS = (list, tuple, dict)
+
+
+def _collect(value: Any, held: list[fx.Node], depth: int) -> None:
+    if isinstance(value, fx.Proxy):
+        # (read without the ``node`` property: an attribute proxy's makes a node)
+        node = value.__dict__.get("node") or value.__dict__.get("_node")
+        if isinstance(node, fx.Node) and node.op in OP_KINDS:
+            held.append(node)
+    elif depth and type(value) in _CONTAINERS and len(value) <= _MAX_ITEMS:
+        for item in value.values() if type(value) is dict else value:
+            _collect(item, held, depth - 1)
