@@ -43,7 +43,9 @@ def build(name: str):
         from transformers import GPT2Config, GPT2LMHeadModel
 
         model = GPT2LMHeadModel(GPT2Config(n_layer=4))
-        return model, {"input_ids": torch.randint(0, 50257, (2, 128))}, lambda out: out.logits.sum()
+        # use_cache=False in both calls, as analyze passes it: the cache is no part of one forward
+        inputs = {"input_ids": torch.randint(0, 50257, (2, 128)), "use_cache": False}
+        return model, inputs, lambda out: out.logits.sum()
     if name == "checkpointed":
         return Checkpointed(), torch.randn(2, 256, 1024), None
     return torchvision.models.get_model(name, weights=None), torch.randn(2, 3, 224, 224), None

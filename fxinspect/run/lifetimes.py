@@ -11,8 +11,9 @@ until the forward returns or rebinds ``h``) is held until the last op it was hel
 which the symbolic trace records (:mod:`fxinspect.capture.held`). A memory run holds
 both until then, so the timeline follows the eager model's.
 
-Not modelled: locals of captures other than the symbolic trace (``torch.export`` and the
-eager tier see no frames of the model); there only a call's inputs are held.
+Captures other than the symbolic trace (``torch.export``, the eager tier) see no frames
+of the model: there a call's inputs are held, and a value entering a loop over a
+``ModuleList`` is held through the loop (see :class:`CallInputs`), an approximation.
 
 Example
 -------
@@ -43,9 +44,15 @@ __all__ = ["CallInputs"]
 
 class CallInputs:
     """The values the eager model holds past their last use (``hold``): a module call's
-    inputs and what its frames bind; per node, those to let go after it (``release_after``)."""
+    inputs and what its frames bind; per node, those to let go after it (``release_after``).
 
-    def __init__(self, graph: fx.Graph) -> None:
+    ``frames_seen``: whether the capture read the model's frames. Without them, a value
+    entering a container that is never called itself (the ``ModuleList`` a forward loops
+    over) is held until the loop ends, as the forward that loops usually binds it to a
+    name of its own (transformers' ``inputs_embeds``); with them, exactly as they held it.
+    """
+
+    def __init__(self, graph: fx.Graph, frames_seen: bool = True) -> None:
         index: dict[str, int] = {}
         first: dict[tuple[str, int], int] = {}
         last: dict[tuple[str, int], str] = {}
@@ -60,7 +67,7 @@ class CallInputs:
                 continue
             parts = path.split(".")
             producers = [a for a in node.all_input_nodes if a.op in OP_KINDS]  # (inputs and weights are resident)
-            called = node.meta.get(CALLED_KEY, ())
+            called = node.meta.get(CALLED_KEY, ()) if frames_seen else ()
             for depth in range(1, min(len(parts), len(numbers)) + 1):
                 if depth <= len(called) and not called[depth - 1]:
                     continue  # a container never called (a ModuleList): no call holds anything

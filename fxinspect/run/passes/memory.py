@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from ...capture import module_of
+from ...capture.base import Method
 from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from ...tensors import has_data, tensors_in
@@ -135,7 +136,9 @@ class _Run:
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
-        self.calls = CallInputs(program.graph)  # what the eager model holds until a module returns
+        self.calls = CallInputs(
+            program.graph, frames_seen=program.method == Method.SYMBOLIC
+        )  # what the eager model holds
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
