@@ -136,9 +136,8 @@ class _Run:
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
-        self.calls = CallInputs(
-            program.graph, frames_seen=program.method == Method.SYMBOLIC
-        )  # what the eager model holds
+        # what the eager model holds past its last use (only the symbolic trace sees frames)
+        self.calls = CallInputs(program.graph, frames_seen=program.method == Method.SYMBOLIC)
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
