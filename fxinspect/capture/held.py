@@ -52,10 +52,9 @@ __all__ = ["HELD_KEY", "FrameHolds"]
 HELD_KEY = "fxinspect_held_until"
 """``node.meta[HELD_KEY]``: the last op node during which a frame of the model held the value."""
 
-_NOT_THE_MODEL = tuple(
-    os.path.dirname(m.__file__) + os.sep
-    for m in (fx, sys.modules[__name__.rsplit(".", 2)[0]])  # torch.fx, fxinspect
-) + (torch.overrides.__file__,)
+_FXINSPECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NOT_THE_MODEL = (os.path.dirname(fx.__file__) + os.sep, _FXINSPECT + os.sep, torch.overrides.__file__)
+_CONTAINERS = (list, tuple, dict)
 _MAX_ITEMS = 256  # a container longer than this is not scanned (a list of ints, a table)
 
 
@@ -133,9 +132,6 @@ def _held_nodes(names: dict[str, Any]) -> list[fx.Node]:
         elif kind in _CONTAINERS or isinstance(value, fx.Proxy):
             _collect(value, held, 2)
     return held
-
-
-_CONTAINERS = (list, tuple, dict)
 
 
 def _collect(value: Any, held: list[fx.Node], depth: int) -> None:
