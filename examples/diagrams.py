@@ -2,14 +2,16 @@
 
 Run: ``python examples/diagrams.py [OUT_DIR]`` (writes the PNGs named below).
 
-``report.plot(path, depth=..., color_by=...)`` draws a report with matplotlib alone (no
-Graphviz): boxes are modules cut to ``depth`` (every op at ``depth=None``), runs of
-identical blocks are folded into one box whose figures are their sum, boxes are laid out
-in layers along the dataflow and coloured by a figure (``flops``, ``macs``, ``bytes``,
-``latency``, ``memory``, ``backward_flops``, ``nonfinite``). A module's own ops (a
-reshape, a residual add) sit in boxes of their own where they run. The same report gives
-the same file, byte for byte. ``report.plot_breakdown(metric, by="module"|"op")`` shows
-where a figure goes as sorted bars: the largest parts, then the rest as one bar.
+``report.plot(path, depth=..., color_by=...)`` draws a report with no Graphviz (PNG and
+SVG are painted with Pillow, which matplotlib brings; ``report.plot()`` with no path
+returns a matplotlib Figure to adjust): boxes are modules cut to ``depth`` (every op at
+``depth=None``), runs of identical blocks are folded into one box whose figures are
+their sum, boxes are laid out in layers along the dataflow and coloured by a figure
+(``flops``, ``macs``, ``bytes``, ``latency``, ``memory``, ``backward_flops``,
+``nonfinite``). A module's own ops (a reshape, a residual add) sit in boxes of their own
+where they run. The same report gives the same file, byte for byte.
+``report.plot_breakdown(metric, by="module"|"op")`` shows where a figure goes as sorted
+bars: the largest parts, then the rest as one bar.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def main(out_dir: Path = Path(".")) -> str:
     for name, model, inputs, options in drawings:
         with torch.no_grad():
             report = fxinspect.analyze(model.eval(), inputs, timing=False, memory=False)
-        fig = report.plot(out_dir / name, **options)
-        boxes = sum(1 for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch")
+        report.plot(out_dir / name, **options)
+        boxes = report.to_networkx(level="diagram", depth=options["depth"]).number_of_nodes()
         lines.append(f"{name:22} {boxes:5d}  {report.totals.flops / 1e9:8.2f} G")
         if name.startswith("gpt2"):
             report.plot_breakdown("bytes", out_dir / "gpt2_bytes_by_op.png", by="op", top=8)

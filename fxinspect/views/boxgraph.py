@@ -180,8 +180,14 @@ class _Grouping:
 
 def _module_paths(report: ReportRecord, depth: int, folds: Folds) -> tuple[dict[str, str], set[str]]:
     """Each op node's module path at ``depth``, and the paths shown with children boxes inside."""
-    ops = [n for n in report.nodes if n.is_op]
-    path_of = {n.name: _module_key(n, depth, folds, report.modules) for n in ops}
+    keys: dict[str, str] = {}  # module path -> its box's path (many nodes share one)
+    path_of = {}
+    for n in report.nodes:
+        if n.is_op:
+            key = keys.get(n.module_path)
+            if key is None:
+                key = keys[n.module_path] = _module_key(n, depth, folds, report.modules)
+            path_of[n.name] = key
     shown = set(path_of.values())
     expanded = {p for p in shown if any(q != p and paths.within(q, p) for q in shown)}
     return path_of, expanded

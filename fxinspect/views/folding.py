@@ -57,6 +57,7 @@ class Folds:
                 self.parent_of[path] = above
         self._dataflow(report)
         self._signature: dict[str, tuple] = {}
+        self._shown: dict[str, str] = {}  # (display's answers: asked once per op node)
         self.run_of: dict[str, tuple[str, ...]] = {}  # a member's path -> every member of its run
         self.glue: dict[str, tuple[tuple[str, ...], int]] = {}  # node name -> (run, member before it)
         for kids in self.children.values():
@@ -74,18 +75,24 @@ class Folds:
         self.position: dict[str, int] = {}
         self.args: list[tuple[str, ...]] = []
         self.span: dict[str, tuple[int, int]] = {}
+        nearest: dict[str, str] = {}
         for n in report.nodes:
             if not n.is_op:
                 continue
             i = len(self.owner)
-            owner = paths.nearest(n.module_path, self.modules)
+            owner = nearest.get(n.module_path)
+            if owner is None:
+                owner = nearest[n.module_path] = paths.nearest(n.module_path, self.modules)
             self.owner.append(owner)
             self.names.append(n.name)
             self.position[n.name] = i
             self.args.append(n.args)
-            for p in paths.ancestors(owner):
-                first, _ = self.span.get(p, (i, i))
-                self.span[p] = (first, i)
+            first, _ = self.span.get(owner, (i, i))
+            self.span[owner] = (first, i)
+        for owner, (first, last) in list(self.span.items()):  # a module spans its subtree's ops
+            for p in list(paths.ancestors(owner))[1:]:
+                low, high = self.span.get(p, (first, last))
+                self.span[p] = (min(low, first), max(high, last))
 
     def signature(self, path: str) -> tuple:
         """What two blocks must share to be the same: type, counts, children, recursively."""
@@ -154,8 +161,11 @@ class Folds:
         """``path`` with every folded ancestor (and itself) written as its run."""
         if not path:
             return ""
-        chain = list(paths.ancestors(path))[-2::-1]  # from the root's child down to ``path``
-        return ".".join(self.label(p) for p in chain)
+        shown = self._shown.get(path)
+        if shown is None:
+            chain = list(paths.ancestors(path))[-2::-1]  # from the root's child down to ``path``
+            shown = self._shown[path] = ".".join(self.label(p) for p in chain)
+        return shown
 
     def repeats(self, path: str) -> int:
         """How many modules the display path of ``path`` stands for."""
