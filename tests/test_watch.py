@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fxinspect
-from fxinspect.training.histograms import log2_histogram
+from fxinspect.training.binning import log2_histogram
 
 
 def cnn() -> torch.nn.Module:
@@ -263,12 +263,13 @@ def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     watching = importlib.import_module("fxinspect.training.watch_hooks")
 
     binned = []
+    binning = watching.WatchHooks._bin
 
-    def counting(t, pending=False):
+    def counting(self, t):
         binned.append(tuple(t.shape))
-        return log2_histogram(t, pending=pending)
+        return binning(self, t)
 
-    monkeypatch.setattr(watching, "log2_histogram", counting)
+    monkeypatch.setattr(watching.WatchHooks, "_bin", counting)
     model, ids = _Tied().train(), torch.randint(0, 32, (4, 6))
     watcher = fxinspect.watch(model, every=1, log=("io", "params", "params_grad"))
     model(ids).sum().backward()

@@ -5,7 +5,7 @@ loop that skips the step, as ``GradScaler`` does on an overflow) and the next lo
 step shows only where it spread. :class:`FiniteChecks` checks the model's own output
 and the gradient that reaches it on *every* training step: one float32 sum each (a NaN
 or ±Inf anywhere makes it non-finite; only a sum that overflows float32, values near
-1e38 / numel, would be a false alarm), kept on the device as a flag and read in
+1e38 / numel, would be a false alarm), kept on the device and read (tested) in
 batches, so a step costs one pass over the output, no copy and no synchronisation.
 
 Example
@@ -48,15 +48,15 @@ class FiniteChecks:
                     t.register_hook(lambda grad, step=step: self._add(step, "output gradient", [grad]))
 
     def _add(self, step: int, kind: str, tensors: list[torch.Tensor]) -> None:
-        with torch.no_grad():  # a NaN or ±Inf anywhere makes the sum non-finite: one pass, no copy
-            flag = torch.isfinite(torch.stack([t.detach().sum(dtype=torch.float32) for t in tensors])).all()
-        self._pending.append((step, kind, flag))
+        with torch.no_grad():  # a NaN or ±Inf anywhere makes the sum non-finite: one op, no copy
+            for t in tensors:
+                self._pending.append((step, kind, t.detach().sum(dtype=torch.float32)))
         if len(self._pending) >= _BATCH:
             self._read()
 
     def _read(self) -> None:
         if self._pending:
-            flags = torch.stack([f for _, _, f in self._pending]).cpu().tolist()
+            flags = torch.isfinite(torch.stack([f for _, _, f in self._pending])).cpu().tolist()
             self._found += [(s, k) for (s, k, _), ok in zip(self._pending, flags) if not ok]
             self._pending.clear()
 

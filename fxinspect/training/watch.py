@@ -42,8 +42,9 @@ import torch
 
 from ..errors import InputError
 from ..run.prepare import unwrapped
+from .binning import SmallBatch
 from .checks import FiniteChecks
-from .histograms import Histogram, PendingHistogram, from_plain, to_plain
+from .histograms import Histogram, from_plain, to_plain
 from .quantities import Quantity
 from .watch_hooks import WatchHooks
 
@@ -93,6 +94,8 @@ class Watch(WatchHooks):
         # histograms binned this step, by tensor id: (weak reference, version, histogram)
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1
+        self._scratch: dict = {}  # log2_histogram's buffer, kept through a logged step
+        self._small = SmallBatch()  # copies of a logged step's small tensors, binned as the next begins
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:
             self._attach(model, include, exclude)
@@ -110,7 +113,7 @@ class Watch(WatchHooks):
     def histogram(self, name: str, quantity: str, step: int) -> Histogram:
         """One module's histogram of ``quantity`` at ``step`` (its output tensors together)."""
         parts = self._records[(name, quantity)][step]
-        read = [p.read() if isinstance(p, PendingHistogram) else p for p in parts]
+        read = [p if isinstance(p, Histogram) else p.read() for p in parts]  # (pending on the device)
         self._records[(name, quantity)][step] = read  # read once
         return _merge(read)
 

@@ -19,7 +19,7 @@ import torch
 from ..errors import InputError
 from ..guard import in_analysis
 from ..tensors import tensors_in
-from .histograms import log2_histogram
+from .binning import SMALL, log2_histogram
 from .quantities import Quantity
 
 __all__ = ["WatchHooks"]
@@ -62,6 +62,8 @@ class WatchHooks:
         for handle in self._step_handles:
             handle.remove()
         self._step_handles.clear()
+        self._scratch.clear()  # the logged step's binning buffer, as large as its largest tensor
+        self._small.bin()  # its small tensors, together
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
         if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
@@ -137,20 +139,24 @@ class WatchHooks:
         try:
             version = t._version
         except RuntimeError:  # inference tensors keep no version: bin each time
-            return log2_histogram(t, pending=True)
+            return self._bin(t)
         found = self._binned.get(id(t))
         if found is not None and found[0]() is t and found[1] == version:
             return found[2]
-        histogram = log2_histogram(t, pending=True)
+        histogram = self._bin(t)
         self._binned[id(t)] = (weakref.ref(t), version, histogram)
         return histogram
+
+    def _bin(self, t: torch.Tensor) -> Any:
+        """``t``'s histogram, pending: a small tensor's with the rest of the step's."""
+        if t.numel() <= SMALL:
+            return self._small.add(t)
+        return log2_histogram(t, pending=True, scratch=self._scratch)
 
     def _grad_hook(self, name: str, step: int):
         def hook(grad: torch.Tensor) -> None:
             norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
-            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(
-                log2_histogram(norms, pending=True)
-            )
+            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(self._bin(norms))
 
         return hook
 
