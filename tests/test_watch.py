@@ -50,6 +50,46 @@ def test_histograms_keep_every_value_and_equal_numpy_on_power_of_two_edges():
     assert h.low == -1074
 
 
+def _reference(x: torch.Tensor) -> tuple:
+    """Counts by numpy, value by value: (low, negative, positive, zeros, nan, +inf, -inf)."""
+    v = x.double().numpy() if x.dtype != torch.bfloat16 else x.float().double().numpy()
+    finite = np.isfinite(v) & (v != 0)
+    exps = np.floor(np.log2(np.abs(v[finite]))).astype(int)  # exact for floats of <= 53 bits
+    signs = np.sign(v[finite])
+    return exps, signs, int((v == 0).sum()), int(np.isnan(v).sum()), int((v == np.inf).sum()), int((v == -np.inf).sum())
+
+
+def _values(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """``n`` values over 16 orders of magnitude; zeros, a subnormal, NaN and ±Inf among them."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, dtype=torch.float64, generator=g) * 10.0 ** torch.randint(-8, 8, (n,), generator=g)).to(dtype)
+    if dtype.is_floating_point and n > 10:
+        info = torch.finfo(dtype)
+        x[:6] = torch.tensor([0.0, -0.0, info.tiny / 4, float("nan"), float("inf"), float("-inf")], dtype=dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
+def test_small_tensors_binned_together_equal_each_binned_alone_and_numpy(dtype):
+    from fxinspect.training.binning import SmallBatch
+
+    sizes = (1, 7, 300, 4096)
+    batch = SmallBatch()
+    tensors = [_values(n, dtype, seed) for seed, n in enumerate(sizes)]
+    entries = [batch.add(t) for t in tensors]
+    for t in tensors:
+        t.zero_()  # written after it was added: the copy is what counts
+    for seed, (n, entry) in enumerate(zip(sizes, entries)):
+        h, x = entry.read(), _values(n, dtype, seed)
+        assert h == log2_histogram(x)
+        exps, signs, zeros, nan, pos_inf, neg_inf = _reference(x)
+        assert (h.zeros, h.nan, h.pos_inf, h.neg_inf, h.total) == (zeros, nan, pos_inf, neg_inf, n)
+        for sign, counts in ((1, h.positive), (-1, h.negative)):
+            found = exps[signs == sign]
+            assert list(counts) == [int((found == h.low + i).sum()) for i in range(len(counts))]
+            assert len(found) == sum(counts)
+
+
 def test_watch_logs_every_n_training_steps_and_leaves_the_model_as_it_was(tmp_path):
     model = cnn()
     watcher = fxinspect.watch(model, every=5)

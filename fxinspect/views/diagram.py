@@ -31,7 +31,7 @@ from ..records import ReportRecord
 from .boxgraph import boxes
 from .colouring import COLOR_BY, LABEL, MEASURED_BY, box_value, colour_scale, node_figure
 from .diagram_layout import FONT, LINE, PAD, Layout, arrange, frame
-from .diagram_paint import Picture, box_face, colour_bar, label_colour
+from .diagram_paint import Picture, box_faces, colour_bar, label_colour
 from .figures import save_figure
 
 __all__ = ["COLOR_BY", "node_figure", "plot"]  # (COLOR_BY and node_figure re-exported from .colouring)
@@ -74,7 +74,7 @@ def plot(
         layout,
         frame(layout, heading, colour_bar=norm is not None),
         heading,
-        {k: box_face(layout.found[k], values.get(k), colormap, norm) for k in layout.ordered},
+        box_faces(layout.found, values, colormap, norm),
         report.nonfinite.root_cause if report.nonfinite else None,
         colour_bar(colormap, norm, color_by) if norm is not None else None,
         dpi,

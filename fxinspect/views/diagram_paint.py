@@ -20,7 +20,7 @@ from .box import Box
 from .colouring import COLOR_BY, TICK, scale_ticks
 from .diagram_layout import FONT, LINE, PAD, Frame, Layout, font
 
-__all__ = ["ColourBar", "Picture", "box_face", "colour_bar", "label_colour"]
+__all__ = ["ColourBar", "Picture", "box_faces", "colour_bar", "label_colour"]
 
 _IO = (0.851, 0.851, 0.851)  # the model's inputs and outputs: grey
 _EDGE, _FRAME, _ROOT = "#555555", "#333333", "#d62728"
@@ -41,20 +41,27 @@ class ColourBar:
 def colour_bar(colormap: Any, norm: Any, color_by: str) -> ColourBar:
     import numpy as np
 
+    values = scale_ticks(norm)
+    heights = norm(np.array(values, dtype=float))  # (one call: see box_faces)
     ticks = []
-    for value in scale_ticks(norm):
+    for value, height in zip(values, heights):
         text = re.sub(r"(\.\d*?)0+\b", r"\1", TICK[color_by](value)).replace(". ", " ")  # 100.00 M -> 100 M
-        ticks.append((float(norm(value)), text))
+        ticks.append((float(height), text))
     return ColourBar(colormap(np.linspace(0, 1, 256))[:, :3], ticks, f"{COLOR_BY[color_by][1]} per box")
 
 
-def box_face(box: Box, value: float | None, colormap: Any, norm: Any) -> tuple[float, float, float]:
-    """A box's fill: grey for the model's inputs and outputs, its figure's colour, or white."""
-    if box.kind in ("input", "output"):
-        return _IO
-    if norm is not None and value is not None and value > 0:
-        return tuple(colormap(norm(value))[:3])
-    return (1.0, 1.0, 1.0)
+def box_faces(found: dict[str, Box], values: dict[str, float | None], colormap: Any, norm: Any) -> dict:
+    """Each box's fill: grey for the model's inputs and outputs, its figure's colour, or
+    white. (One call of the norm for all boxes: a call per box went through masked
+    arrays, a third of a millisecond each.)"""
+    faces = {k: _IO if box.kind in ("input", "output") else (1.0, 1.0, 1.0) for k, box in found.items()}
+    coloured = [k for k in found if faces[k] != _IO and norm is not None and (values.get(k) or 0) > 0]
+    if coloured:
+        import numpy as np
+
+        rgba = colormap(norm(np.array([values[k] for k in coloured], dtype=float)))
+        faces.update({k: tuple(float(c) for c in rgba[i, :3]) for i, k in enumerate(coloured)})
+    return faces
 
 
 def label_colour(face: tuple[float, float, float]) -> str:
