@@ -44,8 +44,12 @@ def test_of_builds_the_record_init_builds():
         (call,),
         (meta,),
         (0,),
+        (7, 7),
+        (2, 2),
+        (3, 3),
     )
-    # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads, call
+    # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads, call,
+    # receptive field, its stride and padding
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

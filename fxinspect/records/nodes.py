@@ -157,6 +157,11 @@ class NodeRecord(Derived):
     # which call of each module on module_path ran the node (root's child first, from 0):
     # ``(0, 2)`` is in the first call of ``a`` and the third of ``a.b``
     call: tuple[int, ...] = ()
+    # the receptive field of its first output (fxinspect.run.receptive): input positions
+    # per spatial dimension of the model's input, "global", or None (not spatial, unknown)
+    receptive_field: tuple[int, ...] | str | None = None
+    effective_stride: tuple[float, ...] | None = None  # the field's jump per dimension
+    effective_padding: tuple[float, ...] | None = None  # positions the first window starts before the input
 
     @property
     def nonfinite(self) -> bool:
@@ -194,6 +199,10 @@ class ModuleRecord(Derived):
     # the module that ran as one op with this one inside (its work is counted there; "" is
     # the root); None when this module's own figures are broken down
     counted_in: str | None = None
+    # the receptive field of its output: that of its last op node (see NodeRecord)
+    receptive_field: tuple[int, ...] | str | None = None
+    effective_stride: tuple[float, ...] | None = None
+    effective_padding: tuple[float, ...] | None = None
 
     @property
     def frozen_params(self) -> int:

@@ -170,8 +170,17 @@ def aggregate_modules(
             nodes=tuple([n.name for n in members[info.path]]),
             children=info.children,
             counted_in=counted_in,
+            **_receptive(members[info.path]),
         )
     return records
+
+
+def _receptive(members: list[NodeRecord]) -> dict[str, Any]:
+    """A module's receptive field: its output's, the last op node it ran."""
+    last = members[-1] if members else None
+    if last is None or last.receptive_field is None:
+        return {}
+    return {name: getattr(last, name) for name in ("receptive_field", "effective_stride", "effective_padding")}
 
 
 def _leaves(cap: Capture) -> set[str]:

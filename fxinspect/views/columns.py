@@ -54,6 +54,7 @@ _LEADING = (
     ("INPUTS", "inputs"),
     ("OUTPUTS", "outputs"),
     ("GRADIENTS", "gradients"),
+    ("RECEPTIVE_FIELD", "receptive_field"),
     ("COUNT", "count"),
     ("CALLS", "calls"),
     ("PARAMS", "params"),
@@ -130,6 +131,13 @@ UNIT_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
 }
 
 
+def _field(value: tuple[int, ...] | str | None) -> str:
+    """A receptive field as a table writes it: ``"7×7"``, ``"global"`` or nothing."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else "×".join(str(v) for v in value)
+
+
 def _figure_spec(field: Field) -> Spec:
     """A declared figure's column: its header, its unit's format.
 
@@ -147,6 +155,7 @@ SPECS: dict[Column, Spec] = {
     Column.INPUTS: Spec("inputs", _shapes, numeric=False),
     Column.OUTPUTS: Spec("outputs", _shapes, numeric=False),
     Column.GRADIENTS: Spec("output grads", _shapes, numeric=False),
+    Column.RECEPTIVE_FIELD: Spec("receptive field", lambda v, p: _field(v), numeric=False),
     Column.COUNT: Spec("nodes", lambda v, p: fmt.count(v)),
     Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
     Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
@@ -174,22 +183,23 @@ _NODE_PLACE = (Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.O
 """Where a node sits and what flows through it: the first columns of a node table."""
 
 _AVAILABLE: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK),
+    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK)
+    + (Column.RECEPTIVE_FIELD,),
     By.OP: (Column.LABEL, Column.COUNT, *_figures()),
-    By.NODE: (*_NODE_PLACE, *_figures(), Column.NONFINITE),
+    By.NODE: (*_NODE_PLACE, *_figures(), Column.NONFINITE, Column.RECEPTIVE_FIELD),
 }
 
 _SHOWN_AFTER_FLOPS = (Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY)
 
 DEFAULT: dict[By, tuple[Column, ...]] = {
     By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, *_SHOWN_AFTER_FLOPS)
-    + (Column.SAVED_BYTES,),
+    + (Column.SAVED_BYTES, Column.RECEPTIVE_FIELD),
     By.OP: (Column.LABEL, Column.COUNT, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SHARE),
     By.NODE: (*_NODE_PLACE, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SAVED_BYTES, Column.NONFINITE),
 }
 """The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
 found, gradients, backward FLOPs and saved bytes when a backward ran, FLOPs per block
-when a row folds repeated blocks."""
+when a row folds repeated blocks, the receptive field when the model has a spatial input."""
 
 BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES})
 TIMED_ONLY = frozenset({Column.LATENCY, Column.BACKWARD_LATENCY})

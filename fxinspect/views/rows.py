@@ -94,6 +94,7 @@ def module_rows(report: ReportRecord, depth: int | None, fold: bool, indent: boo
             Column.TYPE: first.type if len(records) == 1 else f"{fmt.count(len(records))} × {first.type}",
             Column.CALLS: sum(r.calls for r in records),
             Column.PARAMS: sum(r.params for r in records),
+            Column.RECEPTIVE_FIELD: records[-1].receptive_field,  # (a folded run's: its last block's)
             **_figures(report, records),
         }
         if len(records) > 1:  # the row is the members' total; this is one member's (their mean)
@@ -148,6 +149,7 @@ def node_rows(report: ReportRecord, uncounted: set[str]) -> list[Row]:
                 Column.OUTPUTS: tuple(t.shape for t in n.outputs),
                 Column.GRADIENTS: tuple(g.shape for g in n.grad_outputs) if n.grad_outputs is not None else None,
                 Column.NONFINITE: (n.nan_count, n.inf_count),
+                Column.RECEPTIVE_FIELD: n.receptive_field,
                 **_figures(report, [n]),
             },
             partial=n.name in uncounted,
@@ -170,6 +172,7 @@ def totals_row(report: ReportRecord, cols: Sequence[Column]) -> Row:
             Column.OUTPUTS: tuple(m.shape for m in report.outputs),
             Column.COUNT: sum(1 for n in report.nodes if n.is_op),
             Column.PARAMS: report.totals.params,
+            Column.RECEPTIVE_FIELD: root.receptive_field if root else None,
             **_figures(report, [report.totals]),  # the totals' own figures: a sum of one
         },
         partial=report.totals.partial,

@@ -96,6 +96,22 @@ def _costs(report: ReportRecord) -> list[str]:
     return lines
 
 
+def _receptive(report: ReportRecord) -> list[str]:
+    """The receptive field at the output of the last spatial stage (the last op node
+    whose field is a window), and where the field becomes global."""
+    spatial = [n for n in report.nodes if isinstance(n.receptive_field, tuple)]
+    if not spatial:
+        return []
+    last = spatial[-1]
+    size, stride = "×".join(map(str, last.receptive_field)), "×".join(f"{s:g}" for s in last.effective_stride)
+    where = last.module_path or "the root"
+    text = f"{size} input positions at {where} ({last.name}), effective stride {stride}"
+    after = next((n for n in report.nodes[report.nodes.index(last) :] if n.receptive_field == "global"), None)
+    if after is not None:
+        text += f"; global from {after.module_path or after.name}"
+    return [_line("receptive", text)]
+
+
 def _timing(timing: TimingInfo) -> list[str]:
     lines = [
         _line(
@@ -266,6 +282,7 @@ def summary(report: ReportRecord, width: int | None = 100) -> str:
     lines = [head, _line("inputs", f"{_tensors(report.inputs)} -> {_tensors(report.outputs)}")]
     lines += _params(report)
     lines += _costs(report)
+    lines += _receptive(report)
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
     lines += _memory(report.memory, measurable=not env.virtual) if report.memory else []
     lines += _capture(report)

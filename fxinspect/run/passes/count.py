@@ -27,6 +27,7 @@ from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
 from ..program import InstrumentedProgram, Probe
+from ..receptive import FieldTracker, receptive_figures
 from ..values import Description, ValueReader, describe, nonfinite_tensors
 from . import PassResult
 
@@ -62,6 +63,14 @@ def uncounted(result: PassResult) -> list[str]:
             if call.status is OpStatus.UNCOUNTED:
                 found[call.op] = None
     return list(found)
+
+
+def _both(first: Any, second: Any) -> Any:
+    def observe(*args: Any) -> None:
+        first(*args)
+        second(*args)
+
+    return observe
 
 
 def _floating(meta: TensorMeta) -> bool:
@@ -104,6 +113,11 @@ class ForwardRecorder:
         self.sources = self._static_values(program, read, self.described)
         self.versions = [version(t) for t in program.inputs]
         described = self.described
+        fields = self.fields = FieldTracker(list(program.inputs)) if FieldTracker.wanted(program.inputs) else None
+        if fields is not None:  # (models without a spatial input pay nothing)
+            also = mode.observe
+            mode.observe = fields.observe if also is None else _both(also, fields.observe)
+        self.receptive: dict[str, Any] = {}
 
         def before(name: str) -> None:
             mode.node = name
@@ -114,6 +128,8 @@ class ForwardRecorder:
                 described[name] = [(describe(out), read(out) if read else None)]
             else:
                 described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
+            if fields is not None:
+                self.receptive[name] = receptive_figures(fields, out)
             mode.node = UNATTRIBUTED
 
         self.probe = Probe(before, after)
@@ -125,6 +141,19 @@ class ForwardRecorder:
             stats = self.reader.finish() if self.reader else []
         result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
+        if self.fields is not None and self.fields.windowed:
+            disagree = [name for name, figures in self.receptive.items() if figures.pop("strides_disagree", False)]
+            for name, figures in self.receptive.items():
+                if name in result.nodes:
+                    result.nodes[name].update(figures)
+            if disagree:
+                result.notes.append(
+                    f"receptive field: the branches joined at {', '.join(disagree)} have different effective "
+                    "strides (the field given is their union, at the larger stride)"
+                )
+        if self.fields is not None and self.fields.windowed and self.fields.unknown:
+            lost = ", ".join(self.fields.unknown)
+            result.notes.append(f"receptive field: not followed through {lost} (None after them)")
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
             result.report["unattributed"] = aten_calls(unattributed)[0]

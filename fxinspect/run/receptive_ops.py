@@ -1,0 +1,306 @@
+"""The aten ops that change a receptive field, each with its rule (see :mod:`.receptive`).
+
+A rule takes the tracker, the op's arguments and its (first) output and returns the
+output's field: a :class:`~.receptive.Field`, :data:`~.receptive.GLOBAL` or ``None``
+(unknown). Ops not named here pass a field on when they keep their inputs' broadcast
+shape (pointwise ops) and lose it otherwise.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from .receptive import GLOBAL, Field, FieldTracker, Window, _join, _reshaped
+
+__all__ = ["HANDLERS"]
+
+
+def _spatial(tracker: FieldTracker, t: Any, rank: int) -> Field | str | None:
+    """``t``'s field when its spatial dimensions are its trailing ``rank - 2``, one each."""
+    state = tracker.state(t)
+    if isinstance(state, Field) and state.axes != tuple(range(2, t.dim())):
+        return None  # positions moved or merged: a window op on them is not one we can follow
+    return state
+
+
+def _ints(value: Any, n: int, default: int) -> list[int]:
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return [default] * n
+    if isinstance(value, int):
+        return [value] * n
+    return list(value) if len(value) == n else [value[0]] * n
+
+
+def _windowed(field: Any, out: torch.Tensor, kernel, stride, padding, dilation, transposed: bool = False) -> Any:
+    if not isinstance(field, Field):
+        return field
+    step = Window.transposed if transposed else Window.strided
+    windows = tuple(step(w, k, s, p, d) for w, k, s, p, d in zip(field.windows, kernel, stride, padding, dilation))
+    return Field(windows, field.axes, tuple(out.shape[2:]))
+
+
+def convolution(tracker, args, kwargs, out):
+    x, weight = args[0], args[1]
+    field = _spatial(tracker, x, x.dim())
+    n = x.dim() - 2
+    stride, padding, dilation = (_ints(args[i] if len(args) > i else None, n, d) for i, d in ((3, 1), (4, 0), (5, 1)))
+    transposed = bool(args[6]) if len(args) > 6 else False
+    return _windowed(field, out, list(weight.shape[2:]), stride, padding, dilation, transposed)
+
+
+def pool(tracker, args, kwargs, out):
+    """max_pool / avg_pool: (input, kernel, stride, padding[, dilation | ceil_mode, ...])."""
+    x = args[0]
+    n = x.dim() - 2
+    kernel = _ints(args[1], n, 1)
+    stride = _ints(args[2] if len(args) > 2 else None, n, 0)
+    stride = [s or k for s, k in zip(stride, kernel)]  # an empty stride is the kernel
+    padding = _ints(args[3] if len(args) > 3 else None, n, 0)
+    dilation = _ints(args[4], n, 1) if len(args) > 4 and not isinstance(args[4], bool) else [1] * n
+    return _windowed(_spatial(tracker, x, x.dim()), out, kernel, stride, padding, dilation)
+
+
+def adaptive_pool(tracker, args, kwargs, out):
+    """Adaptive pooling: a window fixed by the shapes when the output size divides the input's."""
+    x = args[0]
+    field = _spatial(tracker, x, x.dim())
+    sizes_in, sizes_out = list(x.shape[2:]), list(out.shape[2:])
+    if not isinstance(field, Field):
+        return field
+    if all(o == 1 for o in sizes_out):
+        return GLOBAL
+    if any(i % o for i, o in zip(sizes_in, sizes_out)):
+        return None  # windows of different sizes: no one window says it
+    steps = [i // o for i, o in zip(sizes_in, sizes_out)]
+    return _windowed(field, out, steps, steps, [0] * len(steps), [1] * len(steps))
+
+
+def upsample(extra: int):
+    """Upsampling that reads ``extra + 1`` input positions per dimension (nearest 0, linear 1, cubic 3)."""
+
+    def rule(tracker, args, kwargs, out):
+        x = args[0]
+        field = _spatial(tracker, x, x.dim())
+        if not isinstance(field, Field):
+            return field
+        windows = []
+        for w, i, o in zip(field.windows, x.shape[2:], out.shape[2:]):
+            scale = Fraction(o, i)
+            start = w.start + (Fraction(1, 2) / scale - Fraction(1, 2)) * w.jump if extra else w.start
+            windows.append(Window(w.size + extra * w.jump, w.jump / scale, start - (extra // 2) * w.jump))
+        return Field(tuple(windows), field.axes, tuple(out.shape[2:]))
+
+    return rule
+
+
+def pad(tracker, args, kwargs, out):
+    """constant_pad_nd(input, pad) and the reflection and replication pads: pairs from the last dimension."""
+    x, pads = args[0], list(args[1])
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    windows = list(field.windows)
+    for k, axis in enumerate(field.axes):
+        pair = x.dim() - 1 - axis  # pads[2 * pair] is before this dimension
+        if 2 * pair < len(pads):
+            w = windows[k]
+            windows[k] = Window(w.size, w.jump, w.start - pads[2 * pair] * w.jump)
+    return Field(tuple(windows), field.axes, tuple(out.shape[a] for a in field.axes))
+
+
+def slice_(tracker, args, kwargs, out):
+    """slice(input, dim, start, end, step): a spatial dimension sliced moves and strides its window."""
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    dim = (args[1] if len(args) > 1 else 0) % x.dim()
+    begin = args[2] if len(args) > 2 and args[2] is not None else 0
+    step = args[4] if len(args) > 4 else 1
+    if dim not in field.axes:
+        return field
+    if field.axes.count(dim) > 1:
+        return None
+    begin = max(0, begin + x.shape[dim] if begin < 0 else min(begin, x.shape[dim]))
+    k = field.axes.index(dim)
+    windows = list(field.windows)
+    w = windows[k]
+    windows[k] = Window(w.size, w.jump * step, w.start + begin * w.jump)
+    extents = list(field.extents)
+    extents[k] = out.shape[dim]
+    return Field(tuple(windows), field.axes, tuple(extents))
+
+
+def cat(tracker, args, kwargs, out):
+    tensors = [t for t in args[0] if isinstance(t, torch.Tensor) and t.numel()]
+    dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % out.dim()
+    carrying = [t for t in tensors if tracker.state(t) is not None]
+    states = [tracker.state(t) for t in carrying]
+    if any(isinstance(s, Field) and s.axes.count(dim) == 1 for s in states):
+        return None  # joined along one spatial dimension
+    # (along merged positions, as a class token joins patch tokens, each keeps its window)
+    state, disagree = _join(states, out.dim(), [t.dim() for t in carrying])
+    if disagree:
+        tracker.disagree[out] = True
+    return state
+
+
+def viewed(tracker, args, kwargs, out):
+    """Views and reshapes: the spatial axes followed to where they lie now."""
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    return _reshaped(field, list(x.shape), list(out.shape))
+
+
+def permuted(tracker, args, kwargs, out):
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    order = [d % x.dim() for d in args[1]]
+    return field.moved(tuple(order.index(a) for a in field.axes))
+
+
+def transposed(tracker, args, kwargs, out):
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    a, b = (args[1] % x.dim(), args[2] % x.dim()) if len(args) > 2 else (0, 1)
+    return field.moved(tuple(b if d == a else a if d == b else d for d in field.axes))
+
+
+def expanded(tracker, args, kwargs, out):
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    return field.moved(tuple(a + out.dim() - x.dim() for a in field.axes))
+
+
+def reduced(tracker, args, kwargs, out):
+    """Reductions and softmax over ``dim``: global when a spatial axis is reduced."""
+    x = args[0]
+    field = tracker.state(x)
+    if not isinstance(field, Field):
+        return field
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return GLOBAL  # over everything
+    dims = {d % x.dim() for d in (dims if isinstance(dims, (list, tuple)) else [dims])}
+    if dims & set(field.axes):
+        return GLOBAL
+    if out.dim() == x.dim():
+        return field
+    return field.moved(tuple(a - sum(1 for d in dims if d < a) for a in field.axes))
+
+
+def matmul(contracted_a: int, contracted_b: int):
+    """Matrix products: a field on a contracted dimension, or on both operands, is global."""
+
+    def rule(tracker, args, kwargs, out):
+        operands = [a for a in args if isinstance(a, torch.Tensor)][-2:]
+        states = [tracker.state(t) for t in operands]
+        if any(s == GLOBAL for s in states):
+            return GLOBAL
+        carrying = [(t, s, c) for t, s, c in zip(operands, states, (contracted_a, contracted_b)) if s is not None]
+        if len(carrying) != 1:
+            return GLOBAL if len(carrying) > 1 else None  # (attention scores: two positions each)
+        t, s, contracted = carrying[0]
+        if contracted % t.dim() in s.axes:
+            return GLOBAL
+        return s.moved(tuple(a + out.dim() - t.dim() for a in s.axes))
+
+    return rule
+
+
+def attention(tracker, args, kwargs, out):
+    """scaled_dot_product_attention and its kernels: every query sees every key's position."""
+    return GLOBAL if any(tracker.state(t) is not None for t in args[:3]) else None
+
+
+def passed_on(tracker, args, kwargs, out):
+    """Normalisations (their statistics are not a field) and the like: the input's field."""
+    return tracker.state(args[0])
+
+
+HANDLERS: dict[str, Any] = {
+    "convolution": convolution,
+    **{f"{kind}_pool{n}d{tail}": pool for kind in ("max", "avg") for n in (1, 2, 3) for tail in ("", "_with_indices")},
+    **{
+        name: adaptive_pool
+        for n in (1, 2, 3)
+        for name in (f"_adaptive_avg_pool{n}d", f"adaptive_avg_pool{n}d", f"adaptive_max_pool{n}d")
+    },
+    **{f"upsample_nearest{n}d": upsample(0) for n in (1, 2, 3)},
+    **{f"_upsample_nearest_exact{n}d": upsample(0) for n in (1, 2, 3)},
+    "upsample_linear1d": upsample(1),
+    "upsample_bilinear2d": upsample(1),
+    "upsample_trilinear3d": upsample(1),
+    "_upsample_bilinear2d_aa": upsample(1),
+    "upsample_bicubic2d": upsample(3),
+    "constant_pad_nd": pad,
+    **{f"{kind}_pad{n}d": pad for kind in ("reflection", "replication") for n in (1, 2, 3)},
+    "slice": slice_,
+    "cat": cat,
+    **dict.fromkeys(("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "flatten", "alias"), viewed),
+    "permute": permuted,
+    "transpose": transposed,
+    "t": transposed,
+    "expand": expanded,
+    **dict.fromkeys(
+        (
+            "mean",
+            "sum",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "var",
+            "std",
+            "var_mean",
+            "std_mean",
+            "norm",
+            "linalg_vector_norm",
+        ),
+        reduced,
+    ),
+    **dict.fromkeys(("_softmax", "_log_softmax", "softmax", "log_softmax", "logsumexp", "cumsum"), reduced),
+    "mm": matmul(1, 0),
+    "addmm": matmul(1, 0),
+    "bmm": matmul(2, 1),
+    "baddbmm": matmul(2, 1),
+    "matmul": matmul(-1, -2),
+    **dict.fromkeys(
+        (
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_flash_attention",
+            "_native_multi_head_attention",
+        ),
+        attention,
+    ),
+    **dict.fromkeys(
+        (
+            "native_batch_norm",
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_no_training",
+            "_native_batch_norm_legit_functional",
+            "native_layer_norm",
+            "native_group_norm",
+            "batch_norm",
+            "dropout",
+            "native_dropout",
+            "_to_copy",
+            "clone",
+            "detach",
+        ),
+        passed_on,
+    ),
+}
