@@ -37,6 +37,7 @@ PAGES = {  # page name: (example file, images it writes)
             "explorer_watch.png",
         ],
     ),
+    "time_model": ("time_model.py", ["resnet50_roofline.png", "gpt2_h100_roofline.png"]),
     "diagrams": (
         "diagrams.py",
         [

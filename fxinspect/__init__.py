@@ -8,6 +8,7 @@ Example
 136
 """
 
+from . import devices
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
@@ -41,6 +42,7 @@ def diff_html(this: Report, other: Report, path=None) -> str:
 
 __all__ = [
     "AtenCall",
+    "devices",
     "CaptureError",
     "CaptureInfo",
     "Cost",

@@ -27,6 +27,7 @@ from .run.choose import count_best
 from .run.passes import PassResult
 from .run.passes.backward import BackwardPass
 from .run.passes.memory import MemoryPass
+from .run.passes.time_model import TimeModelPass
 from .run.passes.timing import TimingPass
 from .run.prepare import prepared
 from .run.program import InstrumentedProgram
@@ -34,7 +35,7 @@ from .tensors import has_data
 
 __all__ = ["LATER_PASSES", "analyze", "instrument"]
 
-LATER_PASSES = (TimingPass, BackwardPass, MemoryPass)
+LATER_PASSES = (TimingPass, BackwardPass, MemoryPass, TimeModelPass)
 """The passes after the counting run, in the order they run; each plans itself from the
 options (``planned``) and is skipped when they do not ask for it."""
 
@@ -83,6 +84,10 @@ def analyze(
         estimate (it does not see scratch a kernel allocates and frees inside one op).
     optimizer : a ``torch.optim.Optimizer`` class or instance: its state and step are
         added to the training memory (``report.memory.total_peak``). Needs ``backward``.
+    device_spec : a device to predict each node's latency on (``predicted_latency``, see
+        ``fxinspect.run.passes.time_model``): a preset of ``fxinspect.devices``
+        (``"h100-sxm"``, or a driver's name as ``torch.cuda.get_device_name()`` gives it),
+        a ``DeviceSpec``, or ``"measured"`` (this host, measured once and cached).
 
     The forward runs in the model's current mode (``train()``/``eval()``) and the
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).

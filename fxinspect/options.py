@@ -59,6 +59,7 @@ class Options:
     memory: bool = True
     measure_memory: bool = False
     optimizer: Any = None
+    device_spec: Any = None
 
     def __post_init__(self) -> None:
         fix = object.__setattr__  # (frozen) values normalised once, here

@@ -30,6 +30,8 @@ from .views.diagram import plot as _plot
 from .views.diff import diff as _diff
 from .views.explorer import to_html as _to_html
 from .views.memory_plot import plot_memory as _plot_memory
+from .views.roofline import plot_roofline as _plot_roofline
+from .views.roofline import roofline as _roofline
 from .views.summary import summary as _summary
 from .views.table import table as _table
 
@@ -96,6 +98,17 @@ class Report(ReportRecord):
     def plot_memory(self, path: Any = None, **options: Any):
         """The memory timeline as a matplotlib Figure; see ``fxinspect.views.memory_plot``."""
         return _plot_memory(self, path, **options)
+
+    def roofline(self) -> list[dict[str, Any]]:
+        """Each op node against the device's roofs (needs ``device_spec=``); see
+        ``fxinspect.views.roofline``."""
+        return _roofline(self)
+
+    @_shows(_plot_roofline, "path")
+    def plot_roofline(self, path: Any = None, **options: Any):
+        """The roofs and every op or module on them, as a matplotlib Figure; see
+        ``fxinspect.views.roofline``."""
+        return _plot_roofline(self, path, **options)
 
     def to_html(self, path: Any = None) -> str:
         """The explorer: one self-contained HTML page to browse the report (modules open

@@ -31,6 +31,7 @@ def test_of_builds_the_record_init_builds():
         24,
         None,
         None,
+        2e-6,
         3,
         0,
         24,
@@ -48,7 +49,7 @@ def test_of_builds_the_record_init_builds():
         (2, 2),
         (3, 3),
     )
-    # ..., latency and its IQR, NaN, Inf, backward figures and latency, memory figures, aten, grads, call,
+    # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures and latency, memory figures, aten, grads, call,
     # receptive field, its stride and padding
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))

@@ -174,6 +174,7 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         buffer_bytes=0,
         **{k: sum_nodes(nodes)[k] for k in ("flops", "macs", "bytes_read", "bytes_written")},
         latency=sum(LATENCY[n.name] for n in nodes if n.is_op) if timed else None,
+        predicted_latency=None,  # no time model
         partial=uncounted,
         # no backward ran: its figures are unknown, not zero
         backward_flops=None,

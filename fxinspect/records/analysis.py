@@ -80,6 +80,23 @@ class CaptureInfo:
 
 
 @dataclass(frozen=True)
+class TimeModel:
+    """The device the time model priced the ops for (``analyze(device_spec=...)``):
+    dense peak FLOP/s per dtype name, memory bandwidth in bytes/s, seconds per aten op."""
+
+    device: str
+    peak_flops: Mapping[str, float]
+    memory_bandwidth: float
+    launch_overhead: float
+    source: str = ""
+
+    def peak(self, dtype: str | None) -> float:
+        """FLOP/s for a dtype's name (``"torch.bfloat16"`` or ``"bfloat16"``); float32's otherwise."""
+        key = (dtype or "").removeprefix("torch.")
+        return self.peak_flops.get(key, self.peak_flops["float32"])
+
+
+@dataclass(frozen=True)
 class TimingInfo:
     """How latency was measured; all times are medians in seconds."""
 
@@ -189,6 +206,7 @@ class ReportRecord:
     backward_unattributed: tuple[AtenCall, ...] = ()
     grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
     memory: MemoryRecord | None = None  # the memory pass's model and measurement
+    time_model: TimeModel | None = None  # the device the predicted latencies are for
     schema_version: int = SCHEMA_VERSION
 
     def node(self, name: str) -> NodeRecord:

@@ -68,6 +68,15 @@ FIELDS: tuple[Field, ...] = (
     Field("bytes_written", "int", Unit.BYTE, Aggregate.EXACT, "written", "tensor bytes they wrote", 0),
     Field("latency", "float | None", Unit.SECOND, Aggregate.KNOWN, "latency", "median seconds; None when not timed"),
     Field("latency_iqr", "float | None", Unit.SECOND, Aggregate.NONE, "IQR", "interquartile range of its times"),
+    # the time model (analyze(device_spec=...)): None without one
+    Field(
+        "predicted_latency",
+        "float | None",
+        Unit.SECOND,
+        Aggregate.KNOWN,
+        "predicted",
+        "seconds the roofline gives: per aten op max(FLOPs / peak, bytes / bandwidth) + launch",
+    ),
     Field("nan_count", "int | None", Unit.COUNT, Aggregate.NONE, "NaN", "NaN values in the outputs; None when unread"),
     Field("inf_count", "int | None", Unit.COUNT, Aggregate.NONE, "Inf", "Inf values in the outputs; None when unread"),
     # the backward of the autograd ops a node created; None when no backward ran

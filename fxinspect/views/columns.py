@@ -189,7 +189,14 @@ _AVAILABLE: dict[By, tuple[Column, ...]] = {
     By.NODE: (*_NODE_PLACE, *_figures(), Column.NONFINITE, Column.RECEPTIVE_FIELD),
 }
 
-_SHOWN_AFTER_FLOPS = (Column.MACS, Column.BYTES, Column.LATENCY, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY)
+_SHOWN_AFTER_FLOPS = (
+    Column.MACS,
+    Column.BYTES,
+    Column.LATENCY,
+    Column.PREDICTED_LATENCY,
+    Column.BACKWARD_FLOPS,
+    Column.BACKWARD_LATENCY,
+)
 
 DEFAULT: dict[By, tuple[Column, ...]] = {
     By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, *_SHOWN_AFTER_FLOPS)

@@ -112,6 +112,19 @@ def _receptive(report: ReportRecord) -> list[str]:
     return [_line("receptive", text)]
 
 
+def _predicted(report: ReportRecord) -> list[str]:
+    """The time model's forward, and its ratio to the measured plain forward."""
+    model, predicted = report.time_model, report.totals.predicted_latency
+    if model is None or predicted is None:
+        return []
+    text = f"{fmt.seconds(predicted)} forward on {model.device} (roofline of every aten op, launch included)"
+    if report.timing is not None and report.timing.plain_forward:
+        text += (
+            f"; {predicted / report.timing.plain_forward:.2f}× the measured {fmt.seconds(report.timing.plain_forward)}"
+        )
+    return [_line("predicted", text)]
+
+
 def _timing(timing: TimingInfo) -> list[str]:
     lines = [
         _line(
@@ -284,6 +297,7 @@ def summary(report: ReportRecord, width: int | None = 100) -> str:
     lines += _costs(report)
     lines += _receptive(report)
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
+    lines += _predicted(report)
     lines += _memory(report.memory, measurable=not env.virtual) if report.memory else []
     lines += _capture(report)
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []

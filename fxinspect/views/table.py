@@ -146,6 +146,7 @@ def _default_columns(report: ReportRecord, by: By) -> list[Column]:
         and (c is not Column.NONFINITE or found)
         and (c not in BACKWARD_ONLY or backward)
         and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)
+        and (c is not Column.PREDICTED_LATENCY or report.time_model is not None)
         and (c is not Column.RECEPTIVE_FIELD or any(m.receptive_field is not None for m in report.modules.values()))
     ]
 

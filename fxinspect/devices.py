@@ -1,0 +1,174 @@
+"""Device specs for the time model: dense peak FLOP/s per dtype, memory bandwidth.
+
+``fxinspect.devices.get(name)`` returns a :class:`DeviceSpec`: a preset by its short
+name (``"h100-sxm"``) or by the name the driver gives (``torch.cuda.get_device_name()``,
+such as ``"NVIDIA H100 80GB HBM3"``), or ``"measured"``: this host, measured by a short
+microbenchmark (:mod:`fxinspect.run.measure_device`) and cached per machine.
+
+Every preset is a datasheet's *dense* figure; the sparse ("with sparsity") figures the
+same sheets print beside them, twice as large, are never used. The source of each is
+in the comment above it; ``tests/test_devices.py`` checks the numbers against those
+sheets' ratios. ``launch_overhead`` is the time a kernel costs beyond its work, per aten
+op (a datasheet does not give it: a typical figure for the device class).
+
+Example
+-------
+>>> import torch
+>>> spec = get("NVIDIA H100 80GB HBM3")
+>>> spec.name, spec.peak_flops[torch.bfloat16] / 1e12, spec.memory_bandwidth / 1e12
+('h100-sxm', 989.4, 3.35)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import InputError
+
+__all__ = ["PRESETS", "DeviceSpec", "get"]
+
+T = 1e12
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A device's roofs: ``peak_flops`` maps a ``torch.dtype`` to dense FLOP/s,
+    ``memory_bandwidth`` is bytes/s; ``interconnect`` names link bandwidths in bytes/s
+    (for later use), ``launch_overhead`` is seconds per aten op."""
+
+    name: str
+    peak_flops: dict[torch.dtype, float]
+    memory_bandwidth: float
+    launch_overhead: float = 5e-6
+    tf32_flops: float | None = None  # float32 matmuls with TF32 allowed (not used by default)
+    interconnect: dict[str, float] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()  # patterns of the names drivers report
+    source: str = ""
+
+    def peak(self, dtype: torch.dtype | str | None) -> float:
+        """Dense FLOP/s for ``dtype`` (a dtype or its name); float32's when it is not listed."""
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype.removeprefix("torch."), None)
+        return self.peak_flops.get(dtype, self.peak_flops[torch.float32])
+
+
+def _nvidia(fp64: float, fp32: float, bf16: float, fp8: float | None = None) -> dict:
+    """Dense figures per dtype, in TFLOPS (float32 is the plain, non-TF32 figure)."""
+    peaks = {torch.float64: fp64 * T, torch.float32: fp32 * T, torch.bfloat16: bf16 * T, torch.float16: bf16 * T}
+    if fp8 is not None:  # (the A100 has no FP8 units: it is not listed there)
+        peaks[torch.float8_e4m3fn] = peaks[torch.float8_e5m2] = fp8 * T
+    return peaks
+
+
+PRESETS: dict[str, DeviceSpec] = {
+    # NVIDIA A100 Tensor Core GPU datasheet (2021), SXM: FP64 tensor 19.5, FP32 19.5,
+    # TF32 156, BF16/FP16 312 TFLOPS dense; HBM2 1,555 GB/s (40GB), HBM2e 2,039 GB/s (80GB);
+    # NVLink 600 GB/s
+    "a100-40gb": DeviceSpec(
+        "a100-40gb",
+        _nvidia(19.5, 19.5, 312),
+        1555e9,
+        tf32_flops=156 * T,
+        interconnect={"nvlink": 600e9, "pcie": 64e9},
+        aliases=(r"A100.*40GB", r"A100-SXM4-40GB", r"A100-PCIE-40GB"),
+        source="NVIDIA A100 datasheet",
+    ),
+    "a100-80gb": DeviceSpec(
+        "a100-80gb",
+        _nvidia(19.5, 19.5, 312),
+        2039e9,
+        tf32_flops=156 * T,
+        interconnect={"nvlink": 600e9, "pcie": 64e9},
+        aliases=(r"A100.*80GB",),
+        source="NVIDIA A100 datasheet",
+    ),
+    # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: FP64 tensor 67, FP32 67, TF32 494.7,
+    # BF16/FP16 989.4, FP8 1,978.9 TFLOPS dense (the sheet's 989/1,979/3,958 are with
+    # sparsity); HBM3 3.35 TB/s; NVLink 900 GB/s
+    "h100-sxm": DeviceSpec(
+        "h100-sxm",
+        _nvidia(67, 67, 989.4, 1978.9),
+        3.35e12,
+        tf32_flops=494.7 * T,
+        interconnect={"nvlink": 900e9, "pcie": 128e9},
+        aliases=(r"H100.*HBM3", r"H100 SXM", r"H100-SXM"),
+        source="NVIDIA H100 datasheet",
+    ),
+    # the same sheet, H100 PCIe: FP64 tensor 51, FP32 51, TF32 378, BF16/FP16 756.5, FP8 1,513
+    # TFLOPS dense; HBM2e 2 TB/s; NVLink bridge 600 GB/s
+    "h100-pcie": DeviceSpec(
+        "h100-pcie",
+        _nvidia(51, 51, 756.5, 1513),
+        2.0e12,
+        tf32_flops=378 * T,
+        interconnect={"nvlink": 600e9, "pcie": 128e9},
+        aliases=(r"H100 PCIe", r"H100-PCIE"),
+        source="NVIDIA H100 datasheet",
+    ),
+    # NVIDIA H200 datasheet, SXM: compute as the H100 SXM (BF16 989.4 dense), HBM3e 4.8 TB/s
+    "h200": DeviceSpec(
+        "h200",
+        _nvidia(67, 67, 989.4, 1978.9),
+        4.8e12,
+        tf32_flops=494.7 * T,
+        interconnect={"nvlink": 900e9, "pcie": 128e9},
+        aliases=(r"H200",),
+        source="NVIDIA H200 datasheet",
+    ),
+    # NVIDIA L4 datasheet: FP32 30.3, TF32 60, BF16/FP16 121, FP8 242.5 TFLOPS dense (120 /
+    # 242 / 485 with sparsity); GDDR6 300 GB/s; FP64 is 1/64 of FP32
+    "l4": DeviceSpec(
+        "l4",
+        _nvidia(30.3 / 64, 30.3, 121, 242.5),
+        300e9,
+        tf32_flops=60 * T,
+        interconnect={"pcie": 64e9},
+        aliases=(r"\bL4\b",),
+        source="NVIDIA L4 datasheet",
+    ),
+    # NVIDIA L40S datasheet: FP32 91.6, TF32 183, BF16/FP16 362.05, FP8 733 TFLOPS dense
+    # (366 / 733 / 1,466 with sparsity); GDDR6 864 GB/s
+    "l40s": DeviceSpec(
+        "l40s",
+        _nvidia(91.6 / 64, 91.6, 362.05, 733),
+        864e9,
+        tf32_flops=183 * T,
+        interconnect={"pcie": 64e9},
+        aliases=(r"L40S",),
+        source="NVIDIA L40S datasheet",
+    ),
+    # AMD Instinct MI300X datasheet: FP64 matrix 163.4, FP32 163.4, TF32 653.7, BF16/FP16
+    # 1,307.4, FP8 2,614.9 TFLOPS dense (twice with sparsity); HBM3 5.3 TB/s; Infinity
+    # Fabric 896 GB/s peak aggregate
+    "mi300x": DeviceSpec(
+        "mi300x",
+        _nvidia(163.4, 163.4, 1307.4, 2614.9),
+        5.3e12,
+        tf32_flops=653.7 * T,
+        interconnect={"infinity_fabric": 896e9, "pcie": 128e9},
+        aliases=(r"MI300X",),
+        source="AMD Instinct MI300X datasheet",
+    ),
+}
+
+
+def get(name: str | DeviceSpec) -> DeviceSpec:
+    """A spec by preset name, by the driver's device name, or ``"measured"`` (this host)."""
+    if isinstance(name, DeviceSpec):
+        return name
+    if not isinstance(name, str):
+        raise InputError(f"device_spec= takes a preset name, a DeviceSpec or 'measured', got {type(name).__name__}")
+    key = name.strip().lower()
+    if key == "measured":
+        from .run.measure_device import measured
+
+        return measured()
+    if key in PRESETS:
+        return PRESETS[key]
+    for spec in PRESETS.values():
+        if any(re.search(pattern, name, re.IGNORECASE) for pattern in spec.aliases):
+            return spec
+    raise InputError(f"no device spec named {name!r}; presets: {', '.join(PRESETS)}, or 'measured'")

@@ -1,0 +1,63 @@
+"""The time model: each node's predicted latency on a device, from its counted aten ops.
+
+``analyze(model, inputs, device_spec=...)`` (a preset of :mod:`fxinspect.devices`, a
+:class:`~fxinspect.devices.DeviceSpec` or ``"measured"``) prices every aten op a node
+ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
+node's output dtype, plus the device's launch overhead per call; a view or other free
+op costs nothing. The sum is the node's ``predicted_latency``; modules and totals sum
+it as they sum ``latency``. No run is needed, so it works on the meta device (a 70B
+step gets its prediction with no accelerator). ``report.roofline()`` and
+``report.plot_roofline()`` set it beside what was measured.
+
+Example
+-------
+>>> import torch, fxinspect
+>>> linear, x = torch.nn.Linear(4096, 4096), torch.randn(64, 4096)
+>>> report = fxinspect.analyze(linear, x, timing=False, device_spec="h100-sxm")
+>>> # addmm: (2*64*4096*4096 + 64*4096) FLOPs / 67e12 = 32.06 us > 69.2 MB / 3.35e12 B/s = 20.7 us; + 5 us
+>>> round(report.totals.predicted_latency * 1e6, 2)
+37.06
+"""
+
+from __future__ import annotations
+
+from ...devices import DeviceSpec, get
+from ...options import Options
+from ...records import OpStatus, TimeModel
+from ..program import InstrumentedProgram
+from . import PassResult
+
+__all__ = ["TimeModelPass"]
+
+
+class TimeModelPass:
+    """Prices the counted aten ops of every node on one device; see the module."""
+
+    def __init__(self, spec: DeviceSpec, counted: PassResult) -> None:
+        self.spec, self.counted = spec, counted
+
+    @classmethod
+    def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> TimeModelPass | None:
+        return None if options.device_spec is None else cls(get(options.device_spec), counted)
+
+    def run(self, program: InstrumentedProgram) -> PassResult:
+        spec = self.spec
+        model = TimeModel(
+            spec.name,
+            {str(k).removeprefix("torch."): v for k, v in spec.peak_flops.items()},
+            spec.memory_bandwidth,
+            spec.launch_overhead,
+            spec.source,
+        )
+        nodes = {}
+        for name, record in self.counted.nodes.items():
+            if "aten" not in record:
+                continue  # not an op node
+            dtype = next((t.dtype for t in record["outputs"] if t.dtype.startswith(("float", "bfloat"))), None)
+            peak, seconds = model.peak(dtype), 0.0
+            for call in record["aten"]:
+                if call.status is not OpStatus.FREE:
+                    work = max(call.flops / peak, (call.bytes_read + call.bytes_written) / spec.memory_bandwidth)
+                    seconds += work + call.calls * spec.launch_overhead
+            nodes[name] = {"predicted_latency": seconds}
+        return PassResult(nodes=nodes, report={"time_model": model})
