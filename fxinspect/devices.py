@@ -3,7 +3,7 @@
 ``fxinspect.devices.get(name)`` returns a :class:`DeviceSpec`: a preset by its short
 name (``"h100-sxm"``) or by the name the driver gives (``torch.cuda.get_device_name()``,
 such as ``"NVIDIA H100 80GB HBM3"``), or ``"measured"``: this host, measured by a short
-microbenchmark (:mod:`fxinspect.run.measure_device`) and cached per machine.
+microbenchmark (:mod:`fxinspect.measured_device`) and cached per machine.
 
 Every preset is a datasheet's *dense* figure; the sparse ("with sparsity") figures the
 same sheets print beside them, twice as large, are never used. The source of each is
@@ -163,12 +163,24 @@ def get(name: str | DeviceSpec) -> DeviceSpec:
         raise InputError(f"device_spec= takes a preset name, a DeviceSpec or 'measured', got {type(name).__name__}")
     key = name.strip().lower()
     if key == "measured":
-        from .run.measure_device import measured
+        from .measured_device import measured
 
-        return measured()
+        return _measured_spec(measured())
     if key in PRESETS:
         return PRESETS[key]
     for spec in PRESETS.values():
         if any(re.search(pattern, name, re.IGNORECASE) for pattern in spec.aliases):
             return spec
     raise InputError(f"no device spec named {name!r}; presets: {', '.join(PRESETS)}, or 'measured'")
+
+
+def _measured_spec(data: dict) -> DeviceSpec:
+    """The spec of figures :func:`~fxinspect.measured_device.measured` gives."""
+    peaks = {getattr(torch, k): v for k, v in data["peak_flops"].items()}
+    return DeviceSpec(
+        f"measured ({data['device']})",
+        peaks,
+        data["memory_bandwidth"],
+        launch_overhead=data["launch_overhead"],
+        source=f"measured on {data['host']} with torch {data['torch']}",
+    )

@@ -86,7 +86,8 @@ class Report(ReportRecord):
 
     @_shows(_plot, "path")
     def plot(self, path: Any = None, **options: Any):
-        """The dataflow diagram as a matplotlib Figure; see ``fxinspect.views.diagram.plot``."""
+        """The dataflow diagram: a matplotlib Figure, or with ``path`` a PNG, SVG or PDF
+        file (and ``None``); see ``fxinspect.views.diagram.plot``."""
         return _plot(self, path, **options)
 
     @_shows(_plot_breakdown, "metric", "path")

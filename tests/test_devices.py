@@ -56,7 +56,7 @@ def test_an_unknown_device_is_one_clear_error():
 
 
 def test_the_measured_spec_is_measured_once_and_cached(tmp_path, monkeypatch):
-    from fxinspect.run import measure_device
+    from fxinspect import measured_device as measure_device
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     calls = []
@@ -121,7 +121,7 @@ def test_without_a_time_model_the_roofline_says_how_to_get_one():
     reason="needs a CUDA device: the measured spec times CUDA kernels with synchronisation",
 )
 def test_the_measured_spec_on_cuda_times_with_synchronisation():
-    from fxinspect.run.measure_device import measure
+    from fxinspect.measured_device import measure
 
     found = measure("cuda", budget=0.05)
     assert found["device"] == "cuda" and found["peak_flops"]["float32"] > 1e11 and found["memory_bandwidth"] > 1e10

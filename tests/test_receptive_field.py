@@ -176,3 +176,28 @@ def test_a_join_of_branches_at_different_strides_is_said():
     root = report.modules[""]
     assert (root.receptive_field, root.effective_stride, root.effective_padding) == ((3, 3), (2, 2), (1, 1))
     assert any("add have different effective strides" in note for note in report.capture.notes)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+@pytest.mark.parametrize("scale", [2, 3])
+def test_upsampling_keeps_the_exact_size_and_each_start_within_one_input_stride(mode, scale):
+    """An upsampled output reads from ``floor(o / s)`` on (nearest; shifted by half a pixel
+    for linear and cubic): not linear in ``o``. The size is exact, output 0's start is
+    exact, later starts are those of the mean stride, off by less than one input stride."""
+    kw = {} if mode == "nearest" else {"align_corners": False}
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 1, 3, stride=2),  # 3, stride 2
+        torch.nn.Upsample(scale_factor=scale, mode=mode, **kw),  # reads 1, 2 or 4 positions: +0, +2, +6
+        torch.nn.Conv2d(1, 1, 3),  # + 2 * (2 / scale)
+    )
+    side = 61
+    size, stride, padding, _ = _field(model, torch.randn(1, 1, side, side))
+    assert size[0] == math.ceil(3 + {"nearest": 0, "bilinear": 2, "bicubic": 6}[mode] + 2 * 2 / scale)
+    assert stride[0] == pytest.approx(2 / scale)
+    net = _positive(model)
+    with torch.no_grad():
+        n = model(torch.zeros(1, 1, side, side)).shape[2]
+    spans = [_seen(net, (side, side), (o, o), channels=1)[0] for o in range(n)]
+    inside = [(o, lo, hi) for o, (lo, hi) in enumerate(spans) if lo > 0 and hi < side - 1]
+    assert max(hi - lo + 1 for _, lo, hi in inside) == size[0]
+    assert all(abs(lo - (o * stride[0] - padding[0])) < 2 for o, lo, _ in inside)  # (the input stride is 2)

@@ -1,7 +1,8 @@
 """Receptive fields: which input positions each output position of a node can see.
 
 Followed along the aten ops a forward runs (the counting pass's dispatch mode calls
-:meth:`FieldTracker.observe` after each), from every spatial input of the model: a
+:meth:`.receptive_tracker.FieldTracker.observe` after each, and each op's rule is in
+:mod:`.receptive_ops`; this module holds what they share), from every spatial input of the model: a
 floating tensor of rank 3 to 5 read as ``(N, C, *spatial)``. Per spatial dimension of
 that input a tensor carries a :class:`Window`: output position ``i`` sees the input
 positions ``start + i * jump`` to ``start + i * jump + size - 1`` (``jump`` is the
@@ -22,23 +23,7 @@ not clipped to the input, as in the literature that tabulates it (Araujo et al.,
   one axis keep their window until an op mixes along that axis;
 * normalisations are pointwise here, as in the literature (batch statistics are not a
   field); any other op that keeps its input's shape passes the field on, and one that
-  does not makes it unknown (``None``) and is named in :attr:`FieldTracker.unknown`.
-
-Example
--------
->>> import torch
->>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 1, 3), torch.nn.MaxPool2d(2), torch.nn.Conv2d(1, 1, 3, dilation=2))
->>> tracker = FieldTracker([torch.zeros(1, 1, 32, 32)])
->>> from torch.utils._python_dispatch import TorchDispatchMode
->>> class Mode(TorchDispatchMode):
-...     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-...         out = func(*args, **(kwargs or {}))
-...         tracker.observe(func, args, kwargs, out)
-...         return out
->>> with Mode(), torch.no_grad():
-...     out = net(tracker.inputs[0])
->>> tracker.field_of(out)      # 3, then 2 at jump 1 -> 4, then a dilated 3 (5 wide) at jump 2 -> 4 + 4 * 2
-((12, 12), (2, 2), (0, 0))
+  does not makes it unknown (``None``) and is named in the tracker's ``unknown``.
 """
 
 from __future__ import annotations
@@ -49,9 +34,8 @@ from fractions import Fraction
 from typing import Any
 
 import torch
-from torch.utils.weak import WeakTensorKeyDictionary
 
-__all__ = ["GLOBAL", "FieldTracker", "Window", "receptive_figures"]
+__all__ = ["GLOBAL", "Field", "Window"]
 
 GLOBAL = "global"
 """The field of an output that depends on every input position."""
@@ -167,76 +151,6 @@ def _reshaped(field: Field, before: list[int], after: list[int]) -> Field | None
     return field.moved(tuple(axes))
 
 
-class FieldTracker:
-    """Receptive fields along one run: see the module. ``inputs`` are the model's input
-    tensors (those of rank 3 to 5 and floating start a field each)."""
-
-    def __init__(self, inputs: list[Any]) -> None:
-        from .receptive_ops import HANDLERS
-
-        self.inputs = inputs
-        self._handlers = HANDLERS
-        self._ops: dict[Any, tuple[str, Any]] = {}  # an aten op -> its name and rule
-        self._states: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
-        self.unknown: dict[str, None] = {}  # ops after which a field was lost
-        self.disagree = WeakTensorKeyDictionary()  # outputs of joins whose branches' jumps differ
-        # whether a convolution or pooling ran on a field: a rank-3 input read as (N, C, L)
-        # that none reaches is a sequence of features (N, T, D), and its fields mean nothing
-        self.windowed = False
-        for t in inputs:
-            if isinstance(t, torch.Tensor) and 3 <= t.dim() <= 5 and t.is_floating_point():
-                spatial = t.dim() - 2
-                unit = Window(1, 1, 0)  # (ints until a stride divides: Fractions cost more)
-                self._states[t] = Field((unit,) * spatial, tuple(range(2, t.dim())), tuple(t.shape[2:]))
-
-    @staticmethod
-    def wanted(inputs: list[Any]) -> bool:
-        """Whether any input starts a field (else following ops is not worth its cost)."""
-        return any(isinstance(t, torch.Tensor) and 3 <= t.dim() <= 5 and t.is_floating_point() for t in inputs)
-
-    def state(self, t: Any) -> _State:
-        return self._states.get(t) if isinstance(t, torch.Tensor) else None
-
-    def observe(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
-        """Give ``out`` its field from those of ``args`` (the counting mode calls this after every op)."""
-        states = self._states
-        tensors = [a for a in _tensors(args) if a in states]
-        if not tensors:
-            return
-        outs = _tensors(out if isinstance(out, (list, tuple)) else (out,))
-        if not outs:
-            return
-        known = self._ops.get(func)
-        if known is None:
-            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            known = self._ops[func] = (name, self._handlers.get(name))
-        name, handler = known
-        try:
-            if any(states.get(t) == GLOBAL for t in tensors):
-                state = GLOBAL  # what reads a value that saw every position has seen them all
-            elif handler is not None:
-                state = handler(self, args, kwargs or {}, outs[0])
-                self.windowed |= name in WINDOW_OPS and isinstance(state, Field)
-            else:
-                state = _shaped_alike(self, tensors, outs[0])
-        except Exception:  # (a nested tensor has no sizes, ...): the field is lost, never the analysis
-            state = None
-        if state is None:
-            self.unknown[name] = None
-        for o in outs[:1] if handler else outs:
-            if o.dim() == outs[0].dim():
-                self._states[o] = state
-
-    def field_of(self, t: Any) -> tuple | str | None:
-        """``t``'s field: ``(sizes, jumps, starts)``, one per input spatial dimension
-        (whole numbers as ints), :data:`GLOBAL`, or ``None`` when unknown or never spatial."""
-        state = self.state(t)
-        if state is None or state == GLOBAL:
-            return state
-        plain = [tuple(_plain(getattr(w, part)) for w in state.windows) for part in ("size", "jump", "start")]
-        return tuple(plain)
-
-
 def _plain(x: Fraction) -> int | float:
     return int(x) if x.denominator == 1 else float(x)
 
@@ -258,48 +172,3 @@ def _flat(items: Any):
             yield from _flat(item)
     else:
         yield items
-
-
-def _shaped_alike(tracker: FieldTracker, tensors: list[torch.Tensor], out: torch.Tensor) -> _State:
-    """An op without a rule: a join when its output has the broadcast shape of its
-    field-carrying inputs (pointwise ops), else unknown."""
-    if len(tensors) == 1:  # the common case (an activation, a scale): its input's field
-        return tracker.state(tensors[0]) if tensors[0].shape == out.shape else None
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError:
-        return None
-    if tuple(shape) != tuple(out.shape):
-        return None
-    state, disagree = _join([tracker.state(t) for t in tensors], out.dim(), [t.dim() for t in tensors])
-    if disagree:
-        tracker.disagree[out] = True
-    return state
-
-
-WINDOW_OPS = frozenset(
-    ["convolution"]
-    + [f"{kind}_pool{n}d{tail}" for kind in ("max", "avg") for n in (1, 2, 3) for tail in ("", "_with_indices")]
-    + [f"{a}adaptive_{k}_pool{n}d" for a in ("", "_") for k in ("avg", "max") for n in (1, 2, 3)]
-)
-"""Ops that show a tensor's trailing dimensions are positions (see ``windowed``)."""
-
-
-def receptive_figures(tracker: FieldTracker, out: Any) -> dict[str, Any]:
-    """A node's receptive-field figures from its first output tensor: the field's size
-    per dimension (whole input positions touched), its jump and its effective padding."""
-    first = next((t for t in _flat(out) if isinstance(t, torch.Tensor)), None)
-    found = tracker.field_of(first)
-    if found is None:
-        return {}
-    if found == GLOBAL:
-        return {"receptive_field": GLOBAL}
-    sizes, jumps, starts = found
-    figures = {
-        "receptive_field": tuple(math.ceil(s) for s in sizes),
-        "effective_stride": jumps,
-        "effective_padding": tuple(-s for s in starts),
-    }
-    if first in tracker.disagree:
-        figures["strides_disagree"] = True  # (not a record field: the pass turns it into a note)
-    return figures

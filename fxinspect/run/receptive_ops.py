@@ -1,6 +1,6 @@
 """The aten ops that change a receptive field, each with its rule (see :mod:`.receptive`).
 
-A rule takes the tracker, the op's arguments and its (first) output and returns the
+A rule takes the tracker (:class:`~.receptive_tracker.FieldTracker`), the op's arguments and its (first) output and returns the
 output's field: a :class:`~.receptive.Field`, :data:`~.receptive.GLOBAL` or ``None``
 (unknown). Ops not named here pass a field on when they keep their inputs' broadcast
 shape (pointwise ops) and lose it otherwise.
@@ -8,17 +8,18 @@ shape (pointwise ops) and lose it otherwise.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
 import torch
 
-from .receptive import GLOBAL, Field, FieldTracker, Window, _join, _reshaped
+from .receptive import GLOBAL, Field, Window, _join, _reshaped
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "WINDOW_OPS"]
 
 
-def _spatial(tracker: FieldTracker, t: Any, rank: int) -> Field | str | None:
+def _spatial(tracker: Any, t: Any, rank: int) -> Field | str | None:
     """``t``'s field when its spatial dimensions are its trailing ``rank - 2``, one each."""
     state = tracker.state(t)
     if isinstance(state, Field) and state.axes != tuple(range(2, t.dim())):
@@ -79,7 +80,12 @@ def adaptive_pool(tracker, args, kwargs, out):
 
 
 def upsample(extra: int):
-    """Upsampling that reads ``extra + 1`` input positions per dimension (nearest 0, linear 1, cubic 3)."""
+    """Upsampling that reads ``extra + 1`` input positions per dimension (nearest 0,
+    linear 1, cubic 3). Output ``o`` reads from input ``floor(x)`` on, ``x = o / s`` for
+    nearest and ``(o + 0.5) / s - 0.5`` (less one for cubic) otherwise: not a linear
+    function of ``o``. The window keeps the exact size (the most positions one output
+    reads), the mean stride (the input's over the scale) and output 0's exact start;
+    later outputs' starts are those of this mean stride, within one input stride."""
 
     def rule(tracker, args, kwargs, out):
         x = args[0]
@@ -89,8 +95,8 @@ def upsample(extra: int):
         windows = []
         for w, i, o in zip(field.windows, x.shape[2:], out.shape[2:]):
             scale = Fraction(o, i)
-            start = w.start + (Fraction(1, 2) / scale - Fraction(1, 2)) * w.jump if extra else w.start
-            windows.append(Window(w.size + extra * w.jump, w.jump / scale, start - (extra // 2) * w.jump))
+            first = math.floor(Fraction(1, 2) / scale - Fraction(1, 2)) - extra // 2 if extra else 0
+            windows.append(Window(w.size + extra * w.jump, w.jump / scale, w.start + first * w.jump))
         return Field(tuple(windows), field.axes, tuple(out.shape[2:]))
 
     return rule
@@ -304,3 +310,10 @@ HANDLERS: dict[str, Any] = {
         passed_on,
     ),
 }
+
+WINDOW_OPS = frozenset(
+    ["convolution"]
+    + [f"{kind}_pool{n}d{tail}" for kind in ("max", "avg") for n in (1, 2, 3) for tail in ("", "_with_indices")]
+    + [f"{a}adaptive_{k}_pool{n}d" for a in ("", "_") for k in ("avg", "max") for n in (1, 2, 3)]
+)
+"""Ops that show a tensor's trailing dimensions are positions (see ``windowed``)."""

@@ -90,6 +90,7 @@ def plot(
 
 
 def _heading(report: ReportRecord, depth: int | None, fold: bool, found: dict) -> str:
+    """The title: the model's type, the depth drawn, what was folded or drawn inside boxes."""
     root = report.modules.get("")
     folded = ", repeated blocks folded" if fold else ""
     what = f"every op{folded}" if depth is None else f"modules to depth {depth}{folded}"

@@ -39,6 +39,7 @@ class ColourBar:
 
 
 def colour_bar(colormap: Any, norm: Any, color_by: str) -> ColourBar:
+    """The colour bar of the figure ``color_by`` names: its gradient, marks and label."""
     import numpy as np
 
     values = scale_ticks(norm)
@@ -70,6 +71,7 @@ def label_colour(face: tuple[float, float, float]) -> str:
 
 
 def _hex(rgb: tuple[float, ...]) -> str:
+    """``(r, g, b)`` in 0..1 as ``"#rrggbb"``."""
     return "#" + "".join(f"{round(255 * c):02x}" for c in rgb[:3])
 
 

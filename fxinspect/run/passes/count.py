@@ -27,7 +27,7 @@ from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
 from ..program import InstrumentedProgram, Probe
-from ..receptive import FieldTracker, receptive_figures
+from ..receptive_tracker import FieldTracker, receptive_figures
 from ..values import Description, ValueReader, describe, nonfinite_tensors
 from . import PassResult
 

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import torch
 
-from ..devices import DeviceSpec
-
 __all__ = ["measure", "measured"]
 
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16)
@@ -39,16 +37,17 @@ def _cache_file(device: str) -> Path:
     return root / "fxinspect" / f"device-{digest}.json"
 
 
-def measured(device: str | None = None, refresh: bool = False) -> DeviceSpec:
-    """This host's spec (``device``: ``"cpu"``, or ``"cuda"`` when one is present), from
-    the cache or measured now."""
+def measured(device: str | None = None, refresh: bool = False) -> dict:
+    """This host's figures (``device``: ``"cpu"``, or ``"cuda"`` when one is present),
+    from the cache or measured now; :func:`fxinspect.devices.get` makes them a spec."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = _cache_file(device)
     if not refresh and path.exists():
         try:
             data = json.loads(path.read_text())
-            return _spec(data)
-        except (ValueError, KeyError, OSError):
+            if {"peak_flops", "memory_bandwidth", "launch_overhead"} <= set(data):
+                return data
+        except (ValueError, OSError):
             pass  # a damaged cache: measure again
     data = measure(device)
     try:
@@ -56,18 +55,7 @@ def measured(device: str | None = None, refresh: bool = False) -> DeviceSpec:
         path.write_text(json.dumps(data))
     except OSError:
         pass  # a read-only home: the figures are still returned
-    return _spec(data)
-
-
-def _spec(data: dict) -> DeviceSpec:
-    peaks = {getattr(torch, k): v for k, v in data["peak_flops"].items()}
-    return DeviceSpec(
-        f"measured ({data['device']})",
-        peaks,
-        data["memory_bandwidth"],
-        launch_overhead=data["launch_overhead"],
-        source=f"measured on {data['host']} with torch {data['torch']}",
-    )
+    return data
 
 
 def _timed(fn, device: str) -> float:
