@@ -35,7 +35,7 @@ from .tensors import has_data
 
 __all__ = ["LATER_PASSES", "analyze", "instrument"]
 
-LATER_PASSES = (TimingPass, BackwardPass, MemoryPass, TimeModelPass)
+LATER_PASSES = (TimingPass, BackwardPass, MemoryPass)
 """The passes after the counting run, in the order they run; each plans itself from the
 options (``planned``) and is skipped when they do not ask for it."""
 
@@ -94,6 +94,7 @@ def analyze(
     """
     opts = Options.of("analyze", options)
     with _no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
+        pricing = TimeModelPass.planned(opts)  # (a device spec resolved, or refused, before any run)
         counted = count_best(run.model, run.args, run.kwargs, opts)
         program = counted.program
         results: list[PassResult] = [counted.result]
@@ -102,6 +103,8 @@ def analyze(
             if planned is not None:
                 with _kept(program, counted.result.written_inputs):
                     results.append(planned.run(program))
+        if pricing is not None:  # (runs nothing: prices what the passes counted)
+            results.append(pricing.priced(results))
         fields = report_fields(
             run.model,
             program,

@@ -98,6 +98,19 @@ def test_predicted_latency_is_the_roofline_of_each_aten_op_summed_into_modules()
     assert "predicted" in report.table() and "predicted" in str(report)
     meta = fxinspect.analyze(_Two(), x, timing=False, memory=False, device_spec=spec, device="meta")
     assert meta.totals.predicted_latency == report.totals.predicted_latency  # no run needed
+    assert report.totals.backward_predicted_latency is None  # no backward ran
+
+
+def test_a_backward_is_priced_from_its_own_aten_calls():
+    spec = devices.DeviceSpec("toy", {torch.float32: 1e12}, 1e11, launch_overhead=1e-6)
+    report = fxinspect.analyze(_Two(), torch.randn(256, 1024), timing=False, backward=True, device_spec=spec)
+    mm, add = (n for n in report.nodes if n.is_op)
+    # x needs no gradient: the weight's is one mm, grad^T @ x, 2*256*1024*1024 FLOPs / 1e12, compute-bound
+    # (2 MiB read, 4 MiB written: 62.9 us at 1e11 B/s), and one launch; the add's backward passes grad on
+    assert mm.backward_predicted_latency == pytest.approx(2 * 256 * 1024 * 1024 / 1e12 + 1e-6)
+    assert add.backward_predicted_latency == 0.0
+    assert report.totals.backward_predicted_latency == pytest.approx(mm.backward_predicted_latency)
+    assert "537.87 µs backward" in report.summary(width=None)
 
 
 def test_an_op_measured_above_its_roof_is_flagged_never_over_100_percent():

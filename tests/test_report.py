@@ -39,18 +39,20 @@ def test_of_builds_the_record_init_builds():
         96,
         48,
         1e-5,
+        4e-6,
         24,
         24,
         None,
         (call,),
         (meta,),
+        (call,),
         (0,),
         (7, 7),
         (2, 2),
         (3, 3),
     )
-    # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures and latency, memory figures, aten, grads, call,
-    # receptive field, its stride and padding
+    # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures, latency and predicted latency,
+    # memory figures, aten, grads, backward aten, call, receptive field, its stride and padding
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

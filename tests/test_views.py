@@ -182,6 +182,7 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         backward_bytes_read=None,
         backward_bytes_written=None,
         backward_latency=None,
+        backward_predicted_latency=None,
         output_bytes=None,
         saved_bytes=None,
         measured_growth=None,  # nor the memory pass

@@ -92,6 +92,14 @@ FIELDS: tuple[Field, ...] = (
         "bwd latency",
         "median seconds of its backward",
     ),
+    Field(
+        "backward_predicted_latency",
+        "float | None",
+        Unit.SECOND,
+        Aggregate.KNOWN,
+        "bwd predicted",
+        "the time model's seconds for its backward's aten ops",
+    ),
     # the memory pass: storage bytes (a view or in-place result shares its base's, counted once)
     Field("output_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "out mem", "new storage bytes of its outputs"),
     Field(

@@ -154,6 +154,7 @@ class NodeRecord(Derived):
     # (the figures of fxinspect.records.fields go here)
     aten: tuple[AtenCall, ...] = ()
     grad_outputs: tuple[TensorMeta, ...] | None = None  # gradients w.r.t. the outputs, when a backward ran
+    backward_aten: tuple[AtenCall, ...] = ()  # the aten calls of its backward, when one ran
     # which call of each module on module_path ran the node (root's child first, from 0):
     # ``(0, 2)`` is in the first call of ``a`` and the third of ``a.b``
     call: tuple[int, ...] = ()

@@ -58,6 +58,7 @@ def roofline(report: ReportRecord) -> list[dict[str, Any]]:
         if n.backward_flops is not None:
             back = _place(model, dtype, n.backward_flops, n.backward_bytes_moved, n.backward_latency)
             row.update({f"backward_{k}": v for k, v in back.items()})
+            row["backward_predicted"] = n.backward_predicted_latency
         rows.append(row)
     return rows
 

@@ -118,6 +118,8 @@ def _predicted(report: ReportRecord) -> list[str]:
     if model is None or predicted is None:
         return []
     text = f"{fmt.seconds(predicted)} forward on {model.device} (roofline of every aten op, launch included)"
+    if report.totals.backward_predicted_latency is not None:
+        text += f", {fmt.seconds(report.totals.backward_predicted_latency)} backward"
     if report.timing is not None and report.timing.plain_forward:
         text += (
             f"; {predicted / report.timing.plain_forward:.2f}× the measured {fmt.seconds(report.timing.plain_forward)}"

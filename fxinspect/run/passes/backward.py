@@ -137,8 +137,9 @@ def backward_result(
     metas = gradients.metas(stats)
     result = PassResult()
     for name in program.probe_points:
-        _, flops, macs, read, written = aten_calls(costs.get(name, {}))
+        calls, flops, macs, read, written = aten_calls(costs.get(name, {}))
         entry = result.nodes[name] = {
+            "backward_aten": calls,
             "backward_flops": flops,
             "backward_macs": macs,
             "backward_bytes_read": read,

@@ -4,8 +4,9 @@
 :class:`~fxinspect.devices.DeviceSpec` or ``"measured"``) prices every aten op a node
 ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
 node's output dtype, plus the device's launch overhead per call; a view or other free
-op costs nothing. The sum is the node's ``predicted_latency``; modules and totals sum
-it as they sum ``latency``. No run is needed, so it works on the meta device (a 70B
+op costs nothing. The sum is the node's ``predicted_latency`` (with ``backward=True``,
+its backward's is ``backward_predicted_latency``); modules and totals sum them as they
+sum ``latency``. No run is needed, so it works on the meta device (a 70B
 step gets its prediction with no accelerator). ``report.roofline()`` and
 ``report.plot_roofline()`` set it beside what was measured.
 
@@ -24,23 +25,26 @@ from __future__ import annotations
 from ...devices import DeviceSpec, get
 from ...options import Options
 from ...records import OpStatus, TimeModel
-from ..program import InstrumentedProgram
 from . import PassResult
 
 __all__ = ["TimeModelPass"]
 
 
 class TimeModelPass:
-    """Prices the counted aten ops of every node on one device; see the module."""
+    """Prices the counted aten ops of every node on one device; see the module.
 
-    def __init__(self, spec: DeviceSpec, counted: PassResult) -> None:
-        self.spec, self.counted = spec, counted
+    It runs nothing: :meth:`priced` reads what the other passes counted (the forward's
+    aten calls, and the backward's when one ran), so ``analyze`` calls it after them."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        self.spec = spec
 
     @classmethod
-    def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> TimeModelPass | None:
-        return None if options.device_spec is None else cls(get(options.device_spec), counted)
+    def planned(cls, options: Options) -> TimeModelPass | None:
+        return None if options.device_spec is None else cls(get(options.device_spec))
 
-    def run(self, program: InstrumentedProgram) -> PassResult:
+    def priced(self, results: list[PassResult]) -> PassResult:
+        """Each node's predicted forward (and backward) seconds, from ``results``."""
         spec = self.spec
         model = TimeModel(
             spec.name,
@@ -49,15 +53,27 @@ class TimeModelPass:
             spec.launch_overhead,
             spec.source,
         )
+        found: dict[str, dict] = {}
+        for result in results:
+            for name, record in result.nodes.items():
+                got = found.setdefault(name, {})
+                got.update({k: record[k] for k in ("aten", "outputs", "backward_aten") if k in record})
         nodes = {}
-        for name, record in self.counted.nodes.items():
+        for name, record in found.items():
             if "aten" not in record:
                 continue  # not an op node
             dtype = next((t.dtype for t in record["outputs"] if t.dtype.startswith(("float", "bfloat"))), None)
-            peak, seconds = model.peak(dtype), 0.0
-            for call in record["aten"]:
-                if call.status is not OpStatus.FREE:
-                    work = max(call.flops / peak, (call.bytes_read + call.bytes_written) / spec.memory_bandwidth)
-                    seconds += work + call.calls * spec.launch_overhead
-            nodes[name] = {"predicted_latency": seconds}
+            peak = model.peak(dtype)
+            nodes[name] = {"predicted_latency": self._seconds(record["aten"], peak)}
+            if "backward_aten" in record:
+                nodes[name]["backward_predicted_latency"] = self._seconds(record["backward_aten"], peak)
         return PassResult(nodes=nodes, report={"time_model": model})
+
+    def _seconds(self, calls, peak: float) -> float:
+        """The roofline time of aten ``calls``, a launch each; free ops cost nothing."""
+        seconds = 0.0
+        for call in calls:
+            if call.status is not OpStatus.FREE:
+                work = max(call.flops / peak, (call.bytes_read + call.bytes_written) / self.spec.memory_bandwidth)
+                seconds += work + call.calls * self.spec.launch_overhead
+        return seconds
