@@ -27,7 +27,7 @@ from .run.choose import count_best
 from .run.passes import PassResult
 from .run.passes.backward import BackwardPass
 from .run.passes.memory import MemoryPass
-from .run.passes.time_model import TimeModelPass
+from .run.passes.time_model import TimeModelPricing
 from .run.passes.timing import TimingPass
 from .run.prepare import prepared
 from .run.program import InstrumentedProgram
@@ -94,7 +94,7 @@ def analyze(
     """
     opts = Options.of("analyze", options)
     with _no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
-        pricing = TimeModelPass.planned(opts)  # (a device spec resolved, or refused, before any run)
+        pricing = TimeModelPricing.planned(opts)  # (a device spec resolved, or refused, before any run)
         counted = count_best(run.model, run.args, run.kwargs, opts)
         program = counted.program
         results: list[PassResult] = [counted.result]

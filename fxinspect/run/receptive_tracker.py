@@ -31,7 +31,12 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from .receptive import GLOBAL, Field, Window, _flat, _join, _plain, _State, _tensors
 from .receptive_ops import HANDLERS, WINDOW_OPS
 
-__all__ = ["FieldTracker", "receptive_figures"]
+__all__ = ["FieldTracker"]
+
+
+def _spatial_input(t: Any) -> bool:
+    """A tensor read as ``(N, C, *spatial)``: floating, of rank 3 to 5."""
+    return isinstance(t, torch.Tensor) and 3 <= t.dim() <= 5 and t.is_floating_point()
 
 
 class FieldTracker:
@@ -40,7 +45,6 @@ class FieldTracker:
 
     def __init__(self, inputs: list[Any]) -> None:
         self.inputs = inputs
-        self._handlers = HANDLERS
         self._ops: dict[Any, tuple[str, Any]] = {}  # an aten op -> its name and rule
         self._states: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
         self.unknown: dict[str, None] = {}  # ops after which a field was lost
@@ -48,16 +52,17 @@ class FieldTracker:
         # whether a convolution or pooling ran on a field: a rank-3 input read as (N, C, L)
         # that none reaches is a sequence of features (N, T, D), and its fields mean nothing
         self.windowed = False
+        self._found: dict[str, dict[str, Any]] = {}  # node -> its figures (record)
+        self._apart: list[str] = []  # nodes whose joined branches disagree on the stride
+        unit = Window(1, 1, 0)  # (ints until a stride divides: Fractions cost more)
         for t in inputs:
-            if isinstance(t, torch.Tensor) and 3 <= t.dim() <= 5 and t.is_floating_point():
-                spatial = t.dim() - 2
-                unit = Window(1, 1, 0)  # (ints until a stride divides: Fractions cost more)
-                self._states[t] = Field((unit,) * spatial, tuple(range(2, t.dim())), tuple(t.shape[2:]))
+            if _spatial_input(t):
+                self._states[t] = Field((unit,) * (t.dim() - 2), tuple(range(2, t.dim())), tuple(t.shape[2:]))
 
     @staticmethod
     def wanted(inputs: list[Any]) -> bool:
         """Whether any input starts a field (else following ops is not worth its cost)."""
-        return any(isinstance(t, torch.Tensor) and 3 <= t.dim() <= 5 and t.is_floating_point() for t in inputs)
+        return any(_spatial_input(t) for t in inputs)
 
     def state(self, t: Any) -> _State:
         return self._states.get(t) if isinstance(t, torch.Tensor) else None
@@ -74,7 +79,7 @@ class FieldTracker:
         known = self._ops.get(func)
         if known is None:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            known = self._ops[func] = (name, self._handlers.get(name))
+            known = self._ops[func] = (name, HANDLERS.get(name))
         name, handler = known
         try:
             if any(states.get(t) == GLOBAL for t in tensors):
@@ -91,6 +96,40 @@ class FieldTracker:
         for o in outs[:1] if handler else outs:
             if o.dim() == outs[0].dim():
                 self._states[o] = state
+
+    def record(self, name: str, out: Any) -> None:
+        """Keep node ``name``'s figures, from its first output tensor: the field's size per
+        dimension (whole input positions touched), its jump and its effective padding."""
+        first = next((t for t in _flat(out) if isinstance(t, torch.Tensor)), None)
+        found = self.field_of(first)
+        if found is None:
+            return
+        if found == GLOBAL:
+            self._found[name] = {"receptive_field": GLOBAL}
+            return
+        sizes, jumps, starts = found
+        self._found[name] = {
+            "receptive_field": tuple(math.ceil(s) for s in sizes),
+            "effective_stride": jumps,
+            "effective_padding": tuple(-s for s in starts),
+        }
+        if first in self.disagree:
+            self._apart.append(name)
+
+    def results(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """The nodes' figures and the notes on them; nothing when no convolution or
+        pooling read a field (see ``windowed``)."""
+        if not self.windowed:
+            return {}, []
+        notes = []
+        if self._apart:
+            notes.append(
+                f"receptive field: the branches joined at {', '.join(self._apart)} have different effective "
+                "strides (the field given is their union, at the larger stride)"
+            )
+        if self.unknown:
+            notes.append(f"receptive field: not followed through {', '.join(self.unknown)} (None after them)")
+        return self._found, notes
 
     def field_of(self, t: Any) -> tuple | str | None:
         """``t``'s field: ``(sizes, jumps, starts)``, one per input spatial dimension
@@ -117,23 +156,3 @@ def _shaped_alike(tracker: FieldTracker, tensors: list[torch.Tensor], out: torch
     if disagree:
         tracker.disagree[out] = True
     return state
-
-
-def receptive_figures(tracker: FieldTracker, out: Any) -> dict[str, Any]:
-    """A node's receptive-field figures from its first output tensor: the field's size
-    per dimension (whole input positions touched), its jump and its effective padding."""
-    first = next((t for t in _flat(out) if isinstance(t, torch.Tensor)), None)
-    found = tracker.field_of(first)
-    if found is None:
-        return {}
-    if found == GLOBAL:
-        return {"receptive_field": GLOBAL}
-    sizes, jumps, starts = found
-    figures = {
-        "receptive_field": tuple(math.ceil(s) for s in sizes),
-        "effective_stride": jumps,
-        "effective_padding": tuple(-s for s in starts),
-    }
-    if first in tracker.disagree:
-        figures["strides_disagree"] = True  # (not a record field: the pass turns it into a note)
-    return figures

@@ -30,7 +30,7 @@ from .. import formatting as fmt
 from ..records import ReportRecord
 from .boxgraph import boxes
 from .colouring import COLOR_BY, LABEL, MEASURED_BY, box_value, colour_scale, node_figure
-from .diagram_layout import FONT, LINE, PAD, Layout, arrange, frame
+from .diagram_layout import FONT, Layout, arrange, frame
 from .diagram_paint import Picture, box_faces, colour_bar, label_colour
 from .figures import save_figure
 
@@ -167,11 +167,9 @@ def _draw_boxes(ax: Any, picture: Picture) -> None:
                 zorder=2,
             )
         )
-        ty, colour = y - h / 2 + PAD, label_colour(face)
-        for text, size, weight in layout.labels[k]:
-            ty += size * LINE / 2
-            ax.text(x, ty, text, ha="center", va="center", fontsize=size, fontweight=weight, color=colour, zorder=3)
-            ty += size * LINE / 2
+        colour = label_colour(face)
+        for dy, text, size, weight in layout.label_rows(k):
+            ax.text(x, y + dy, text, ha="center", va="center", fontsize=size, fontweight=weight, color=colour, zorder=3)
 
 
 def _draw_colour_bar(fig: Any, picture: Picture) -> None:

@@ -83,6 +83,15 @@ class Layout:
     routes: dict[tuple[str, str], list[tuple[float, float]]]
     lr: bool  # layers run left to right
 
+    def label_rows(self, key: str) -> list[tuple[float, str, float, str]]:
+        """Box ``key``'s label lines from the top down: (offset of the line's centre from
+        the box's centre, text, font size, weight)."""
+        rows, top = [], -self.sizes[key][1] / 2 + PAD
+        for text, size, weight in self.labels[key]:
+            rows.append((top + size * LINE / 2, text, size, weight))
+            top += size * LINE
+        return rows
+
     def edge_points(self, u: str, v: str) -> list[tuple[float, float]]:
         """An edge's route, from the source's bottom (right) edge to the target's top (left) edge."""
         route, sizes = self.routes[(u, v)], self.sizes

@@ -18,7 +18,7 @@ from typing import Any
 
 from .box import Box
 from .colouring import COLOR_BY, TICK, scale_ticks
-from .diagram_layout import FONT, LINE, PAD, Frame, Layout, font
+from .diagram_layout import FONT, Frame, Layout, font
 
 __all__ = ["ColourBar", "Picture", "box_faces", "colour_bar", "label_colour"]
 
@@ -120,11 +120,9 @@ class Picture:
             yield 0.02 * self.size()[0], 7.2, self.heading, FONT + 2, "normal", "#000000", "lt"
         layout = self.layout
         for k in layout.ordered:
-            (_, h), (x, y) = layout.sizes[k], self.place(*layout.pos[k])
-            ty, colour = y - h / 2 + PAD, label_colour(self.faces[k])
-            for text, size, weight in layout.labels[k]:
-                yield x, ty + size * LINE / 2, text, size, weight, colour, "mm"
-                ty += size * LINE
+            (x, y), colour = self.place(*layout.pos[k]), label_colour(self.faces[k])
+            for dy, text, size, weight in layout.label_rows(k):
+                yield x, y + dy, text, size, weight, colour, "mm"
         if self.bar is not None:
             left, top, width, height = self.bar_box()
             for frac, text in self.bar.ticks:

@@ -27,7 +27,7 @@ from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
 from ..program import InstrumentedProgram, Probe
-from ..receptive_tracker import FieldTracker, receptive_figures
+from ..receptive_tracker import FieldTracker
 from ..values import Description, ValueReader, describe, nonfinite_tensors
 from . import PassResult
 
@@ -117,7 +117,6 @@ class ForwardRecorder:
         if fields is not None:  # (models without a spatial input pay nothing)
             also = mode.observe
             mode.observe = fields.observe if also is None else _both(also, fields.observe)
-        self.receptive: dict[str, Any] = {}
 
         def before(name: str) -> None:
             mode.node = name
@@ -129,7 +128,7 @@ class ForwardRecorder:
             else:
                 described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
             if fields is not None:
-                self.receptive[name] = receptive_figures(fields, out)
+                fields.record(name, out)
             mode.node = UNATTRIBUTED
 
         self.probe = Probe(before, after)
@@ -141,19 +140,12 @@ class ForwardRecorder:
             stats = self.reader.finish() if self.reader else []
         result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
-        if self.fields is not None and self.fields.windowed:
-            disagree = [name for name, figures in self.receptive.items() if figures.pop("strides_disagree", False)]
-            for name, figures in self.receptive.items():
+        if self.fields is not None:
+            found, notes = self.fields.results()
+            for name, figures in found.items():
                 if name in result.nodes:
                     result.nodes[name].update(figures)
-            if disagree:
-                result.notes.append(
-                    f"receptive field: the branches joined at {', '.join(disagree)} have different effective "
-                    "strides (the field given is their union, at the larger stride)"
-                )
-        if self.fields is not None and self.fields.windowed and self.fields.unknown:
-            lost = ", ".join(self.fields.unknown)
-            result.notes.append(f"receptive field: not followed through {lost} (None after them)")
+            result.notes += notes
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
             result.report["unattributed"] = aten_calls(unattributed)[0]

@@ -27,10 +27,10 @@ from ...options import Options
 from ...records import OpStatus, TimeModel
 from . import PassResult
 
-__all__ = ["TimeModelPass"]
+__all__ = ["TimeModelPricing"]
 
 
-class TimeModelPass:
+class TimeModelPricing:
     """Prices the counted aten ops of every node on one device; see the module.
 
     It runs nothing: :meth:`priced` reads what the other passes counted (the forward's
@@ -40,7 +40,7 @@ class TimeModelPass:
         self.spec = spec
 
     @classmethod
-    def planned(cls, options: Options) -> TimeModelPass | None:
+    def planned(cls, options: Options) -> TimeModelPricing | None:
         return None if options.device_spec is None else cls(get(options.device_spec))
 
     def priced(self, results: list[PassResult]) -> PassResult:
