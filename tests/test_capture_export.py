@@ -321,3 +321,30 @@ def test_a_hugging_face_model_captured_by_export_says_its_code_may_differ():
     assert any("transformers runs other code under torch.export" in n for n in r.capture.notes)
     plain = fxinspect.analyze(torch.nn.Linear(4, 4), torch.randn(2, 4), method="export", timing=False, memory=False)
     assert not any("transformers" in n for n in plain.capture.notes)
+
+
+def test_checkpointed_hugging_face_blocks_keep_their_recomputation():
+    """export and eager trace through torch.utils.checkpoint; auto keeps a capture that checkpoints."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=32, vocab_size=100)
+    model = GPT2LMHeadModel(config).train()
+    inputs = {"input_ids": torch.zeros(2, 16, dtype=torch.long), "use_cache": False}
+    options = dict(timing=False, backward=True, loss_fn=lambda out: out.logits.sum())
+    plain = fxinspect.analyze(model, inputs, **options)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kept = fxinspect.analyze(model, inputs, **options)
+    forced = fxinspect.analyze(model, inputs, method="export", **options)
+    eager = fxinspect.analyze(model, inputs, method="eager", **options)
+    assert plain.capture.method == "export" and kept.capture.method == "symbolic"
+    assert (
+        "traced through the checkpoints of 'transformer.h.0', 'transformer.h.1'"
+        in dict(kept.capture.failures)["export"]
+    )
+    # each block saves only its input: 2 blocks * 2*16*64 floats, where it saved its every activation
+    assert kept.memory.saved < plain.memory.saved == forced.memory.saved
+    # the backward recomputes both blocks: at least their matmuls again (the recompute stops early)
+    assert kept.totals.backward_macs > plain.totals.backward_macs == forced.totals.backward_macs
+    for report in forced, eager:
+        assert any("torch.utils.checkpoint ran for 'transformer.h.0'" in n for n in report.capture.notes)

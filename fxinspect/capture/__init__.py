@@ -73,7 +73,8 @@ def captures(
 
     The named tier's capture; for ``"auto"``, each tier's that works in ``TIERS`` order,
     except that one which had to hide untraceable modules in leaves comes after those
-    of later tiers (they may break the whole model down). The first is what
+    of later tiers (they may break the whole model down), and those that traced through
+    ``torch.utils.checkpoint`` (losing its recomputation) come last. The first is what
     :func:`capture` returns; a caller that finds it wanting (``analyze``: its count is
     partial) takes the next. Raises ``CaptureError`` when no tier captures.
     """
@@ -85,6 +86,7 @@ def captures(
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
+    lossy: list[Capture] = []  # captures that traced through torch.utils.checkpoint
     found = False
     for position, name in enumerate(tiers):
         said: list[str] = []
@@ -113,10 +115,16 @@ def captures(
                 (name, f"had to make {list(cap.auto_leaves)} leaves; trying the next tier for a full breakdown")
             )
             continue
+        if cap.lost_checkpoints and method == Method.AUTO:
+            # a program without the model's recomputation: its memory would be wrong
+            lossy.append(cap)
+            failures.append((name, f"traced through the checkpoints of {', '.join(cap.lost_checkpoints)}"))
+            continue
         found = True
         yield _finish(cap, model, list(failures), list(notes))
-    if partial is not None:
-        yield _finish(partial, model, list(failures), list(notes))
+    for kept in ([partial] if partial is not None else []) + lossy:
+        yield _finish(kept, model, list(failures), list(notes))
+    if partial is not None or lossy:
         return
     if found:
         return

@@ -69,6 +69,8 @@ class Capture:
     failures: tuple[tuple[str, str], ...] = ()
     out_spec: Any = None
     auto_leaves: tuple[str, ...] = ()  # untraceable modules made leaves
+    # checkpointed calls traced through as plain ops (their recomputation lost): see kept.py
+    lost_checkpoints: tuple[str, ...] = ()
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
     model: torch.nn.Module | None = None  # the model captured (its parameters may live outside the graph)
     # buffers the capture itself wrote and the graph does not (path, value after one call):
@@ -77,7 +79,13 @@ class Capture:
 
     def __post_init__(self) -> None:
         # tiers build these as lists and sets; the record keeps them immutable
-        for name, kind in (("leaves", frozenset), ("notes", tuple), ("failures", tuple), ("auto_leaves", tuple)):
+        for name, kind in (
+            ("leaves", frozenset),
+            ("notes", tuple),
+            ("failures", tuple),
+            ("auto_leaves", tuple),
+            ("lost_checkpoints", tuple),
+        ):
             object.__setattr__(self, name, kind(getattr(self, name)))
 
     def user_path(self, target: str) -> str:

@@ -42,6 +42,7 @@ from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
 from .inputs import FlatInputs, flatten_outputs
+from .kept import checkpoints_traced_through, lost_checkpoint_notes
 
 __all__ = ["trace_eager"]
 
@@ -96,7 +97,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     modules = RunningModules(model, builder)
     rng = _rng_state()
     try:
-        with modules.hooked(), _Recorder(builder):
+        with modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
             out = model(*inputs.args, **inputs.kwargs)
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         path, cls = builder.module
@@ -118,6 +119,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
         method=Method.EAGER,
         inputs=inputs,
         calls=modules.calls,
-        notes=_notes(builder),
+        notes=_notes(builder) + lost_checkpoint_notes("eager", lost),
         out_spec=spec,
+        lost_checkpoints=lost,
     )

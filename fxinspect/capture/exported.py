@@ -49,6 +49,7 @@ from .base import Capture, Method, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
 from .inputs import FlatInputs
+from .kept import checkpoints_traced_through, lost_checkpoint_notes
 from .regions import inline_regions
 
 __all__ = ["trace_export"]
@@ -143,7 +144,9 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
-    program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+    with checkpoints_traced_through(model) as lost:
+        program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+    notes += lost_checkpoint_notes("export", lost)
     unlifted = program.module()
     graph = unlifted.graph
     _drop_checks(graph)
@@ -168,4 +171,5 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         calls=calls,
         notes=notes,
         out_spec=root.out_spec,
+        lost_checkpoints=lost,
     )

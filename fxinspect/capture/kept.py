@@ -30,7 +30,7 @@ from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, type_name
 
-__all__ = ["CheckpointCall", "FunctionCall", "kept_calls"]
+__all__ = ["CheckpointCall", "FunctionCall", "checkpoints_traced_through", "kept_calls", "lost_checkpoint_notes"]
 
 _CHECKPOINT = torch.utils.checkpoint.checkpoint
 _OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state"})
@@ -121,3 +121,45 @@ def kept_calls(tracer: fx.Tracer, model: torch.nn.Module) -> Iterator[None]:
     finally:
         for restore in reversed(undo):
             restore()
+
+
+@contextlib.contextmanager
+def checkpoints_traced_through(model: torch.nn.Module) -> Iterator[list[str]]:
+    """The modules (or functions) ``torch.utils.checkpoint`` ran while the block traced.
+
+    The export and eager tiers record the ops a checkpointed call runs as ordinary ops: the
+    program computes the same values, but keeps what the checkpoint would have freed and
+    never recomputes it. They say so (``Capture.lost_checkpoints``), and ``method="auto"``
+    prefers a capture that keeps the checkpoints. Every spelling of ``checkpoint`` reaches
+    ``torch.utils.checkpoint._checkpoint_impl``, looked up when called, so it is watched there.
+    """
+    impl = torch.utils.checkpoint._checkpoint_impl
+    paths = {id(m): p for p, m in model.named_modules()}
+    seen: list[str] = []
+
+    def watched(function, *args, **kwargs):
+        inner = function.func if isinstance(function, functools.partial) else function
+        # a module, its bound forward or __call__, or (transformers) partial(forward, module)
+        owners = [inner, getattr(inner, "__self__", None), *getattr(function, "args", ())[:1]]
+        name = next((paths[id(o)] for o in owners if id(o) in paths), None)
+        name = repr(name) if name is not None else getattr(inner, "__qualname__", type(inner).__name__)
+        if name not in seen:
+            seen.append(name)
+        return impl(function, *args, **kwargs)
+
+    torch.utils.checkpoint._checkpoint_impl = watched
+    try:
+        yield seen
+    finally:
+        torch.utils.checkpoint._checkpoint_impl = impl
+
+
+def lost_checkpoint_notes(tier: str, lost: list[str]) -> list[str]:
+    """The note a tier that traced through checkpoints adds to its capture."""
+    if not lost:
+        return []
+    return [
+        f"{tier}: torch.utils.checkpoint ran for {', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''} and was "
+        "traced through: the program keeps what it would free and never recomputes, so memory and backward "
+        "figures are those of the model without checkpointing (the symbolic tier keeps checkpoints)"
+    ]
