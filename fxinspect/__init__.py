@@ -12,6 +12,7 @@ from . import devices
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
+from .planning import BatchFit, Budget, StepPoint, Sweep, max_batch, sweep
 from .records import (
     AtenCall,
     CaptureInfo,
@@ -42,6 +43,8 @@ def diff_html(this: Report, other: Report, path=None) -> str:
 
 __all__ = [
     "AtenCall",
+    "BatchFit",
+    "Budget",
     "devices",
     "CaptureError",
     "CaptureInfo",
@@ -62,6 +65,8 @@ __all__ = [
     "Report",
     "SharedParameter",
     "Stash",
+    "StepPoint",
+    "Sweep",
     "TensorMeta",
     "TimingInfo",
     "Totals",
@@ -73,8 +78,10 @@ __all__ = [
     "diff_html",
     "inspect",
     "instrument",
+    "max_batch",
     "register_free",
     "register_rule",
+    "sweep",
     "track",
     "watch",
 ]

@@ -148,3 +148,42 @@ def published_gmacs(name: str) -> float:
 
 def prod(xs) -> int:
     return math.prod(xs)
+
+
+def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
+    """The most bytes a real training step holds, resident memory included, found by
+    following every storage it allocates (``StorageTracker``), not by fxinspect's model.
+
+    The step is the one ``analyze(..., backward=True, optimizer=...)`` models: the
+    optimizer's state exists (a first step made it), every ``.grad`` starts as ``None``,
+    and the loop keeps the output and the loss while ``step()`` runs. Parameters, buffers,
+    inputs and optimizer state are resident, each storage once. The model is a copy: its
+    weights and state are the caller's as they were.
+    """
+    import copy
+
+    from fxinspect.run.storages import StorageTracker
+
+    model = copy.deepcopy(model)
+    args, kwargs = (inputs, {}) if not isinstance(inputs, dict) else ((), inputs)
+    args = args if isinstance(args, tuple) else (args,)
+    opt = optimizer(model.parameters()) if optimizer is not None else None
+
+    def step():
+        out = model(*args, **kwargs)
+        loss = loss_fn(out)
+        loss.backward()
+        if opt is not None:
+            opt.step()
+        return out, loss
+
+    step()  # makes the optimizer's state
+    model.zero_grad(set_to_none=True)
+    state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
+    resident = [*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident if torch.is_tensor(t)}
+    tracker = StorageTracker([t for t in resident if torch.is_tensor(t)])
+    with tracker:
+        held = step()
+    del held
+    return sum(storages.values()) + tracker.peak

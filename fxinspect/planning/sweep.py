@@ -1,0 +1,151 @@
+"""``fxinspect.sweep``: a step's figures over batch sizes and sequence lengths.
+
+>>> import torch, fxinspect
+>>> model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+>>> s = fxinspect.sweep(model, lambda b: torch.randn(b, 64), [1, 4, 16], backward=True, device="meta")
+>>> [p.flops for p in s.points] == [s.points[0].flops * b for b in (1, 4, 16)]   # linear in the batch
+True
+>>> [b.total_peak - a.total_peak for a, b in zip(s.points, s.points[1:])]  # 4 bytes * (64 + 256 + 10) a sample
+[3960, 15840]
+>>> print(s.table(columns=["batch", "total peak", "largest part"]))
+  batch    total peak  largest part
+-------  ------------  --------------
+      1    151.38 KiB  parameters
+      4    155.24 KiB  parameters
+     16    170.71 KiB  parameters
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..errors import InputError
+from ..formatting import units
+from .budget import Budget
+from .points import StepPoint, analysed_point
+
+__all__ = ["Sweep", "sweep"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The points of a sweep, in the order asked, and the budget they were held to (if any)."""
+
+    points: tuple[StepPoint, ...]
+    budget: Budget | None = None
+    notes: tuple[str, ...] = ()
+
+    def fits(self, point: StepPoint) -> bool | None:
+        return None if self.budget is None else point.total_peak <= self.budget.usable
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict a point, base units (bytes, seconds); the columns no point has are left out."""
+        rows = []
+        for p in self.points:
+            rows.append(
+                {
+                    "batch": p.batch,
+                    "seq_len": p.seq_len,
+                    "flops": p.flops,
+                    "peak": p.peak,
+                    "total_peak": p.total_peak,
+                    "dominant": p.dominant,
+                    "latency": p.latency,
+                    "inputs_per_second": p.inputs_per_second,
+                    "predicted_latency": p.predicted_latency,
+                    "predicted_inputs_per_second": p.predicted_inputs_per_second,
+                    "fits": self.fits(p),
+                    "method": p.method,
+                }
+            )
+        kept = [k for k in rows[0] if any(r[k] is not None for r in rows)] if rows else []
+        return [{k: r[k] for k in kept} for r in rows]
+
+    def table(self, columns: Sequence[str] | None = None, tablefmt: str = "simple") -> str:
+        """The points as a text table (``columns`` by their headers, in that order)."""
+        from tabulate import tabulate
+
+        formats: dict[str, tuple[str, Callable[[Any], str]]] = {
+            "batch": ("batch", str),
+            "seq_len": ("seq len", str),
+            "flops": ("FLOPs", units.count),
+            "peak": ("run peak", units.nbytes),
+            "total_peak": ("total peak", units.nbytes),
+            "dominant": ("largest part", str),
+            "latency": ("step", units.seconds),
+            "inputs_per_second": ("inputs/s", units.count),
+            "predicted_latency": ("predicted step", units.seconds),
+            "predicted_inputs_per_second": ("predicted inputs/s", units.count),
+            "fits": (f"fits {self.budget}" if self.budget else "fits", lambda f: "yes" if f else "no"),
+            "method": ("capture", str),
+        }
+        rows = self.rows()
+        keys = list(rows[0]) if rows else []
+        if columns is not None:
+            by_header = {formats[k][0]: k for k in keys}
+            unknown = [c for c in columns if c not in by_header and c not in keys]
+            if unknown:
+                raise InputError(f"unknown column(s) {unknown}; this sweep has {list(by_header)}")
+            keys = [by_header.get(c, c) for c in columns]
+        cells = [[formats[k][1](r[k]) if r[k] is not None else units.MISSING for k in keys] for r in rows]
+        align = ["left" if k in ("dominant", "method") else "right" for k in keys]
+        headers = [formats[k][0] for k in keys]
+        return tabulate(cells, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=align)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dataframe(self):
+        """The rows as a ``pandas.DataFrame`` (pandas is an optional extra)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("to_dataframe needs pandas: pip install fxinspect[pandas]") from exc
+        return pd.DataFrame(self.rows())
+
+    def plot(self, path: Any = None):
+        """Memory and throughput against the batch size (see :func:`.plots.plot_sweep`)."""
+        from .plots import plot_sweep
+
+        return plot_sweep(self, path)
+
+
+def sweep(
+    model: torch.nn.Module,
+    make_inputs: Callable[..., Any],
+    batch_sizes: Iterable[int] = (1, 2, 4, 8),
+    *,
+    seq_lens: Iterable[int] | None = None,
+    budget: int | str | None = None,
+    reserve: int | float | str = 0,
+    **options: Any,
+) -> Sweep:
+    """Analyse one step per batch size (and per sequence length): a :class:`Sweep`.
+
+    ``make_inputs(batch)`` (or ``make_inputs(batch, seq_len)`` with ``seq_lens``) returns the
+    example inputs of one point, as :func:`~fxinspect.analyze` takes them. The other
+    keywords are ``analyze``'s options (``backward``, ``optimizer``, ``loss_fn``,
+    ``device``, ``device_spec``, ``timing``, ...); ``device="meta"`` sweeps with no memory
+    and no data. ``budget`` (bytes or ``"24GiB"``, less ``reserve``) adds a "fits" column
+    and a line on the plot. Each point is captured and analysed anew: the captures of
+    export and eager are specialised to their input's shapes.
+    """
+    batches = _positive(batch_sizes, "batch_sizes")
+    seqs: list[int | None] = [None] if seq_lens is None else list(_positive(seq_lens, "seq_lens"))
+    points = tuple(analysed_point(model, make_inputs, b, s, options)[1] for s in seqs for b in batches)
+    limit = None if budget is None else Budget.of(budget, reserve)
+    methods = sorted({p.method for p in points})
+    notes = (f"captures: {', '.join(methods)}; each point captured and analysed anew",)
+    return Sweep(points, limit, notes)
+
+
+def _positive(values: Iterable[int], what: str) -> list[int]:
+    values = list(values)
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if not values or bad:
+        raise InputError(f"{what} expects positive ints, got {values!r}")
+    return values

@@ -1,0 +1,125 @@
+"""Planning: budgets, sweeps and the largest batch, checked against real steps on this CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from reference import measured_step_peak
+
+import fxinspect
+from fxinspect.planning import Budget, parse_bytes
+
+F32 = 4
+
+
+def mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+
+
+def cnn() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 10),
+    ).train()
+
+
+def tiny_gpt2() -> torch.nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=64, vocab_size=500)
+    return GPT2LMHeadModel(config).train()
+
+
+def test_budgets_parse_binary_and_decimal_units_and_refuse_what_is_not_bytes():
+    assert parse_bytes("24GiB") == 24 * 2**30
+    assert parse_bytes("80 GB") == 80 * 10**9
+    assert parse_bytes("1.5mib") == 3 * 2**19
+    assert parse_bytes(1000) == 1000
+    assert Budget.of("1GiB", reserve=0.25).usable == 3 * 2**28
+    assert Budget.of("1GiB", reserve="256MiB").usable == 3 * 2**28
+    for bad in ("24 gigs", "-1GB", True, [1]):
+        with pytest.raises(fxinspect.InputError, match="expects bytes"):
+            parse_bytes(bad)
+    with pytest.raises(fxinspect.InputError, match="leaves nothing"):
+        Budget.of("1GiB", reserve="1GiB")
+
+
+def test_a_sweep_is_linear_where_the_model_is_and_says_what_holds_the_peak():
+    model = mlp()
+    s = fxinspect.sweep(model, lambda b: torch.randn(b, 64), [1, 2, 8], backward=True, device="meta", budget=160_000)
+    one, two, eight = s.points
+    # forward: 2*(64*256 + 256*10) MACs-FLOPs a sample; backward 2x that for the weights and
+    # the hidden layer's input gradient less the first layer's (its input needs none)
+    assert eight.macs == 8 * one.macs and two.macs == 2 * one.macs
+    assert one.macs == (64 * 256 + 256 * 10) + (64 * 256 + 256 * 10) + 256 * 10  # fwd; weight grads; hidden grad
+    params = (64 * 256 + 256 + 256 * 10 + 10) * F32
+    for p in s.points:
+        assert sum(p.composition.values()) == p.total_peak
+        assert p.composition["parameters"] == params and p.composition["inputs"] == p.batch * 64 * F32
+    # the table and the frame carry the same figures
+    frame = s.to_dataframe()
+    assert list(frame["total_peak"]) == [p.total_peak for p in s.points]
+    assert list(frame["fits"]) == [p.total_peak <= 160_000 for p in s.points]
+    assert "fits 156.25 KiB" in s.table()
+    assert "latency" not in frame  # on meta nothing is timed: the column is left out, never 0
+
+
+def test_a_sweep_over_sequence_lengths_prices_attention_quadratically():
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True, dropout=0.0).eval()
+    s = fxinspect.sweep(
+        layer, lambda b, t: torch.randn(b, t, 32), [1, 2], seq_lens=[8, 16], device="meta", timing=False
+    )
+    assert [(p.batch, p.seq_len) for p in s.points] == [(1, 8), (2, 8), (1, 16), (2, 16)]
+    by = {(p.batch, p.seq_len): p.macs for p in s.points}
+    # attention scores and their product with values: 2 * t*t*32 MACs; the rest 8t*32*32 ... linear in t
+    quadratic = by[(1, 16)] - 2 * by[(1, 8)]
+    assert quadratic == 2 * (16 * 16 - 2 * 8 * 8) * 32
+    assert by[(2, 16)] == 2 * by[(1, 16)]
+
+
+@pytest.mark.parametrize(
+    "make, inputs, loss_fn, optimizer",
+    [
+        (mlp, lambda b: torch.randn(b, 64), lambda out: out.sum(), torch.optim.SGD),
+        (cnn, lambda b: torch.randn(b, 3, 32, 32), lambda out: out.sum(), torch.optim.AdamW),
+        (
+            tiny_gpt2,
+            lambda b: {"input_ids": torch.zeros(b, 32, dtype=torch.long), "use_cache": False},
+            lambda out: out.logits.sum(),
+            torch.optim.AdamW,
+        ),
+    ],
+    ids=["mlp", "cnn", "gpt2"],
+)
+def test_max_batch_on_meta_brackets_a_budget_between_two_real_steps(make, inputs, loss_fn, optimizer):
+    model = make()
+    # the budget halfway between what real steps of batch 6 and 7 hold (storages followed)
+    real = {b: measured_step_peak(model, inputs(b), loss_fn, optimizer) for b in (6, 7)}
+    budget = (real[6] + real[7]) // 2
+    fit = fxinspect.max_batch(model, inputs, budget, backward=True, loss_fn=loss_fn, optimizer=optimizer)
+    assert fit.batch == 6 and fit.peak <= budget < fit.next_peak
+    assert fit.peak == pytest.approx(real[6], rel=0.03) and fit.next_peak == pytest.approx(real[7], rel=0.03)
+    assert sum(fit.point.composition.values()) == fit.peak
+    assert all(p.grad is None for p in model.parameters())  # never a trial step on the user's model
+
+
+def test_max_batch_reserves_a_margin_and_says_when_nothing_fits():
+    model, make = mlp(), lambda b: torch.randn(b, 64)
+    full = fxinspect.max_batch(model, make, 200_000, backward=True)
+    kept = fxinspect.max_batch(model, make, 200_000, reserve=0.1, backward=True)
+    assert kept.batch < full.batch and kept.peak <= 180_000 < kept.next_peak
+    none = fxinspect.max_batch(model, make, 1000, backward=True)
+    assert none.batch == 0 and none.peak is None and none.next_peak > 1000
+    assert "no batch fits" in str(none) and "does not fit" in none.notes[0]
+    top = fxinspect.max_batch(model, make, "1GiB", highest=16, backward=True)
+    assert top.batch == 16 and "larger ones were not tried" in top.notes[0]
