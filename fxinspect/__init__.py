@@ -12,7 +12,7 @@ from . import devices
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
-from .planning import BatchFit, Budget, StepPoint, Sweep, max_batch, sweep
+from .planning import BatchFit, Budget, CheckpointPlan, StepPoint, Sweep, checkpoint_plan, max_batch, sweep
 from .records import (
     AtenCall,
     CaptureInfo,
@@ -48,6 +48,7 @@ __all__ = [
     "devices",
     "CaptureError",
     "CaptureInfo",
+    "CheckpointPlan",
     "Cost",
     "Environment",
     "FreeReason",
@@ -75,6 +76,7 @@ __all__ = [
     "ValueStats",
     "Watch",
     "analyze",
+    "checkpoint_plan",
     "diff_html",
     "inspect",
     "instrument",

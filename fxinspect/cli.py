@@ -9,7 +9,8 @@ names the closest valid name for every misspelt one. Inputs are
 positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``; names
 ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
 keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png``,
-``--svg`` and ``--html`` (the explorer) write files. Every option is checked before the model is built; any failure
+``--svg`` and ``--html`` (the explorer) write files. ``--sweep``, ``--max-batch`` and
+``--checkpoint-plan`` plan instead (:mod:`fxinspect.cli_planning`). Every option is checked before the model is built; any failure
 is one line on stderr and exit status 2 (``--debug`` shows the traceback).
 
 Example
@@ -32,6 +33,7 @@ import torch
 from .analyze import analyze
 from .capture import TIERS, Method
 from .capture.base import one_line
+from .cli_planning import add_planning_options, check_planning, run_planning
 from .errors import FxInspectError
 from .factory import build, check_keywords
 from .views.columns import By, parse_column
@@ -149,13 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--html", metavar="PATH", help="also write the explorer: one HTML page to browse the report")
     parser.add_argument("--color-by", choices=sorted(COLOR_BY), default="flops", help="what colours the diagram")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    add_planning_options(parser)
     return parser
 
 
-def _inputs(opts: argparse.Namespace) -> tuple[tuple, dict]:
+def _inputs(opts: argparse.Namespace, batch: int | None = None) -> tuple[tuple, dict]:
+    """The inputs the options describe; with ``batch``, every shape's first size replaced by it."""
     dtype = _DTYPES[opts.dtype]
 
     def make(shape: tuple[int, ...], name: str = "") -> torch.Tensor:
+        if batch is not None and shape:
+            shape = (batch, *shape[1:])
         if name.endswith("mask"):
             return torch.ones(shape, dtype=torch.long)
         if dtype == torch.int64 or name.endswith("ids"):
@@ -163,6 +169,16 @@ def _inputs(opts: argparse.Namespace) -> tuple[tuple, dict]:
         return torch.randn(shape, dtype=dtype)
 
     return tuple(make(s) for s in opts.input_shape), {**opts.kwargs, **{n: make(s, n) for n, s in opts.input}}
+
+
+def _one_kind(opts: argparse.Namespace):
+    """``make_inputs(batch)`` for the planning modes: the positional inputs, or the keyword ones."""
+
+    def make_inputs(batch: int | None):
+        args, kwargs = _inputs(opts, batch)
+        return args if opts.input_shape else kwargs
+
+    return make_inputs
 
 
 def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
@@ -178,6 +194,7 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
         parser.error("--csv writes nodes or modules: use --by node or --by module with it")
     if opts.depth is not None and opts.by != "module" and not (opts.png or opts.svg):
         parser.error("--depth applies to --by module tables and to diagrams")
+    check_planning(parser, opts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         train = opts.train or opts.backward
         model.train(train)
         with torch.set_grad_enabled(train):
+            if run_planning(model, _one_kind(opts), opts) is not None:
+                return 0
             report = analyze(
                 model,
                 args,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 import fxinspect
 from fxinspect.cli import main
@@ -174,3 +175,43 @@ def test_cli_measure_memory_adds_the_allocators_figure(capsys):
     measured = capsys.readouterr().out
     assert "measure_memory=True measures the allocator" in estimated and "by torch.profiler" not in estimated
     assert "by torch.profiler" in measured
+
+
+LINEAR = ["torch.nn:Linear", "--args", "[64, 256]"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([*LINEAR, "--input-shape", "1,64", "--sweep", "1,x"], "expected batch sizes such as 1,2,4,8"),
+        ([*LINEAR, "--input-shape", "1,64", "--sweep", "1", "--max-batch", "1GiB"], "give one of --sweep"),
+        ([*LINEAR, "--input-shape", "1,64", "--backward", "--optimizer", "Adamw"], "not a torch.optim class"),
+        ([*LINEAR, "--input-shape", "1,64", "--optimizer", "AdamW"], "--optimizer needs --backward"),
+        ([*LINEAR, "--input-shape", "1,64", "--checkpoint-plan", "1GiB"], "plans a training step: add --backward"),
+        ([*LINEAR, "--input-shape", "1,64", "--budget", "1GiB"], "--budget goes with --sweep"),
+    ],
+)
+def test_cli_planning_options_are_checked_before_the_model_is_built(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_sweeps_and_finds_the_largest_batch(tmp_path, capsys):
+    plot = tmp_path / "sweep.png"
+    argv = [*LINEAR, "--input-shape", "1,64", "--backward", "--optimizer", "SGD", "--device", "meta"]
+    assert main([*argv, "--sweep", "1,2,4", "--budget", "1MiB", "--png", str(plot)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    # resident: the weight and bias (64*256 + 256 floats), the input; the backward holds their gradients
+    assert [line.split()[0] for line in table[2:]] == ["1", "2", "4"] and plot.stat().st_size > 10_000
+    assert main([*argv, "--max-batch", "200KiB"]) == 0
+    text = capsys.readouterr().out
+    model = fxinspect.factory.build("torch.nn:Linear", None, [64, 256], {})
+    fit = fxinspect.max_batch(model, lambda b: torch.randn(b, 64), "200KiB", backward=True, optimizer=torch.optim.SGD)
+    assert text.startswith(f"batch {fit.batch} fits 200.00 KiB")
+    assert main([*argv, "--reserve", "0.2", "--max-batch", "200KiB"]) == 0
+    half = fxinspect.max_batch(
+        model, lambda b: torch.randn(b, 64), "200KiB", reserve=0.2, backward=True, optimizer=torch.optim.SGD
+    )
+    assert capsys.readouterr().out.startswith(f"batch {half.batch} fits 160.00 KiB (200.00 KiB less 40.00 KiB")
+    assert half.batch < fit.batch

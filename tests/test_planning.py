@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference import measured_step_peak
+from reference import assert_same_state, measured_step_peak, state_fingerprint
 
 import fxinspect
 from fxinspect.planning import Budget, parse_bytes
@@ -123,3 +123,63 @@ def test_max_batch_reserves_a_margin_and_says_when_nothing_fits():
     assert "no batch fits" in str(none) and "does not fit" in none.notes[0]
     top = fxinspect.max_batch(model, make, "1GiB", highest=16, backward=True)
     assert top.batch == 16 and "larger ones were not tried" in top.notes[0]
+
+
+def blocks(n: int = 4, width: int = 64, hidden: int = 512) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        *(
+            torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
+            for _ in range(n)
+        )
+    )
+
+
+def test_each_node_says_what_autograd_saved_while_it_ran():
+    model, x = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)), torch.randn(2, 8)
+    r = fxinspect.analyze(model, x, timing=False, backward=True)
+    # the first Linear saves only its input (for its weight's gradient: x needs none);
+    # ReLU saves its own output; the last Linear the ReLU's output and its weight's view
+    assert [n.saves for n in r.nodes if n.is_op] == ["inputs", "own", "inputs"]
+    with torch.no_grad():
+        assert {n.saves for n in fxinspect.analyze(model, x, timing=False).nodes} == {None}
+
+
+def test_a_checkpoint_plan_fits_its_budget_and_recomputes_what_it_says():
+    model, x = blocks(), torch.randn(256, 64)
+    before = state_fingerprint(model)
+    unplanned = fxinspect.analyze(model, x, timing=False, backward=True, device="meta")
+    budget = int(0.8 * unplanned.memory.total_peak)
+    plan = fxinspect.checkpoint_plan(model, x, budget)
+    assert_same_state(before, state_fingerprint(model))  # planning leaves the model as it was
+    assert plan.fits and plan.peak <= budget < plan.unplanned_peak == unplanned.memory.total_peak
+    # checkpointing a block frees its Linear's and GELU's saved 256x512 floats until its backward
+    assert plan.modules == ("0", "1")
+    assert plan.unplanned_peak - plan.peak == 2 * 2 * 256 * 512 * F32
+    # the recomputation stops at the second Linear (torch packs an op's inputs before it
+    # runs): per block the first Linear's 256*64*512 MACs, not the second's
+    assert plan.recompute_macs == 2 * 256 * 64 * 512
+    keys = list(model.state_dict())
+    with plan.apply(model) as applied:
+        assert list(model.state_dict()) == keys and type(model[0]) is torch.nn.Sequential
+        again = fxinspect.analyze(model, x, timing=False, backward=True, device="meta")
+        real = measured_step_peak(model, x, lambda out: out.sum())  # (a deep copy: it checkpoints too)
+        assert len(applied.modules) == 2
+    assert again.memory.total_peak == plan.peak == real
+    assert again.totals.backward_macs - unplanned.totals.backward_macs == plan.recompute_macs
+    assert again.node("checkpoint").module_path == "0"
+    assert_same_state(before, state_fingerprint(model))  # and remove() took the checkpoints off
+    # the curve: plans along the order, peaks falling, costs rising
+    peaks = [c.peak for c in plan.curve]
+    costs = [c.recompute_flops for c in plan.curve]
+    assert peaks == sorted(peaks, reverse=True) and costs == sorted(costs) and plan.curve[0].modules == ()
+    assert "◀ plan" in plan.table()
+
+
+def test_a_budget_no_plan_reaches_gets_the_lowest_plan_and_says_why():
+    model, x = blocks(), torch.randn(256, 64)
+    plan = fxinspect.checkpoint_plan(model, x, 1000)
+    assert not plan.fits and plan.peak == min(c.analysed_peak for c in plan.curve if c.analysed_peak)
+    assert "no plan fits" in plan.notes[0] and "does not fit" in str(plan)
+    easy = fxinspect.checkpoint_plan(model, x, "1GiB")
+    assert easy.fits and easy.modules == () and easy.recompute_macs == 0

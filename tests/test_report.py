@@ -50,9 +50,10 @@ def test_of_builds_the_record_init_builds():
         (7, 7),
         (2, 2),
         (3, 3),
+        "own",
     )
     # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures, latency and predicted latency,
-    # memory figures, aten, grads, backward aten, call, receptive field, its stride and padding
+    # memory figures, aten, grads, backward aten, call, receptive field, its stride and padding, saves
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

@@ -68,6 +68,14 @@ class CheckpointCall:
         return f"checkpoint({getattr(self.function, '__qualname__', type(self.function).__name__)})"
 
 
+def _owner(function: Any, paths: dict[int, str]) -> torch.nn.Module | None:
+    """The model's module a checkpointed function runs: the module itself, its bound
+    ``forward`` or ``__call__``, or (transformers) ``partial(forward, module)``."""
+    inner = function.func if isinstance(function, functools.partial) else function
+    owners = (inner, getattr(inner, "__self__", None), *getattr(function, "args", ())[:1])
+    return next((o for o in owners if id(o) in paths), None)
+
+
 def _has_proxy(value: Any) -> bool:
     return any(isinstance(a, fx.Proxy) for a in pytree.tree_leaves(value))
 
@@ -89,8 +97,9 @@ def kept_calls(tracer: fx.Tracer, model: torch.nn.Module) -> Iterator[None]:
         if not _has_proxy((args, kwargs)):
             return _CHECKPOINT(function, *args, **options, **kwargs)
         proxy = tracer.create_proxy("call_function", CheckpointCall(function, options), args, kwargs)
-        if id(function) in paths:  # the checkpointed module's work is its own
-            proxy.node.meta[MODULE_KEY] = (paths[id(function)], type_name(function))
+        owner = _owner(function, paths)
+        if owner is not None:  # the checkpointed module's work is its own
+            proxy.node.meta[MODULE_KEY] = (paths[id(owner)], type_name(owner))
         return proxy
 
     undo: list[Callable[[], None]] = []
@@ -138,11 +147,9 @@ def checkpoints_traced_through(model: torch.nn.Module) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def watched(function, *args, **kwargs):
+        owner = _owner(function, paths)
         inner = function.func if isinstance(function, functools.partial) else function
-        # a module, its bound forward or __call__, or (transformers) partial(forward, module)
-        owners = [inner, getattr(inner, "__self__", None), *getattr(function, "args", ())[:1]]
-        name = next((paths[id(o)] for o in owners if id(o) in paths), None)
-        name = repr(name) if name is not None else getattr(inner, "__qualname__", type(inner).__name__)
+        name = repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", type(inner).__name__)
         if name not in seen:
             seen.append(name)
         return impl(function, *args, **kwargs)

@@ -9,8 +9,21 @@ no memory, no data, no trial run on the target) and compares them:
 """
 
 from .budget import Budget, parse_bytes
+from .checkpointing import Applied, CheckpointPlan, CurvePoint, checkpoint_plan
 from .fit import BatchFit, max_batch
 from .points import StepPoint
 from .sweep import Sweep, sweep
 
-__all__ = ["BatchFit", "Budget", "StepPoint", "Sweep", "max_batch", "parse_bytes", "sweep"]
+__all__ = [
+    "Applied",
+    "BatchFit",
+    "Budget",
+    "CheckpointPlan",
+    "CurvePoint",
+    "StepPoint",
+    "Sweep",
+    "checkpoint_plan",
+    "max_batch",
+    "parse_bytes",
+    "sweep",
+]

@@ -60,7 +60,10 @@ class BatchFit:
             f"{name} {units.nbytes(size)}"
             for name, size in sorted(self.point.composition.items(), key=lambda kv: -kv[1])[:4]
         )
-        after = f"; batch {self.batch + 1}: {units.nbytes(self.next_peak)}" if self.next_peak is not None else ""
+        after = ""
+        if self.next_peak is not None:
+            over = self.next_peak - self.budget.usable
+            after = f"; batch {self.batch + 1}: {units.nbytes(self.next_peak)} ({units.nbytes(over)} over)"
         return (
             f"batch {self.batch} fits {self.budget}: peak {units.nbytes(self.peak)}{after}\n"
             f"largest parts at batch {self.batch}: {parts}\n"
@@ -149,21 +152,29 @@ def _bracket(peak: Callable[[int], int], lowest: int, highest: int, usable: int)
 
 
 def _narrow(peak: Callable[[int], int], fits: int, fails: int, usable: int) -> int:
-    """The largest batch that fits between ``fits`` (fits) and ``fails`` (does not)."""
-    halve = False
+    """The largest batch that fits between ``fits`` (fits) and ``fails`` (does not).
+
+    Guesses alternate between the crossing of the line through the bracket's ends and
+    the bracket's middle: the line is right at once where the peak is affine in the
+    batch, and the middle bounds the steps where it is not (a peak flat while the
+    optimizer step holds it, then rising with the activations). When the line predicted
+    the peak at its guess closely, the batch after the guess is tried too: an affine
+    peak is settled by the pair.
+    """
+    secant = True
     while fails - fits > 1:
-        guess = None if halve else _crossing(fits, peak(fits), fails, peak(fails), usable)
+        guess = _crossing(fits, peak(fits), fails, peak(fails), usable) if secant else None
         if guess is None or not fits < guess < fails:
-            guess = (fits + fails) // 2
-        width = fails - fits
-        # try the crossing and the batch after it: an affine peak is settled by the pair
+            guess, secant = (fits + fails) // 2, False
         if peak(guess) <= usable:
+            predicted = peak(fits) + (peak(fails) - peak(fits)) * (guess - fits) / (fails - fits)
+            affine = secant and abs(peak(guess) - predicted) <= 0.005 * peak(guess)
             fits = guess
-            if guess + 1 < fails and peak(guess + 1) > usable:
+            if affine and guess + 1 < fails and peak(guess + 1) > usable:
                 fails = guess + 1
         else:
             fails = guess
-        halve = fails - fits > width // 2  # interpolation did not halve the bracket: halve next
+        secant = not secant
     return fits
 
 

@@ -110,6 +110,9 @@ class StorageTracker(TorchDispatchMode):
         self._on_free = _free_callback(self)
         self._aliasing: dict[Any, bool] = {}  # per aten overload: may an output share an input's storage?
         self._stopped = False
+        # per forward node, what autograd saved while it ran: "own" (a storage it made),
+        # "inputs" (only what existed before it); None until saving_hooks() is entered
+        self.saves: dict[str, str] | None = None
         self.add_resident(resident)
 
     def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
@@ -201,12 +204,23 @@ class StorageTracker(TorchDispatchMode):
         at = self._peak_event
         return [a for a in self.allocations if a.born <= at and (a.died is None or a.died > at)]
 
+    def saving_hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        """The ``saved_tensors_hooks`` that mark what autograd keeps (and who kept it)."""
+        self.saves = {}
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
     # saved_tensors_hooks: the identity pack marks what autograd keeps for the backward
     def pack(self, t: torch.Tensor) -> torch.Tensor:
         """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` as is."""
         entry = self.allocation(t)
         if entry is not None:
             entry.saved = True
+        node = self.node
+        if node is not None and self.phase is Phase.FORWARD and self.saves is not None:
+            if entry is not None and entry.node == node:
+                self.saves[node] = "own"
+            else:
+                self.saves.setdefault(node, "inputs")
         return t
 
     @staticmethod

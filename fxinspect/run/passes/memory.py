@@ -11,7 +11,7 @@ made them. ``optimizer=`` adds the optimizer's state and step
 (:func:`~fxinspect.run.optimizer.optimizer_footprint`).
 
 Per node: ``output_bytes`` (new storages among its outputs), ``saved_bytes`` (storages
-it allocated that autograd saved) and ``measured_growth``; the run as a whole is a
+it allocated that autograd saved), ``saves`` (what autograd saved while it ran) and ``measured_growth``; the run as a whole is a
 :class:`~fxinspect.records.MemoryRecord` (``report.memory``).
 
 A forward alone, with nothing measured beside it, needs no run of its own:
@@ -197,7 +197,7 @@ class _Run:
                 stack.enter_context(torch.enable_grad())
             stack.enter_context(tracker)
             if torch.is_grad_enabled():
-                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack))
+                stack.enter_context(tracker.saving_hooks())
             output = self.program.run(self.inputs, self.probe())
             if loss_fn is not None:
                 loss = loss_fn(self.program.output_structure(output))
@@ -250,6 +250,8 @@ class _Run:
         nodes = {}
         for name in self.program.probe_points:
             nodes[name] = {"output_bytes": self.outputs.get(name, 0), "saved_bytes": saved.get(name, 0)}
+            if self.tracker.saves is not None:
+                nodes[name]["saves"] = self.tracker.saves.get(name, "nothing")
             if self.watch is not None:
                 nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
         return nodes
@@ -284,7 +286,7 @@ def count_and_model(program: InstrumentedProgram, check_finite: bool, model: tor
     with contextlib.ExitStack() as stack:
         stack.enter_context(recorder.mode)
         if torch.is_grad_enabled():
-            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(run.tracker.pack, run.tracker.unpack))
+            stack.enter_context(run.tracker.saving_hooks())
         output = program.run(program.inputs, Probe(before, after))
         run.tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
     del output

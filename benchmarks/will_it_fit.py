@@ -1,0 +1,120 @@
+"""Will it fit: checkpoint plans applied and measured, and a 70B sweep on the meta device.
+
+Run: ``python benchmarks/will_it_fit.py [--part plans|sweep] [--gpt2 4,512]``.
+
+``plans`` (issue 22, item 3): for GPT-2 (12 layers, random weights) and ResNet-50
+training steps with SGD, a plan for budgets at 50 % and 75 % of the unplanned
+``total_peak``, found on the meta device; then the plan applied to the model and
+
+* analysed again (meta): its peak within the budget;
+* run for real on this CPU with every storage followed (``tests/reference.py``,
+  ``measured_step_peak``): within 3 % of the plan's peak and never over the budget;
+* its extra backward MACs (the recomputation) against the plan's ``recompute_macs``,
+  computed from the unplanned report alone.
+
+``sweep`` (item 1): Llama-2-70B's training step with AdamW over 8 batch sizes on the
+meta device, with the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torchvision
+
+import fxinspect
+from fxinspect.formatting import units
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reference import measured_step_peak
+
+
+def _gpt2(batch: int, seq: int):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=12)).train()
+    inputs = {"input_ids": torch.randint(0, 50257, (batch, seq)), "use_cache": False}
+    return f"GPT-2 12 layers, {batch}x{seq}", model, inputs, lambda out: out.logits.sum()
+
+
+def _resnet50(batch: int):
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).train()
+    return f"ResNet-50, batch {batch}", model, torch.randn(batch, 3, 224, 224), lambda out: out.sum()
+
+
+def plans(gpt2: tuple[int, int]) -> None:
+    optimizer = torch.optim.SGD
+    for name, model, inputs, loss_fn in (_resnet50(16), _gpt2(*gpt2)):
+        options = dict(loss_fn=loss_fn, optimizer=optimizer)
+        base = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **options)
+        unplanned = base.memory.total_peak
+        print(f"\n{name}: unplanned peak {units.nbytes(unplanned)} ({base.capture.method})")
+        for share in (0.75, 0.5):
+            budget = int(share * unplanned)
+            start = time.perf_counter()
+            plan = fxinspect.checkpoint_plan(model, inputs, budget, **options)
+            seconds = time.perf_counter() - start
+            with plan.apply(model):
+                applied = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **options)
+                real = measured_step_peak(model, inputs, loss_fn, optimizer)
+            extra = applied.totals.backward_macs - base.totals.backward_macs
+            print(
+                f"  budget {share:.0%} = {units.nbytes(budget)}: {len(plan.modules)} module(s), planned in "
+                f"{seconds:.1f} s ({plan.notes[-1]})\n"
+                f"    plan peak {units.nbytes(plan.peak)}, analysed applied {units.nbytes(applied.memory.total_peak)}, "
+                f"real {units.nbytes(real)} (real / plan {real / plan.peak:.4f}); fits: plan {plan.fits}, "
+                f"real {real <= budget}\n"
+                f"    recomputed MACs: applied - unplanned {extra:,}, plan {plan.recompute_macs:,} "
+                f"({'equal' if extra == plan.recompute_macs else 'DIFFER'})"
+            )
+            for note in plan.notes[:-1]:
+                print(f"    note: {note}")
+
+
+def sweep_70b() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).train()
+    start = time.perf_counter()
+    result = fxinspect.sweep(
+        model,
+        lambda b: {"input_ids": torch.zeros(b, 2048, dtype=torch.long), "use_cache": False},
+        [1, 2, 4, 8, 16, 32, 64, 128],
+        backward=True,
+        optimizer=torch.optim.AdamW,
+        loss_fn=lambda out: out.logits.float().sum(),
+        device="meta",
+        timing=False,
+        budget="80GiB",
+    )
+    print(result.table())
+    print(f"Llama-2-70B, seq 2048, 8 batch sizes: {time.perf_counter() - start:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["plans", "sweep", "all"], default="all")
+    parser.add_argument("--gpt2", default="4,512", help="GPT-2's batch,seq")
+    args = parser.parse_args()
+    if args.part in ("plans", "all"):
+        plans(tuple(int(x) for x in args.gpt2.split(",")))
+    if args.part in ("sweep", "all"):
+        sweep_70b()
+
+
+if __name__ == "__main__":
+    main()

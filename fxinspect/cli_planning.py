@@ -1,0 +1,105 @@
+"""The command line's planning modes: ``--sweep``, ``--max-batch`` and ``--checkpoint-plan``.
+
+Each replaces the analysis the command line prints otherwise. The batch is the first
+dimension of every ``--input-shape`` and ``--input`` (``--kwargs`` stay as they are);
+``--png``/``--svg`` draw the sweep's or the plan's plot instead of the diagram.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import torch
+
+from .errors import InputError
+from .planning import checkpoint_plan, max_batch, sweep
+
+__all__ = ["add_planning_options", "check_planning", "run_planning"]
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected batch sizes such as 1,2,4,8, got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"batch sizes are >= 1, got {text!r}")
+    return values
+
+
+def add_planning_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("planning (each replaces the analysis; the batch is every input's dim 0)")
+    group.add_argument("--sweep", type=_batches, metavar="B1,B2,...", help="analyse one step per batch size")
+    group.add_argument("--max-batch", metavar="BUDGET", help="the largest batch whose step fits, e.g. 24GiB")
+    group.add_argument(
+        "--checkpoint-plan", metavar="BUDGET", help="which modules to checkpoint for the step to fit, e.g. 24GiB"
+    )
+    group.add_argument("--budget", metavar="BYTES", help="with --sweep: mark the points that fit, e.g. 24GiB")
+    group.add_argument("--reserve", default="0", help="bytes (or a fraction below 1) kept back from the budget")
+    group.add_argument("--optimizer", default=None, help="a torch.optim class whose state the step holds, e.g. AdamW")
+    group.add_argument("--device-spec", default=None, help="price steps on a device, e.g. h100-sxm or measured")
+
+
+def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
+    """The planning options that can be wrong, before the model is built."""
+    modes = [m for m in ("sweep", "max_batch", "checkpoint_plan") if getattr(opts, m)]
+    if len(modes) > 1:
+        parser.error(f"give one of --sweep, --max-batch, --checkpoint-plan, not {len(modes)}")
+    if modes and opts.input_shape and opts.input:
+        parser.error("--sweep, --max-batch and --checkpoint-plan take --input-shape or --input, not both")
+    if opts.optimizer is not None and not isinstance(getattr(torch.optim, opts.optimizer, None), type):
+        names = sorted(n for n, v in vars(torch.optim).items() if isinstance(v, type) and n[0].isupper())
+        parser.error(f"--optimizer {opts.optimizer!r} is not a torch.optim class; one of {', '.join(names)}")
+    if opts.optimizer is not None and not opts.backward:
+        parser.error("--optimizer needs --backward (its step follows a backward)")
+    if opts.budget is not None and not opts.sweep:
+        parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
+    if opts.checkpoint_plan and not opts.backward:
+        parser.error("--checkpoint-plan plans a training step: add --backward")
+
+
+def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namespace) -> Any | None:
+    """Run the planning mode asked for, print its result and return it (``None`` if none)."""
+    if not (opts.sweep or opts.max_batch or opts.checkpoint_plan):
+        return None
+    options: dict[str, Any] = {"method": opts.method, "backward": opts.backward}
+    if opts.optimizer is not None:
+        options["optimizer"] = getattr(torch.optim, opts.optimizer)
+    if opts.device_spec is not None:
+        options["device_spec"] = opts.device_spec
+    reserve = _reserve(opts.reserve)
+    if opts.sweep:
+        result = sweep(
+            model,
+            make_inputs,
+            opts.sweep,
+            budget=opts.budget,
+            reserve=reserve,
+            device=opts.device,
+            timing=not opts.no_timing and opts.device != "meta",
+            **options,
+        )
+    elif opts.max_batch:
+        result = max_batch(model, make_inputs, opts.max_batch, reserve=reserve, **options)
+    else:
+        batch = make_inputs(None)
+        options.pop("backward")
+        result = checkpoint_plan(model, batch, opts.checkpoint_plan, reserve=reserve, **options)
+    print(result)
+    for path in (opts.png, opts.svg):
+        if path and hasattr(result, "plot"):
+            result.plot(path)
+    return result
+
+
+def _reserve(text: str) -> int | float | str:
+    try:
+        value = float(text)
+    except ValueError:
+        return text  # bytes with a unit: the budget parser says if it is not
+    if value < 1:
+        return value
+    if not value.is_integer():
+        raise InputError(f"--reserve is bytes or a fraction below 1, got {text!r}")
+    return int(value)
