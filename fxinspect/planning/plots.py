@@ -52,23 +52,25 @@ def plot_sweep(sweep: Sweep, path: Any = None):
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.set_xlabel("batch size")
     ax.set_ylabel(f"memory ({unit})")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.3 * largest / scale)  # room above the lines for the legend
     measured = all(p.inputs_per_second is not None for p in points)
     predicted = all(p.predicted_inputs_per_second is not None for p in points)
     handles, labels = ax.get_legend_handles_labels()
     if measured or predicted:
         speed = ax.twinx()
         name = "inputs/s" if measured else "predicted inputs/s"
+        speeds = []
         for i, seq in enumerate(seqs):
             line = [p for p in points if p.seq_len == seq]
             rate = [p.inputs_per_second if measured else p.predicted_inputs_per_second for p in line]
+            speeds.append(rate)
             style = ("-", "--", ":", "-.")[i % 4]
             speed.plot([p.batch for p in line], rate, style, marker="s", color=_SPEED, label=name)
         speed.set_ylabel(name)
-        speed.set_ylim(bottom=0)
+        speed.set_ylim(0, 1.3 * max(max(r for r in rates if r is not None) for rates in speeds))
         more, more_labels = speed.get_legend_handles_labels()
         handles, labels = handles + more[:1], labels + more_labels[:1]
-    ax.legend(handles, labels, loc="upper left", frameon=False)
+    ax.legend(handles, labels, loc="upper left", frameon=False, ncols=min(3, len(labels)))
     title = "memory" + (" and throughput" if measured or predicted else "") + " against the batch size"
     ax.set_title(title, loc="left")
     if path is not None:
@@ -88,7 +90,16 @@ def plot_checkpoint_plan(plan: CheckpointPlan, path: Any = None):
     scale, unit = units.axis_unit(largest, "byte")
     cost_scale, cost_unit = units.axis_unit(max(c.recompute_flops for c in curve) or 1, "flop")
     xs = [c.recompute_flops / cost_scale for c in curve]
-    ax.step(xs, [c.peak / scale for c in curve], where="post", color=_MEMORY, marker="o", label="analysed plans")
+    ax.step(xs, [c.peak / scale for c in curve], where="post", color=_MEMORY, linewidth=1)
+    ax.plot(xs, [c.estimated_peak / scale for c in curve], "o", mfc="white", mec=_MEMORY, label="plan (estimated)")
+    done = [c for c in curve if c.analysed_peak is not None]
+    ax.plot(
+        [c.recompute_flops / cost_scale for c in done],
+        [c.analysed_peak / scale for c in done],
+        "o",
+        color=_MEMORY,
+        label="plan (analysed)",
+    )
     ax.axhline(plan.budget.usable / scale, color=_BUDGET, linewidth=1, label=f"budget {plan.budget}")
     if plan.fits:
         ax.plot([plan.recompute_flops / cost_scale], [plan.peak / scale], "o", ms=12, mfc="none", mec=_BUDGET)
