@@ -183,3 +183,38 @@ def test_a_budget_no_plan_reaches_gets_the_lowest_plan_and_says_why():
     assert "no plan fits" in plan.notes[0] and "does not fit" in str(plan)
     easy = fxinspect.checkpoint_plan(model, x, "1GiB")
     assert easy.fits and easy.modules == () and easy.recompute_macs == 0
+
+
+def _gpt2_12(batch: int = 2, seq: int = 512):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    inputs = {"input_ids": torch.randint(0, 50257, (batch, seq)), "use_cache": False}
+    return GPT2LMHeadModel(GPT2Config(n_layer=12)).train(), inputs, lambda out: out.logits.sum()
+
+
+def _resnet50(batch: int = 16):
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet50(weights=None).train(), torch.randn(batch, 3, 224, 224), lambda out: out.sum()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [0.75, 0.5])
+@pytest.mark.parametrize("make", [_resnet50, lambda: _gpt2_12(4, 512)], ids=["resnet50", "gpt2_12"])
+def test_checkpoint_plans_applied_to_real_models_hold_in_real_steps(make, share):
+    """Issue 22's check: plans for 50 % and 75 % of the unplanned peak, applied, analysed
+    and run for real (storages followed), about 1-2 minutes each on 2 cores."""
+    model, inputs, loss_fn = make()
+    step = dict(loss_fn=loss_fn, optimizer=torch.optim.SGD)
+    base = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **step)
+    budget = int(share * base.memory.total_peak)
+    plan = fxinspect.checkpoint_plan(model, inputs, budget, **step)
+    assert plan.fits and plan.modules
+    with plan.apply(model):
+        applied = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **step)
+        real = measured_step_peak(model, inputs, loss_fn, torch.optim.SGD)
+    assert applied.memory.total_peak == plan.peak <= budget
+    assert real == pytest.approx(plan.peak, rel=0.03) and real <= budget
+    assert applied.totals.backward_macs - base.totals.backward_macs == plan.recompute_macs

@@ -32,6 +32,7 @@ import torch.utils.checkpoint
 
 from ..errors import InputError
 from ..formatting import units
+from ..run.prepare import unwrapped
 from .budget import Budget
 from .points import analysed_point
 from .points import composition as composition_of
@@ -52,6 +53,7 @@ class Applied:
     ``copy.deepcopy`` of the model checkpoints the same modules of the copy."""
 
     def __init__(self, model: torch.nn.Module, paths: Sequence[str]):
+        model = unwrapped(model, "plan.apply")[0]  # (paths are the unwrapped model's, as reports give them)
         self.modules = [model.get_submodule(p) for p in paths]
         taken = [p for p, m in zip(paths, self.modules) if "forward" in vars(m)]
         if taken:
