@@ -37,8 +37,8 @@ def closed_form_params(
     return 2 * vocab * hidden + layers * (attention + 3 * hidden * intermediate + 2 * hidden) + hidden
 
 
-def training_report(size: str = "70b", seq: int = 2048, optimizer: str = "AdamW") -> fxinspect.Report:
-    """The report of one training step of a Llama-2-shaped model on the meta device."""
+def meta_model(size: str = "70b") -> torch.nn.Module:
+    """A Llama-2-shaped ``LlamaForCausalLM`` of ``size`` on the meta device, in train mode."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hidden, intermediate, layers, heads, kv_heads = SIZES[size]
@@ -50,7 +50,12 @@ def training_report(size: str = "70b", seq: int = 2048, optimizer: str = "AdamW"
         num_key_value_heads=kv_heads,
     )
     with torch.device("meta"):
-        model = LlamaForCausalLM(config).train()
+        return LlamaForCausalLM(config).train()
+
+
+def training_report(size: str = "70b", seq: int = 2048, optimizer: str = "AdamW") -> fxinspect.Report:
+    """The report of one training step of a Llama-2-shaped model on the meta device."""
+    model = meta_model(size)
     ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
     return fxinspect.analyze(
         model,

@@ -78,17 +78,9 @@ def plans(gpt2: tuple[int, int]) -> None:
 
 
 def sweep_70b() -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from llama_training_meta import meta_model  # (this folder is on the path when a benchmark runs)
 
-    config = LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-    )
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config).train()
+    model = meta_model("70b")
     start = time.perf_counter()
     result = fxinspect.sweep(
         model,

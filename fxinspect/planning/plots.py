@@ -1,19 +1,17 @@
 """Plots of plans: a sweep's memory and throughput, a checkpoint plan's trade-off curve.
 
 Both return a matplotlib ``Figure`` (built without pyplot, so no window opens) and write
-it to ``path`` when one is given (PNG, SVG or PDF by the extension).
+it to ``path`` when one is given (PNG, SVG or PDF by the extension). They take a
+:class:`~.sweep.Sweep` and a :class:`~.checkpointing.CheckpointPlan`, which call them,
+and read only their fields (no import back).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formatting import units
 from ..views.figures import save_figure
-
-if TYPE_CHECKING:
-    from .checkpointing import CheckpointPlan
-    from .sweep import Sweep
 
 __all__ = ["plot_checkpoint_plan", "plot_sweep"]
 
@@ -23,7 +21,7 @@ _SPEED = "#f58518"
 _BUDGET = "#d62728"
 
 
-def plot_sweep(sweep: Sweep, path: Any = None):
+def plot_sweep(sweep: Any, path: Any = None):
     """Total peak (and resident memory) against the batch, one line a sequence length;
     inputs per second on a second axis when the points were timed or priced; the budget
     as a horizontal line."""
@@ -78,7 +76,7 @@ def plot_sweep(sweep: Sweep, path: Any = None):
     return fig
 
 
-def plot_checkpoint_plan(plan: CheckpointPlan, path: Any = None):
+def plot_checkpoint_plan(plan: Any, path: Any = None):
     """Each analysed plan's total peak against its recompute cost (the trade-off curve),
     the chosen plan marked, the budget as a horizontal line."""
     from matplotlib.figure import Figure
