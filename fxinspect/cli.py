@@ -171,8 +171,9 @@ def _inputs(opts: argparse.Namespace, batch: int | None = None) -> tuple[tuple, 
     return tuple(make(s) for s in opts.input_shape), {**opts.kwargs, **{n: make(s, n) for n, s in opts.input}}
 
 
-def _one_kind(opts: argparse.Namespace):
-    """``make_inputs(batch)`` for the planning modes: the positional inputs, or the keyword ones."""
+def _batched_inputs(opts: argparse.Namespace):
+    """``make_inputs(batch)`` for the planning modes: the positional inputs (``--kwargs``
+    then go to the analysis as keywords), or else the keyword ones."""
 
     def make_inputs(batch: int | None):
         args, kwargs = _inputs(opts, batch)
@@ -208,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train = opts.train or opts.backward
         model.train(train)
         with torch.set_grad_enabled(train):
-            if run_planning(model, _one_kind(opts), opts) is not None:
+            if run_planning(model, _batched_inputs(opts), opts) is not None:
                 return 0
             report = analyze(
                 model,

@@ -1,7 +1,8 @@
 """The command line's planning modes: ``--sweep``, ``--max-batch`` and ``--checkpoint-plan``.
 
-Each replaces the analysis the command line prints otherwise. The batch is the first
-dimension of every ``--input-shape`` and ``--input`` (``--kwargs`` stay as they are);
+Each replaces the analysis the command line prints otherwise, and runs on the meta device
+(``--device-spec`` prices the steps on a device). The batch is the first dimension of
+every ``--input-shape`` and ``--input`` (``--kwargs`` stay as they are);
 ``--png``/``--svg`` draw the sweep's or the plan's plot instead of the diagram.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 
 from .errors import InputError
-from .planning import checkpoint_plan, max_batch, sweep
+from .planning import Budget, checkpoint_plan, max_batch, sweep
 
 __all__ = ["add_planning_options", "check_planning", "run_planning"]
 
@@ -29,7 +30,10 @@ def _batches(text: str) -> list[int]:
 
 
 def add_planning_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("planning (each replaces the analysis; the batch is every input's dim 0)")
+    """The planning options, in a group of their own in ``--help``."""
+    group = parser.add_argument_group(
+        "planning (each replaces the analysis and runs on the meta device; the batch is every input's dim 0)"
+    )
     group.add_argument("--sweep", type=_batches, metavar="B1,B2,...", help="analyse one step per batch size")
     group.add_argument("--max-batch", metavar="BUDGET", help="the largest batch whose step fits, e.g. 24GiB")
     group.add_argument(
@@ -57,6 +61,22 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
     if opts.checkpoint_plan and not opts.backward:
         parser.error("--checkpoint-plan plans a training step: add --backward")
+    if modes:
+        ignored = [
+            f"--{o.replace('_', '-')}"
+            for o in ("json", "csv", "html", "no_memory", "measure_memory")
+            if getattr(opts, o)
+        ]
+        if ignored:
+            parser.error(f"{', '.join(ignored)} do not go with --{modes[0].replace('_', '-')} (they write an analysis)")
+    budgets = [getattr(opts, n) for n in ("max_batch", "checkpoint_plan", "budget") if getattr(opts, n) is not None]
+    if opts.reserve != "0" and not budgets:
+        parser.error("--reserve goes with a budget (--max-batch, --checkpoint-plan or --budget)")
+    for budget in budgets:  # (the reserve with it)
+        try:
+            Budget.of(budget, _reserve(opts.reserve))
+        except InputError as exc:
+            parser.error(str(exc))
 
 
 def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namespace) -> Any | None:
@@ -64,6 +84,8 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
     if not (opts.sweep or opts.max_batch or opts.checkpoint_plan):
         return None
     options: dict[str, Any] = {"method": opts.method, "backward": opts.backward}
+    if opts.input_shape and opts.kwargs:  # the batched inputs are positional: the rest go as keywords
+        options["kwargs"] = opts.kwargs
     if opts.optimizer is not None:
         options["optimizer"] = getattr(torch.optim, opts.optimizer)
     if opts.device_spec is not None:
@@ -76,8 +98,6 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
             opts.sweep,
             budget=opts.budget,
             reserve=reserve,
-            device=opts.device,
-            timing=not opts.no_timing and opts.device != "meta",
             **options,
         )
     elif opts.max_batch:
@@ -94,12 +114,9 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
 
 
 def _reserve(text: str) -> int | float | str:
+    """``--reserve``: a fraction below 1 (a float), whole bytes (an int), or bytes with a unit."""
     try:
         value = float(text)
     except ValueError:
         return text  # bytes with a unit: the budget parser says if it is not
-    if value < 1:
-        return value
-    if not value.is_integer():
-        raise InputError(f"--reserve is bytes or a fraction below 1, got {text!r}")
-    return int(value)
+    return value if value < 1 or not value.is_integer() else int(value)

@@ -348,3 +348,17 @@ def test_checkpointed_hugging_face_blocks_keep_their_recomputation():
     assert kept.totals.backward_macs > plain.totals.backward_macs == forced.totals.backward_macs
     for report in forced, eager:
         assert any("torch.utils.checkpoint ran for 'transformer.h.0'" in n for n in report.capture.notes)
+
+
+def test_checkpoints_are_watched_on_a_torch_without_its_common_entry(monkeypatch):
+    """Before torch.utils.checkpoint._checkpoint_impl, the reentrant Function is watched instead."""
+    from torch.utils.checkpoint import CheckpointFunction
+
+    from fxinspect.capture.kept import checkpoints_traced_through
+
+    model = nn.Sequential(nn.Linear(4, 4))
+    monkeypatch.delattr(torch.utils.checkpoint, "_checkpoint_impl")
+    with checkpoints_traced_through(model) as seen:
+        assert "apply" in vars(CheckpointFunction)
+        CheckpointFunction.apply(model[0], True, torch.randn(2, 4, requires_grad=True))
+    assert seen == ["'0'"] and "apply" not in vars(CheckpointFunction)  # the inherited apply is back

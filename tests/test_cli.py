@@ -189,6 +189,10 @@ LINEAR = ["torch.nn:Linear", "--args", "[64, 256]"]
         ([*LINEAR, "--input-shape", "1,64", "--optimizer", "AdamW"], "--optimizer needs --backward"),
         ([*LINEAR, "--input-shape", "1,64", "--checkpoint-plan", "1GiB"], "plans a training step: add --backward"),
         ([*LINEAR, "--input-shape", "1,64", "--budget", "1GiB"], "--budget goes with --sweep"),
+        ([*LINEAR, "--input-shape", "1,64", "--max-batch", "24 gigs"], "budget expects bytes"),
+        ([*LINEAR, "--input-shape", "1,64", "--max-batch", "1GiB", "--reserve", "1.5"], "a fraction below 1"),
+        ([*LINEAR, "--input-shape", "1,64", "--reserve", "0.1"], "--reserve goes with a budget"),
+        ([*LINEAR, "--input-shape", "1,64", "--sweep", "1,2", "--json", "x.json"], "--json do not go with --sweep"),
     ],
 )
 def test_cli_planning_options_are_checked_before_the_model_is_built(argv, message, capsys):
@@ -199,10 +203,9 @@ def test_cli_planning_options_are_checked_before_the_model_is_built(argv, messag
 
 def test_cli_sweeps_and_finds_the_largest_batch(tmp_path, capsys):
     plot = tmp_path / "sweep.png"
-    argv = [*LINEAR, "--input-shape", "1,64", "--backward", "--optimizer", "SGD", "--device", "meta"]
+    argv = [*LINEAR, "--input-shape", "1,64", "--backward", "--optimizer", "SGD"]
     assert main([*argv, "--sweep", "1,2,4", "--budget", "1MiB", "--png", str(plot)]) == 0
     table = capsys.readouterr().out.splitlines()
-    # resident: the weight and bias (64*256 + 256 floats), the input; the backward holds their gradients
     assert [line.split()[0] for line in table[2:]] == ["1", "2", "4"] and plot.stat().st_size > 10_000
     assert main([*argv, "--max-batch", "200KiB"]) == 0
     text = capsys.readouterr().out
@@ -215,3 +218,28 @@ def test_cli_sweeps_and_finds_the_largest_batch(tmp_path, capsys):
     )
     assert capsys.readouterr().out.startswith(f"batch {half.batch} fits 160.00 KiB (200.00 KiB less 40.00 KiB")
     assert half.batch < fit.batch
+
+
+def test_cli_plans_checkpoints_and_passes_kwargs_beside_batched_inputs(tmp_path, capsys):
+    blocks = '{"n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100, "n_positions": 64}'
+    argv = ["transformers:GPT2Config", "--config", blocks, "--input", "input_ids=8,64", "--kwargs"]
+    assert main([*argv, '{"use_cache": false}', "--backward", "--checkpoint-plan", "8MiB"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("checkpoint ") and "fits 8.00 MiB" in text
+    # --kwargs beside positional --input-shape go to every step as keywords
+    seen = []
+
+    class Scaled(torch.nn.Linear):
+        def forward(self, x, scale=1.0):
+            seen.append(scale)
+            return super().forward(x) * scale
+
+    module = tmp_path / "scaled.py"
+    module.write_text("import torch\n")
+    import sys
+
+    sys.modules["scaled_for_cli"] = type(sys)("scaled_for_cli")
+    sys.modules["scaled_for_cli"].build = lambda: Scaled(4, 2)
+    assert main(["scaled_for_cli:build", "--input-shape", "1,4", "--kwargs", '{"scale": 3.0}', "--sweep", "1,2"]) == 0
+    del sys.modules["scaled_for_cli"]
+    assert seen and set(seen) == {3.0}

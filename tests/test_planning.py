@@ -56,7 +56,7 @@ def test_budgets_parse_binary_and_decimal_units_and_refuse_what_is_not_bytes():
 
 def test_a_sweep_is_linear_where_the_model_is_and_says_what_holds_the_peak():
     model = mlp()
-    s = fxinspect.sweep(model, lambda b: torch.randn(b, 64), [1, 2, 8], backward=True, device="meta", budget=160_000)
+    s = fxinspect.sweep(model, lambda b: torch.randn(b, 64), [1, 2, 8], backward=True, budget=160_000)  # on meta
     one, two, eight = s.points
     # forward: 2*(64*256 + 256*10) MACs-FLOPs a sample; backward 2x that for the weights and
     # the hidden layer's input gradient less the first layer's (its input needs none)
@@ -71,7 +71,9 @@ def test_a_sweep_is_linear_where_the_model_is_and_says_what_holds_the_peak():
     assert list(frame["total_peak"]) == [p.total_peak for p in s.points]
     assert list(frame["fits"]) == [p.total_peak <= 160_000 for p in s.points]
     assert "fits 156.25 KiB" in s.table()
-    assert "latency" not in frame  # on meta nothing is timed: the column is left out, never 0
+    assert "latency" not in frame  # on meta (the default) nothing is timed: the column is left out, never 0
+    timed = fxinspect.sweep(model, lambda b: torch.randn(b, 64), [4], device=None, repeats=2).points[0]
+    assert timed.latency > 0 and timed.inputs_per_second == 4 / timed.latency
 
 
 def test_a_sweep_over_sequence_lengths_prices_attention_quadratically():
@@ -169,11 +171,12 @@ def test_a_checkpoint_plan_fits_its_budget_and_recomputes_what_it_says():
     assert again.totals.backward_macs - unplanned.totals.backward_macs == plan.recompute_macs
     assert again.node("checkpoint").module_path == "0"
     assert_same_state(before, state_fingerprint(model))  # and remove() took the checkpoints off
-    # the curve: plans along the order, peaks falling, costs rising
+    # the curve: plans along the order, each a module more; its estimated and analysed peaks fall
     peaks = [c.peak for c in plan.curve]
-    costs = [c.recompute_flops for c in plan.curve]
-    assert peaks == sorted(peaks, reverse=True) and costs == sorted(costs) and plan.curve[0].modules == ()
-    assert "◀ plan" in plan.table()
+    assert peaks == sorted(peaks, reverse=True) and [len(c.modules) for c in plan.curve] == list(range(len(peaks)))
+    assert all(c.estimated_peak == c.analysed_peak for c in plan.curve if c.analysed_peak is not None)
+    # 2 blocks * (the first Linear 2*256*64*512 + its bias 256*512 + GELU 1 a value, 256*512) = 34,078,720
+    assert "◀ plan" in plan.table() and "recomputing 34.08 MFLOPs" in str(plan)
 
 
 def test_a_budget_no_plan_reaches_gets_the_lowest_plan_and_says_why():
@@ -218,3 +221,46 @@ def test_checkpoint_plans_applied_to_real_models_hold_in_real_steps(make, share)
     assert applied.memory.total_peak == plan.peak <= budget
     assert real == pytest.approx(plan.peak, rel=0.03) and real <= budget
     assert applied.totals.backward_macs - base.totals.backward_macs == plan.recompute_macs
+
+
+def test_a_model_with_nothing_to_checkpoint_gets_the_empty_plan():
+    plan = fxinspect.checkpoint_plan(torch.nn.Linear(8, 4), torch.randn(2, 8), "1GiB")
+    assert plan.fits and plan.modules == () and plan.notes[0].startswith("no module frees anything")
+    assert "recomputing 0 FLOPs" in str(plan)
+    tight = fxinspect.checkpoint_plan(torch.nn.Linear(8, 4), torch.randn(2, 8), 100)
+    assert not tight.fits and tight.peak == tight.unplanned_peak and "no plan fits" in tight.notes[0]
+
+
+def test_applying_a_plan_names_what_it_cannot_do():
+    model, x = blocks(), torch.randn(256, 64)
+    plan = fxinspect.checkpoint_plan(model, x, int(0.8 * 6_235_400))  # 80 % of the unplanned peak
+    with pytest.raises(fxinspect.InputError, match="has no module '0'"):
+        plan.apply(torch.nn.Linear(2, 2))
+    with plan.apply(model), pytest.raises(fxinspect.InputError, match="already replaced on the instance"):
+        plan.apply(model)
+    model[0].forward = model[0].forward  # another tool's instance forward: planned around, and said
+    again = fxinspect.checkpoint_plan(model, x, int(0.8 * 6_235_400))
+    del model[0].forward
+    assert "0" not in again.modules and "left out ['0']" in again.notes[0]
+
+
+class _ShapeBranch(torch.nn.Module):
+    """A forward symbolic tracing cannot follow (a branch on a size): export captures it."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = blocks(2)
+
+    def forward(self, x):
+        return self.blocks(x) if x.shape[0] > 1 else x
+
+
+def test_plans_for_a_model_only_export_captures_are_analysed_as_it_runs():
+    model, x = _ShapeBranch(), torch.randn(256, 64)
+    unplanned = fxinspect.analyze(model, x, timing=False, backward=True, device="meta")
+    assert unplanned.capture.method == "export"  # (which traces through checkpoints: blocks.0 would be lost)
+    plan = fxinspect.checkpoint_plan(model, x, int(0.8 * unplanned.memory.total_peak))
+    assert plan.fits and "analysed with the model as one leaf" in plan.notes[0]
+    with plan.apply(model):
+        real = measured_step_peak(model, x, lambda out: out.sum())
+    assert plan.peak == real

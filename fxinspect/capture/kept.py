@@ -69,8 +69,11 @@ class CheckpointCall:
 
 
 def _owner(function: Any, paths: dict[int, str]) -> torch.nn.Module | None:
-    """The model's module a checkpointed function runs: the module itself, its bound
-    ``forward`` or ``__call__``, or (transformers) ``partial(forward, module)``."""
+    """The model's module a checkpointed function runs, or ``None``.
+
+    The module itself, its bound ``forward`` or ``__call__``, or (transformers)
+    ``partial(forward, module)``.
+    """
     inner = function.func if isinstance(function, functools.partial) else function
     owners = (inner, getattr(inner, "__self__", None), *getattr(function, "args", ())[:1])
     return next((o for o in owners if id(o) in paths), None)
@@ -139,26 +142,49 @@ def checkpoints_traced_through(model: torch.nn.Module) -> Iterator[list[str]]:
     The export and eager tiers record the ops a checkpointed call runs as ordinary ops: the
     program computes the same values, but keeps what the checkpoint would have freed and
     never recomputes it. They say so (``Capture.lost_checkpoints``), and ``method="auto"``
-    prefers a capture that keeps the checkpoints. Every spelling of ``checkpoint`` reaches
-    ``torch.utils.checkpoint._checkpoint_impl``, looked up when called, so it is watched there.
+    prefers a capture that keeps the checkpoints. Every spelling of ``checkpoint`` (also a
+    ``functools.partial`` made before the trace) reaches a private function of
+    ``torch.utils.checkpoint`` looked up when called, so it is watched there: the common
+    entry of recent torch, or the non-reentrant and reentrant ones of older releases.
     """
-    impl = torch.utils.checkpoint._checkpoint_impl
     paths = {id(m): p for p, m in model.named_modules()}
     seen: list[str] = []
 
-    def watched(function, *args, **kwargs):
-        owner = _owner(function, paths)
-        inner = function.func if isinstance(function, functools.partial) else function
-        name = repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", type(inner).__name__)
-        if name not in seen:
-            seen.append(name)
-        return impl(function, *args, **kwargs)
+    def watching(entry: Callable) -> Callable:
+        def watched(function, *args, **kwargs):
+            owner = _owner(function, paths)
+            inner = function.func if isinstance(function, functools.partial) else function
+            name = repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", repr(inner))
+            if name not in seen:
+                seen.append(name)
+            return entry(function, *args, **kwargs)
 
-    torch.utils.checkpoint._checkpoint_impl = watched
+        return watched
+
+    module = torch.utils.checkpoint
+    undo: list[tuple[Any, str, Any]] = []
+    if hasattr(module, "_checkpoint_impl"):  # recent torch: one entry for every mode
+        undo.append((module, "_checkpoint_impl", module._checkpoint_impl))
+    else:  # older releases: the non-reentrant generator and the reentrant Function
+        if hasattr(module, "_checkpoint_without_reentrant_generator"):
+            undo.append(
+                (module, "_checkpoint_without_reentrant_generator", module._checkpoint_without_reentrant_generator)
+            )
+        if hasattr(module, "CheckpointFunction"):  # (its apply is Function's, inherited)
+            undo.append((module.CheckpointFunction, "apply", None))
+    for owner, name, _ in undo:
+        if owner is module:
+            setattr(owner, name, watching(getattr(owner, name)))
+        else:  # CheckpointFunction.apply(function, preserve_rng_state, *args): the function first too
+            setattr(owner, name, staticmethod(watching(owner.apply)))
     try:
         yield seen
     finally:
-        torch.utils.checkpoint._checkpoint_impl = impl
+        for owner, name, original in reversed(undo):
+            if original is None:
+                delattr(owner, name)  # back to the inherited one
+            else:
+                setattr(owner, name, original)
 
 
 def lost_checkpoint_notes(tier: str, lost: list[str]) -> list[str]:

@@ -8,14 +8,16 @@ no memory, no data, no trial run on the target) and compares them:
 * :func:`checkpoint_plan`: which modules to recompute to fit a budget, at the least cost.
 """
 
+from .applied import AppliedPlan
 from .budget import Budget, parse_bytes
-from .checkpointing import Applied, CheckpointPlan, CurvePoint, checkpoint_plan
+from .checkpointing import checkpoint_plan
 from .fit import BatchFit, max_batch
+from .plan import CheckpointPlan, CurvePoint
 from .points import StepPoint
 from .sweep import Sweep, sweep
 
 __all__ = [
-    "Applied",
+    "AppliedPlan",
     "BatchFit",
     "Budget",
     "CheckpointPlan",

@@ -1,12 +1,12 @@
-"""``fxinspect.checkpoint_plan``: which modules to recompute to fit a budget, at the least cost.
+"""``fxinspect.checkpoint_plan``: which modules to recompute for a step to fit a budget, cheaply.
 
 The step is analysed once without checkpoints; :mod:`.recompute` reads from it what
-checkpointing each module frees and costs, and orders the modules (most peak lowered per
-unit of recompute first). Plans along that order are then *analysed* with the
-checkpoints applied (by default on the meta device), and the cheapest whose analysed peak
-fits is the plan. ``plan.apply(model)`` checkpoints its modules in the user's model with
-``torch.utils.checkpoint`` (non-reentrant) without changing its classes, parameter names
-or state dict; the handle it returns takes them off again.
+checkpointing each module frees and costs, and builds greedy orders of modules (most
+estimated peak lowered per unit of recompute cost first). Along the order whose estimate
+reaches the budget most cheaply, plans are *analysed* with the checkpoints applied (by
+default on the meta device), and the one with the fewest modules whose analysed peak fits
+is the plan: the cheapest the greedy search finds, not a proven optimum.
+``plan.apply(model)`` checkpoints its modules in the user's model (:mod:`.applied`).
 
 >>> import torch, fxinspect
 >>> blocks = [torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.GELU(), torch.nn.Linear(512, 64)) for _ in range(4)]
@@ -22,142 +22,22 @@ or state dict; the handle it returns takes them off again.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.utils.checkpoint
 
 from ..errors import InputError
 from ..formatting import units
 from ..run.prepare import unwrapped
+from .applied import AppliedPlan, checkpointable
 from .budget import Budget
+from .plan import CheckpointPlan, CurvePoint
 from .points import analysed_point
 from .points import composition as composition_of
 from .recompute import Candidate, candidates, estimated_peak, orders
 
-__all__ = ["Applied", "CheckpointPlan", "CurvePoint", "checkpoint_plan"]
-
-
-def _checkpointed_forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-    """The module's own forward, run under a non-reentrant checkpoint."""
-    forward = type(module).forward.__get__(module)
-    return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
-
-
-class Applied:
-    """Checkpoints put on a model's modules; ``remove()`` (or leaving a ``with`` block)
-    takes them off. Each module's ``forward`` attribute is set on the instance, so a
-    ``copy.deepcopy`` of the model checkpoints the same modules of the copy."""
-
-    def __init__(self, model: torch.nn.Module, paths: Sequence[str]):
-        model = unwrapped(model, "plan.apply")[0]  # (paths are the unwrapped model's, as reports give them)
-        self.modules = [model.get_submodule(p) for p in paths]
-        taken = [p for p, m in zip(paths, self.modules) if "forward" in vars(m)]
-        if taken:
-            raise InputError(f"cannot checkpoint {taken}: their forward is already replaced on the instance")
-        for m in self.modules:
-            m.forward = functools.partial(_checkpointed_forward, m)
-
-    def remove(self) -> None:
-        for m in self.modules:
-            vars(m).pop("forward", None)
-        self.modules = []
-
-    def __enter__(self) -> Applied:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.remove()
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    """One plan along the order: its modules, estimated peak, recompute cost, and its
-    analysed peak when it was analysed (``None`` otherwise)."""
-
-    modules: tuple[str, ...]
-    estimated_peak: int
-    recompute_flops: int
-    recompute_macs: int
-    recompute_seconds: float | None
-    analysed_peak: int | None = None
-
-    @property
-    def peak(self) -> int:
-        return self.analysed_peak if self.analysed_peak is not None else self.estimated_peak
-
-
-@dataclass(frozen=True)
-class CheckpointPlan:
-    """The modules to checkpoint, the analysed peak with them, and what recomputing costs.
-
-    ``peak`` is the analysed ``total_peak`` with the plan applied (``unplanned_peak``
-    without); ``recompute_flops``/``recompute_macs`` the forward work the backward
-    redoes, ``recompute_seconds`` its time on the ``cost_basis`` (``None`` when that is
-    FLOPs). ``curve`` holds every plan along the order (fewest modules first), its peaks
-    falling and its costs rising; those analysed carry their analysed peak.
-    """
-
-    modules: tuple[str, ...]
-    peak: int
-    unplanned_peak: int
-    budget: Budget
-    recompute_flops: int
-    recompute_macs: int
-    recompute_seconds: float | None
-    cost_basis: str
-    curve: tuple[CurvePoint, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def fits(self) -> bool:
-        return self.peak <= self.budget.usable
-
-    def apply(self, model: torch.nn.Module) -> Applied:
-        """Checkpoint the plan's modules in ``model`` (``torch.utils.checkpoint``,
-        non-reentrant); the returned handle's ``remove()`` undoes it."""
-        return Applied(model, self.modules)
-
-    def table(self, tablefmt: str = "simple") -> str:
-        """The trade-off curve as a text table."""
-        from tabulate import tabulate
-
-        rows = []
-        for c in self.curve:
-            chosen = "◀ plan" if c.modules == self.modules else ""
-            rows.append(
-                [
-                    len(c.modules),
-                    units.nbytes(c.estimated_peak),
-                    units.nbytes(c.analysed_peak),
-                    units.count(c.recompute_flops),
-                    units.seconds(c.recompute_seconds),
-                    chosen,
-                ]
-            )
-        headers = ["modules", "estimated peak", "analysed peak", "recompute FLOPs", "recompute time", ""]
-        align = ["right"] * 5 + ["left"]
-        return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=align)
-
-    def __str__(self) -> str:
-        head = "fits" if self.fits else "does not fit"
-        names = ", ".join(self.modules[:6]) + (", ..." if len(self.modules) > 6 else "")
-        return (
-            f"checkpoint {len(self.modules)} module(s): {names or 'none'}\n"
-            f"peak {units.nbytes(self.peak)} ({head} {self.budget}; {units.nbytes(self.unplanned_peak)} unplanned), "
-            f"recomputing {units.count(self.recompute_flops)}FLOPs"
-            + (f" ({units.seconds(self.recompute_seconds)})" if self.recompute_seconds is not None else "")
-            + "".join(f"\nnote: {n}" for n in self.notes)
-        )
-
-    def plot(self, path: Any = None):
-        """The trade-off curve, the plan and the budget (see :func:`.plots.plot_checkpoint_plan`)."""
-        from .plots import plot_checkpoint_plan
-
-        return plot_checkpoint_plan(self, path)
+__all__ = ["checkpoint_plan"]
 
 
 def checkpoint_plan(
@@ -170,27 +50,53 @@ def checkpoint_plan(
     kwargs: dict | None = None,
     **options: Any,
 ) -> CheckpointPlan:
-    """The cheapest set of modules to checkpoint for the training step to fit ``budget``.
+    """Modules to checkpoint for the training step to fit ``budget``, at a low recompute cost.
 
     ``budget`` is total bytes as ``report.memory.total_peak`` counts them (an int or
     ``"24GiB"``; ``reserve`` kept back); the other keywords are
     :func:`~fxinspect.analyze`'s (``optimizer``, ``loss_fn``, ``device_spec``, ``timing``
     ...), and ``backward=True`` always. The recompute cost is measured latency when the
     step was timed, the time model's with ``device_spec``, FLOPs otherwise. When no plan
-    along the order fits, the lowest analysed one is returned (``plan.fits`` is False)
-    with a note saying what holds the peak.
+    along the orders fits, the lowest analysed one is returned (``plan.fits`` is False)
+    with a note saying what holds the peak. A model only ``export`` or ``eager`` can
+    capture (their programs trace through ``torch.utils.checkpoint``) has its plans
+    analysed as one leaf of a symbolic capture, which runs the checkpoints as the model
+    does (a note says so).
     """
     limit = Budget.of(budget, reserve)
     options = {"timing": False, **options, "backward": True, "device": device}
     if kwargs is not None:
         options["kwargs"] = kwargs
+    target = unwrapped(model, "checkpoint_plan")[0]
+
+    whole_notes: list[str] = []
 
     def analysed(paths: Sequence[str]):
-        with Applied(model, paths):
-            return analysed_point(model, lambda _: example_inputs, 0, None, options)
+        with AppliedPlan(model, paths):
+            report, point = analysed_point(model, lambda _: example_inputs, 0, None, options)
+            if report.capture.lost_checkpoints:  # (export and eager trace through checkpoints)
+                method = report.capture.method
+                report, point = _as_one_leaf(target, example_inputs, options)
+                if not whole_notes:
+                    whole_notes.append(
+                        f"plans analysed with the model as one leaf: its {method} capture traced through the "
+                        "checkpoints; their memory is followed storage by storage as it runs"
+                    )
+        if report.capture.lost_checkpoints:
+            raise InputError(
+                f"checkpoint_plan cannot analyse its plans for {type(target).__name__}: the {report.capture.method} "
+                f"capture traced through the checkpoints of {', '.join(report.capture.lost_checkpoints)}, so their "
+                "recomputation would not be seen (only the symbolic tier keeps checkpoints)"
+            )
+        return report, point
 
     base, point = analysed(())
     found, basis = candidates(base)
+    notes = []
+    taken = [c.path for c in found if not checkpointable(target.get_submodule(c.path))]
+    if taken:
+        notes.append(f"left out {taken}: their forward is already replaced on the instance")
+        found = [c for c in found if c.path not in taken]
     total_saved = sum(n.saved_bytes or 0 for n in base.nodes if n.is_op)
     peaks: dict[frozenset, int] = {frozenset(): point.total_peak}
     reports = {frozenset(): base}
@@ -202,21 +108,21 @@ def checkpoint_plan(
             peaks[key] = p.total_peak
         return peaks[key]
 
-    curves = []
-    for order in orders(found, point.total_peak, total_saved, basis):
+    curves = []  # (no estimated fit, its cost, lowest estimate, order, curve): the likeliest first
+    for order in orders(found, point.total_peak, total_saved, basis) or [[]]:
         curve = [_curve_point(order[:k], point.total_peak, total_saved, basis) for k in range(len(order) + 1)]
-        reach = next((c.recompute_flops for c in curve if c.estimated_peak <= limit.usable), None)
-        curves.append((reach is None, reach or 0, curve[-1].estimated_peak, order, curve))
-    curves.sort(key=lambda t: t[:3])  # the cheapest estimated fit first, then the lowest
+        reach = next((c for c in curve if c.estimated_peak <= limit.usable), None)
+        cost = 0.0 if reach is None else reach.recompute_seconds if basis != "FLOPs" else reach.recompute_flops
+        curves.append((reach is None, cost, curve[-1].estimated_peak, order, curve))
+    curves.sort(key=lambda t: t[:3])
     chosen = None
     for *_, order, curve in curves:
         k = _smallest_fitting(lambda k, order=order: peak_of(order[:k]), curve, limit.usable)
         if k is not None:
             chosen = (order, curve, k)
             break
-    notes = []
     if chosen is None:  # the lowest plan analysed, along the order it came from
-        best = min(
+        lowest, k, order, curve = min(
             (
                 (peaks[key], k, order, curve)
                 for *_, order, curve in curves
@@ -224,9 +130,7 @@ def checkpoint_plan(
                 if (key := frozenset(c.path for c in order[:k])) in peaks
             ),
             key=lambda t: (t[0], t[1]),
-            default=(point.total_peak, 0, [], [_curve_point([], point.total_peak, total_saved, basis)]),
         )
-        lowest, k, order, curve = best
         where = reports[frozenset(c.path for c in order[:k])].memory
         parts = composition_of(where)
         notes.append(
@@ -250,8 +154,27 @@ def checkpoint_plan(
         recompute_seconds=plan.recompute_seconds,
         cost_basis=basis,
         curve=tuple(curve),
-        notes=(*notes, f"{len(peaks)} plans analysed"),
+        notes=(*notes, *whole_notes, f"{len(peaks)} {'plan' if len(peaks) == 1 else 'plans'} analysed"),
     )
+
+
+class _Whole(torch.nn.Module):
+    """A parent that only calls the model: symbolic tracing keeps the model as one leaf
+    below it, and the leaf runs (and checkpoints) as the model does."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)
+
+
+def _as_one_leaf(model: torch.nn.Module, example_inputs: Any, options: dict[str, Any]):
+    """The step analysed through :class:`_Whole`, the model a leaf of a symbolic capture."""
+    leaves = [*options.get("leaf_modules", ()), model]
+    whole = {**options, "method": "symbolic", "leaf_modules": leaves}
+    return analysed_point(_Whole(model), lambda _: example_inputs, 0, None, whole)
 
 
 def _curve_point(plan: Sequence[Candidate], base_peak: int, total_saved: int, basis: str) -> CurvePoint:
@@ -266,9 +189,11 @@ def _curve_point(plan: Sequence[Candidate], base_peak: int, total_saved: int, ba
 
 
 def _smallest_fitting(peak: Callable[[int], int], curve: Sequence[CurvePoint], usable: int) -> int | None:
-    """The fewest modules along an order whose analysed peak fits (peaks assumed to fall
-    along it): first where the estimate says, then moving on by the estimate's error, or
-    back one module and then by halving."""
+    """The fewest modules along an order whose analysed peak fits, or ``None``.
+
+    Peaks are assumed to fall along the order. The first guess is where the estimate
+    fits; then on by the estimate's error, or back one module and then by halving.
+    """
     if peak(0) <= usable:
         return 0
     last = len(curve) - 1

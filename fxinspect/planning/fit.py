@@ -2,9 +2,9 @@
 
 Found on the memory model, by default on the meta device: no trial step runs on the
 target and nothing is allocated. The search brackets the answer between a batch that
-fits and one that does not and narrows the bracket by interpolating the peaks it has
-(a step's peak is close to affine in the batch, so a few analyses usually do), falling
-back to halving when interpolation does not shrink the bracket.
+fits and one that does not, then narrows the bracket with guesses that alternate between
+where the line through its ends crosses the budget (right at once where the peak is
+affine in the batch, as it mostly is) and its middle (which bounds the steps where not).
 
 >>> import torch, fxinspect
 >>> model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
@@ -55,7 +55,10 @@ class BatchFit:
 
     def __str__(self) -> str:
         if self.batch == 0:
-            return f"no batch fits {self.budget}: batch {self.next_point.batch} needs {units.nbytes(self.next_peak)}"
+            return (
+                f"no batch fits {self.budget}: batch {self.next_point.batch} needs {units.nbytes(self.next_peak)}, "
+                f"most of it {self.next_point.dominant}"
+            )
         parts = ", ".join(
             f"{name} {units.nbytes(size)}"
             for name, size in sorted(self.point.composition.items(), key=lambda kv: -kv[1])[:4]
@@ -67,7 +70,7 @@ class BatchFit:
         return (
             f"batch {self.batch} fits {self.budget}: peak {units.nbytes(self.peak)}{after}\n"
             f"largest parts at batch {self.batch}: {parts}\n"
-            f"{len(self.tried)} steps analysed"
+            f"{units.plural(len(self.tried), 'step')} analysed"
         )
 
 
@@ -89,7 +92,8 @@ def max_batch(
     is total bytes (an int or ``"80GiB"``); ``reserve`` (bytes, or a fraction below 1) is
     kept back for what the model cannot see, and the search holds peaks to the rest.
     ``device="meta"`` (the default) analyses without allocating; ``None`` runs where the
-    model is. The peak is assumed not to fall as the batch grows; a note says when the
+    model is, and then really runs steps over the budget (the search needs one that does
+    not fit, found by doubling up to ``highest``): keep ``highest`` low there. The peak is assumed not to fall as the batch grows; a note says when the
     analysed peaks contradict that.
     """
     limit = Budget.of(budget, reserve)
@@ -135,8 +139,11 @@ def max_batch(
 
 
 def _bracket(peak: Callable[[int], int], lowest: int, highest: int, usable: int) -> tuple[int | None, int | None]:
-    """A batch that fits and a larger one that does not (``None`` where there is none):
-    from ``lowest``, a step to where the two first peaks' line crosses the budget, then doubling."""
+    """A batch that fits and a larger one that does not (``None`` where there is none).
+
+    From ``lowest``: a step to where the first two peaks' line crosses the budget, then
+    doubling.
+    """
     if peak(lowest) > usable:
         return None, lowest
     if lowest == highest:
@@ -170,8 +177,11 @@ def _narrow(peak: Callable[[int], int], fits: int, fails: int, usable: int) -> i
             predicted = peak(fits) + (peak(fails) - peak(fits)) * (guess - fits) / (fails - fits)
             affine = secant and abs(peak(guess) - predicted) <= 0.005 * peak(guess)
             fits = guess
-            if affine and guess + 1 < fails and peak(guess + 1) > usable:
-                fails = guess + 1
+            if affine and guess + 1 < fails:  # (the pair settles an affine peak)
+                if peak(guess + 1) > usable:
+                    fails = guess + 1
+                else:
+                    fits = guess + 1
         else:
             fails = guess
         secant = not secant

@@ -22,9 +22,11 @@ _BUDGET = "#d62728"
 
 
 def plot_sweep(sweep: Any, path: Any = None):
-    """Total peak (and resident memory) against the batch, one line a sequence length;
-    inputs per second on a second axis when the points were timed or priced; the budget
-    as a horizontal line."""
+    """Total peak and resident memory against the batch, and inputs per second.
+
+    One line a sequence length; inputs per second on a second axis when the points were
+    timed or priced; the budget as a horizontal line.
+    """
     from matplotlib.figure import Figure
 
     points = sweep.points
@@ -77,8 +79,11 @@ def plot_sweep(sweep: Any, path: Any = None):
 
 
 def plot_checkpoint_plan(plan: Any, path: Any = None):
-    """Each analysed plan's total peak against its recompute cost (the trade-off curve),
-    the chosen plan marked, the budget as a horizontal line."""
+    """The trade-off curve: each plan's peak against its recompute cost.
+
+    Estimated plans hollow, analysed ones filled, the chosen plan ringed, the budget as a
+    horizontal line.
+    """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8, 4.8), dpi=100, layout="constrained")

@@ -55,8 +55,11 @@ class Candidate:
 
 
 def candidates(report: Report) -> tuple[list[Candidate], str]:
-    """Modules of ``report`` worth checkpointing (called once, freeing something), and
-    the cost basis: ``"measured latency"``, ``"predicted latency"`` or ``"FLOPs"``."""
+    """Modules of ``report`` worth checkpointing, and the cost basis.
+
+    A candidate is called once and frees something. The basis is ``"measured latency"``,
+    ``"predicted latency"`` or ``"FLOPs"``, whichever every op node has.
+    """
     ops = [n for n in report.nodes if n.is_op]
     position = {n.name: i for i, n in enumerate(ops)}
     by_name = {n.name: n for n in ops}
@@ -93,9 +96,12 @@ def candidates(report: Report) -> tuple[list[Candidate], str]:
 
 
 def _recomputed(nodes: Sequence[NodeRecord]) -> Sequence[NodeRecord]:
-    """The nodes a checkpoint's recomputation runs: up to the last that autograd saved
-    something for, that one included only when it saved a tensor of its own (torch packs
-    an op's inputs before the op runs and its outputs after it, and stops at the last pack)."""
+    """The nodes a checkpoint's recomputation runs.
+
+    Up to the last node that autograd saved something for, that one included only when
+    it saved a tensor of its own: torch packs an op's inputs before the op runs and its
+    outputs after it, and stops at the last pack.
+    """
     savers = [i for i, n in enumerate(nodes) if n.saves in ("inputs", "own")]
     if not savers:
         return ()
@@ -120,8 +126,11 @@ def _seconds(nodes: Sequence[NodeRecord], basis: str) -> float | None:
 
 
 def estimated_peak(base_peak: int, total_saved: int, plan: Sequence[Candidate]) -> int:
-    """The unplanned ``base_peak`` moved by what ``plan`` changes in the saved tensors alive
-    at the backward's start, or while a checkpointed module recomputes (the higher)."""
+    """The estimated peak of ``plan``: the unplanned ``base_peak`` moved by what it changes.
+
+    What changes: the saved tensors alive at the backward's start, or while a
+    checkpointed module recomputes, whichever is higher.
+    """
     ordered = sorted(plan, key=lambda c: c.first)
     start = total_saved - sum(c.saving for c in ordered)
     during, freed = 0, 0
@@ -132,9 +141,12 @@ def estimated_peak(base_peak: int, total_saved: int, plan: Sequence[Candidate]) 
 
 
 def greedy_order(found: Sequence[Candidate], base_peak: int, total_saved: int, basis: str) -> list[Candidate]:
-    """Candidates in the order a plan takes them: each time, the one that lowers the
-    estimated peak most per unit of recompute cost, never one inside or around a module
-    already taken; until none lowers it. Each prefix is a plan; their estimated peaks fall."""
+    """Candidates in the order a plan takes them; each prefix is a plan.
+
+    Each time the one that lowers the estimated peak most per unit of recompute cost,
+    never one inside or around a module already taken, until none lowers it: the
+    estimated peaks of the prefixes fall.
+    """
     plan: list[Candidate] = []
     left = list(found)
     current = estimated_peak(base_peak, total_saved, plan)

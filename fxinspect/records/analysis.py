@@ -77,6 +77,9 @@ class CaptureInfo:
     method: str
     notes: tuple[str, ...] = ()
     failures: tuple[tuple[str, str], ...] = ()  # (tier, one-line reason)
+    # modules whose torch.utils.checkpoint the capture traced through (its program keeps
+    # what they would free and never recomputes them; the notes say so)
+    lost_checkpoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

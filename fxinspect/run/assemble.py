@@ -232,6 +232,7 @@ def report_fields(
             cap.method,
             (*notes, *cap.notes, *chosen_notes, *(n for r in results for n in r.notes)),
             (*cap.failures, *failures),
+            cap.lost_checkpoints,
         ),
         uncounted=tuple(uncounted),
         nonfinite=find_nonfinite(nodes, [s for r in results for s in r.nonfinite_sources]),
