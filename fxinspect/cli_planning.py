@@ -69,6 +69,8 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         ]
         if ignored:
             parser.error(f"{', '.join(ignored)} do not go with --{modes[0].replace('_', '-')} (they write an analysis)")
+    if opts.max_batch and (opts.png or opts.svg):
+        parser.error("--max-batch draws nothing: --png and --svg go with --sweep or --checkpoint-plan")
     budgets = [getattr(opts, n) for n in ("max_batch", "checkpoint_plan", "budget") if getattr(opts, n) is not None]
     if opts.reserve != "0" and not budgets:
         parser.error("--reserve goes with a budget (--max-batch, --checkpoint-plan or --budget)")
@@ -103,12 +105,13 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
     elif opts.max_batch:
         result = max_batch(model, make_inputs, opts.max_batch, reserve=reserve, **options)
     else:
-        batch = make_inputs(None)
+        with torch.device("meta"):  # (planned on meta: the inputs need no memory either)
+            batch = make_inputs(None)
         options.pop("backward")
         result = checkpoint_plan(model, batch, opts.checkpoint_plan, reserve=reserve, **options)
     print(result)
     for path in (opts.png, opts.svg):
-        if path and hasattr(result, "plot"):
+        if path:
             result.plot(path)
     return result
 

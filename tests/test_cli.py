@@ -193,6 +193,7 @@ LINEAR = ["torch.nn:Linear", "--args", "[64, 256]"]
         ([*LINEAR, "--input-shape", "1,64", "--max-batch", "1GiB", "--reserve", "1.5"], "a fraction below 1"),
         ([*LINEAR, "--input-shape", "1,64", "--reserve", "0.1"], "--reserve goes with a budget"),
         ([*LINEAR, "--input-shape", "1,64", "--sweep", "1,2", "--json", "x.json"], "--json do not go with --sweep"),
+        ([*LINEAR, "--input-shape", "1,64", "--max-batch", "1GiB", "--png", "x.png"], "--max-batch draws nothing"),
     ],
 )
 def test_cli_planning_options_are_checked_before_the_model_is_built(argv, message, capsys):

@@ -9,8 +9,8 @@ is the plan: the cheapest the greedy search finds, not a proven optimum.
 ``plan.apply(model)`` checkpoints its modules in the user's model (:mod:`.applied`).
 
 >>> import torch, fxinspect
->>> blocks = [torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.GELU(), torch.nn.Linear(512, 64)) for _ in range(4)]
->>> model = torch.nn.Sequential(*blocks)
+>>> block = lambda: torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.GELU(), torch.nn.Linear(512, 64))
+>>> model = torch.nn.Sequential(*(block() for _ in range(4)))
 >>> unplanned = fxinspect.analyze(model, torch.randn(256, 64), backward=True, device="meta").memory.total_peak
 >>> plan = fxinspect.checkpoint_plan(model, torch.randn(256, 64), budget=int(0.8 * unplanned))
 >>> plan.modules, plan.peak <= 0.8 * unplanned

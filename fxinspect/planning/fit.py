@@ -93,8 +93,9 @@ def max_batch(
     kept back for what the model cannot see, and the search holds peaks to the rest.
     ``device="meta"`` (the default) analyses without allocating; ``None`` runs where the
     model is, and then really runs steps over the budget (the search needs one that does
-    not fit, found by doubling up to ``highest``): keep ``highest`` low there. The peak is assumed not to fall as the batch grows; a note says when the
-    analysed peaks contradict that.
+    not fit, found by doubling up to ``highest``): keep ``highest`` low there. The peak
+    is assumed not to fall as the batch grows; a note says when the analysed peaks
+    contradict that.
     """
     limit = Budget.of(budget, reserve)
     if not (isinstance(lowest, int) and isinstance(highest, int) and 1 <= lowest <= highest):

@@ -133,8 +133,9 @@ def sweep(
     keywords are ``analyze``'s options (``backward``, ``optimizer``, ``loss_fn``,
     ``device_spec``, ...). ``device="meta"`` (the default) sweeps with no memory and no
     data; ``device=None`` runs each step where the model is and times it (``timing``,
-    ``repeats`` as for ``analyze``), for measured latency and inputs per second. ``budget`` (bytes or ``"24GiB"``, less ``reserve``) adds a "fits" column
-    and a line on the plot. Each point is captured and analysed anew: the export and
+    ``repeats`` as for ``analyze``), for measured latency and inputs per second.
+    ``budget`` (bytes or ``"24GiB"``, less ``reserve``) adds a "fits" column and a line
+    on the plot. Each point is captured and analysed anew: the export and
     eager captures are specialised to their input's shapes (export is about 40 % of a
     Llama point), and a symbolic capture, which would carry over, is about 2 % of a
     ResNet-50 point.
