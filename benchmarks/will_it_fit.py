@@ -9,8 +9,8 @@ training steps with SGD, a plan for budgets at 50 % and 75 % of the unplanned
 * analysed again (meta): its peak within the budget;
 * run for real on this CPU with every storage followed (``tests/reference.py``,
   ``measured_step_peak``): within 3 % of the plan's peak and never over the budget;
-* its extra backward MACs (the recomputation) against the plan's ``recompute_macs``,
-  computed from the unplanned report alone.
+* its extra backward MACs (the recomputation) against those the plan's curve predicts
+  from the unplanned report alone.
 
 ``sweep`` (item 1): Llama-2-70B's training step with AdamW over 8 batch sizes on the
 meta device, with the wall time.
@@ -64,14 +64,15 @@ def plans(gpt2: tuple[int, int]) -> None:
                 applied = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **options)
                 real = measured_step_peak(model, inputs, loss_fn, optimizer)
             extra = applied.totals.backward_macs - base.totals.backward_macs
+            predicted = plan.curve[len(plan.modules)].recompute_macs
             print(
                 f"  budget {share:.0%} = {units.nbytes(budget)}: {len(plan.modules)} module(s), planned in "
                 f"{seconds:.1f} s ({plan.notes[-1]})\n"
                 f"    plan peak {units.nbytes(plan.peak)}, analysed applied {units.nbytes(applied.memory.total_peak)}, "
                 f"real {units.nbytes(real)} (real / plan {real / plan.peak:.4f}); fits: plan {plan.fits}, "
                 f"real {real <= budget}\n"
-                f"    recomputed MACs: applied - unplanned {extra:,}, plan {plan.recompute_macs:,} "
-                f"({'equal' if extra == plan.recompute_macs else 'DIFFER'})"
+                f"    recomputed MACs: applied - unplanned {extra:,}, predicted {predicted:,} "
+                f"({'equal' if extra == predicted else 'DIFFER'})"
             )
             for note in plan.notes[:-1]:
                 print(f"    note: {note}")

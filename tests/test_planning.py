@@ -168,7 +168,8 @@ def test_a_checkpoint_plan_fits_its_budget_and_recomputes_what_it_says():
         real = measured_step_peak(model, x, lambda out: out.sum())  # (a deep copy: it checkpoints too)
         assert len(applied.modules) == 2
     assert again.memory.total_peak == plan.peak == real
-    assert again.totals.backward_macs - unplanned.totals.backward_macs == plan.recompute_macs
+    predicted = plan.curve[len(plan.modules)].recompute_macs  # (read off the unplanned report alone)
+    assert again.totals.backward_macs - unplanned.totals.backward_macs == plan.recompute_macs == predicted
     assert again.node("checkpoint").module_path == "0"
     assert_same_state(before, state_fingerprint(model))  # and remove() took the checkpoints off
     # the curve: plans along the order, each a module more; its estimated and analysed peaks fall
@@ -220,7 +221,8 @@ def test_checkpoint_plans_applied_to_real_models_hold_in_real_steps(make, share)
         real = measured_step_peak(model, inputs, loss_fn, torch.optim.SGD)
     assert applied.memory.total_peak == plan.peak <= budget
     assert real == pytest.approx(plan.peak, rel=0.03) and real <= budget
-    assert applied.totals.backward_macs - base.totals.backward_macs == plan.recompute_macs
+    predicted = plan.curve[len(plan.modules)].recompute_macs  # (read off the unplanned report alone)
+    assert applied.totals.backward_macs - base.totals.backward_macs == predicted
 
 
 def test_a_model_with_nothing_to_checkpoint_gets_the_empty_plan():
@@ -264,3 +266,21 @@ def test_plans_for_a_model_only_export_captures_are_analysed_as_it_runs():
     with plan.apply(model):
         real = measured_step_peak(model, x, lambda out: out.sum())
     assert plan.peak == real
+
+
+def test_attention_torch_cannot_recompute_under_the_memory_models_hooks_is_planned_around():
+    import torchvision
+
+    torch.manual_seed(0)
+    vit = torchvision.models.VisionTransformer(32, 8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64).train()
+    x = torch.randn(64, 3, 32, 32)
+    unplanned = fxinspect.analyze(vit, x, timing=False, backward=True, device="meta").memory.total_peak
+    plan = fxinspect.checkpoint_plan(vit, x, int(0.6 * unplanned))
+    # a checkpointed MultiheadAttention under saved-tensor hooks (even the identity's) gets
+    # new tensor objects when recomputed: "query is key" fails, its projections take
+    # another path and torch refuses. A plain eager step would checkpoint it; the analysis
+    # cannot, so plans leave it out and say so
+    assert any(n.startswith("left out every MultiheadAttention") for n in plan.notes), plan.notes
+    assert not any(m.endswith("self_attention") for m in plan.modules) and plan.peak < unplanned
+    with plan.apply(vit):
+        assert measured_step_peak(vit, x, lambda out: out.sum()) == plan.peak

@@ -15,7 +15,7 @@ from ..formatting import units
 from .applied import AppliedPlan
 from .budget import Budget
 
-__all__ = ["CheckpointPlan", "CurvePoint"]
+__all__ = ["CheckpointPlan", "CurvePoint", "flops_text"]
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,9 @@ class CheckpointPlan:
     """The modules to checkpoint, the analysed peak with them, and what recomputing costs.
 
     ``peak`` is the analysed ``total_peak`` with the plan applied (``unplanned_peak``
-    without); ``recompute_flops``/``recompute_macs`` the forward work the backward
-    redoes, ``recompute_seconds`` its time on the ``cost_basis`` (``None`` when that is
+    without); ``recompute_flops``/``recompute_macs`` the forward work the analysed
+    step's backward redid (the curve's figures are predicted from the unplanned step;
+    a note says when the two differ), ``recompute_seconds`` its time on the ``cost_basis`` (``None`` when that is
     FLOPs). ``curve`` holds every plan along the order (fewest modules first), its peaks
     falling and its costs rising; those analysed carry their analysed peak.
     """
@@ -99,7 +100,7 @@ class CheckpointPlan:
         return (
             f"checkpoint {len(self.modules)} module(s): {names or 'none'}\n"
             f"peak {units.nbytes(self.peak)} ({head} {self.budget}; {units.nbytes(self.unplanned_peak)} unplanned), "
-            f"recomputing {_flops(self.recompute_flops)}"
+            f"recomputing {flops_text(self.recompute_flops)}"
             + (f" ({units.seconds(self.recompute_seconds)})" if self.recompute_seconds is not None else "")
             + "".join(f"\nnote: {n}" for n in self.notes)
         )
@@ -111,7 +112,7 @@ class CheckpointPlan:
         return plot_checkpoint_plan(self, path)
 
 
-def _flops(n: int) -> str:
+def flops_text(n: int) -> str:
     """``1.50 GFLOPs``, ``0 FLOPs``."""
     text = units.count(n)
     return f"{text}FLOPs" if text[-1].isalpha() else f"{text} FLOPs"
