@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..records import NodeRecord
+from ..records import NodeRecord, Saves
 from ..report import Report
 
 __all__ = ["Candidate", "candidates", "estimated_peak", "greedy_order", "orders"]
@@ -102,11 +102,11 @@ def _recomputed(nodes: Sequence[NodeRecord]) -> Sequence[NodeRecord]:
     it saved a tensor of its own: torch packs an op's inputs before the op runs and its
     outputs after it, and stops at the last pack.
     """
-    savers = [i for i, n in enumerate(nodes) if n.saves in ("inputs", "own")]
+    savers = [i for i, n in enumerate(nodes) if n.saves in (Saves.INPUTS, Saves.OWN)]
     if not savers:
         return ()
     last = savers[-1]
-    return nodes[: last + 1] if nodes[last].saves == "own" else nodes[:last]
+    return nodes[: last + 1] if nodes[last].saves == Saves.OWN else nodes[:last]
 
 
 def _basis(ops: Sequence[NodeRecord]) -> str:

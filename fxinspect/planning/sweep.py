@@ -25,6 +25,7 @@ import torch
 
 from ..errors import InputError
 from ..formatting import units
+from ..optional import pandas
 from .budget import Budget
 from .points import StepPoint, analysed_point
 
@@ -102,10 +103,7 @@ class Sweep:
 
     def to_dataframe(self):
         """The rows as a ``pandas.DataFrame`` (pandas is an optional extra)."""
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_dataframe needs pandas: pip install fxinspect[pandas]") from exc
+        pd = pandas("to_dataframe")
         return pd.DataFrame(self.rows())
 
     def plot(self, path: Any = None):

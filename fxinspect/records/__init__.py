@@ -21,7 +21,7 @@ from .analysis import (
     Totals,
     UncountedOp,
 )
-from .memory import LiveTensor, MemoryRecord, Phase, TensorRole
+from .memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from .nodes import OP_KINDS, AtenCall, ModuleRecord, NodeRecord, OpStatus, TensorMeta, ValueStats
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "ReportRecord",
     "SharedParameter",
     "TensorMeta",
+    "Saves",
     "TensorRole",
     "TimeModel",
     "TimingInfo",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..choices import Choice
 
-__all__ = ["LiveTensor", "MemoryRecord", "Phase", "TensorRole"]
+__all__ = ["LiveTensor", "MemoryRecord", "Phase", "Saves", "TensorRole"]
 
 
 class Phase(Choice):
@@ -27,6 +27,14 @@ class Phase(Choice):
     FORWARD = "forward"
     BACKWARD = "backward"
     OPTIMIZER = "optimizer"
+
+
+class Saves(Choice):
+    """What autograd saved for the backward while a node ran (``NodeRecord.saves``)."""
+
+    OWN = "own"  # a tensor the node made: its output or a temporary (torch packs it after the op)
+    INPUTS = "inputs"  # only tensors that existed before it: its inputs, parameters (packed before)
+    NOTHING = "nothing"
 
 
 class TensorRole(Choice):

@@ -163,11 +163,9 @@ class NodeRecord(Derived):
     receptive_field: tuple[int, ...] | str | None = None
     effective_stride: tuple[float, ...] | None = None  # the field's jump per dimension
     effective_padding: tuple[float, ...] | None = None  # positions the first window starts before the input
-    # what autograd saved for the backward while the node ran (the memory pass, grad on):
-    # "own" (a tensor the node made: its output or a temporary), "inputs" (only tensors
-    # that existed before it: its inputs, parameters), "nothing"; None when not modelled.
-    # A checkpoint's recomputation stops at the last node that saves (torch saves inputs
-    # before an op runs, outputs after): see fxinspect.planning.recompute
+    # what autograd saved for the backward while the node ran (the memory pass, grad on;
+    # a records.memory.Saves: "own", "inputs" or "nothing"), None when not modelled. A
+    # checkpoint's recomputation stops at the last node that saves: see planning.recompute
     saves: str | None = None
 
     @property

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..records.memory import Phase
+from ..records.memory import Phase, Saves
 from ..tensors import tensors_in
 
 __all__ = ["Allocation", "StorageTracker"]
@@ -218,9 +218,9 @@ class StorageTracker(TorchDispatchMode):
         node = self.node
         if node is not None and self.phase is Phase.FORWARD and self.saves is not None:
             if entry is not None and entry.node == node:
-                self.saves[node] = "own"
+                self.saves[node] = Saves.OWN
             else:
-                self.saves.setdefault(node, "inputs")
+                self.saves.setdefault(node, Saves.INPUTS)
         return t
 
     @staticmethod

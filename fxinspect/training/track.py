@@ -41,6 +41,7 @@ import torch
 from ..analyze import instrument
 from ..errors import InputError
 from ..guard import in_analysis
+from ..optional import pandas
 from ..run.assemble import node_label
 from ..run.forward_patch import ForwardPatch
 from ..run.prepare import unwrapped
@@ -206,10 +207,7 @@ class Tracker:
 
     def to_frame(self, stat: Callable[[Any], Any] | None = None):
         """The stashes as a pandas DataFrame, ``stat(value)`` in place of each value when given."""
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
+        pd = pandas("to_frame")
         rows = [
             {
                 "name": s.name,

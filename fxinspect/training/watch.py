@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..optional import pandas
 from ..run.prepare import unwrapped
 from .binning import SmallBatch
 from .checks import FiniteChecks
@@ -119,10 +120,7 @@ class Watch(WatchHooks):
 
     def to_frame(self):
         """One row per (module, quantity, step): counts and the typical magnitude (pandas)."""
-        try:
-            import pandas as pd
-        except ImportError as exc:
-            raise ImportError("to_frame needs pandas: pip install fxinspect[pandas]") from exc
+        pd = pandas("to_frame")
         rows = []
         for name, quantity in self._records:
             for step in self.steps(name, quantity):

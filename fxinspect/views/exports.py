@@ -31,6 +31,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
+from ..optional import pandas
 from ..records import SCHEMA_VERSION, NodeRecord, ReportRecord
 from .columns import By
 
@@ -259,10 +260,7 @@ def to_dataframe(report: ReportRecord, by: By | str = By.NODE):
 
     Tuples (shapes, argument names) stay tuples; unmeasured figures are ``None``/NaN.
     """
-    try:
-        import pandas as pd
-    except ImportError as exc:
-        raise ImportError("to_dataframe needs pandas: pip install fxinspect[pandas]") from exc
+    pd = pandas("to_dataframe")
     return pd.DataFrame(_rows(report, by))
 
 

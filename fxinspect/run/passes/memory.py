@@ -11,7 +11,8 @@ made them. ``optimizer=`` adds the optimizer's state and step
 (:func:`~fxinspect.run.optimizer.optimizer_footprint`).
 
 Per node: ``output_bytes`` (new storages among its outputs), ``saved_bytes`` (storages
-it allocated that autograd saved), ``saves`` (what autograd saved while it ran) and ``measured_growth``; the run as a whole is a
+it allocated that autograd saved), ``saves`` (what autograd saved while it ran) and
+``measured_growth``; the run as a whole is a
 :class:`~fxinspect.records.MemoryRecord` (``report.memory``).
 
 A forward alone, with nothing measured beside it, needs no run of its own:
@@ -44,7 +45,7 @@ import torch
 from ...capture import module_of
 from ...capture.base import Method
 from ...options import Options
-from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
+from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
 from ..dispatch import CountingMode
@@ -251,7 +252,7 @@ class _Run:
         for name in self.program.probe_points:
             nodes[name] = {"output_bytes": self.outputs.get(name, 0), "saved_bytes": saved.get(name, 0)}
             if self.tracker.saves is not None:
-                nodes[name]["saves"] = self.tracker.saves.get(name, "nothing")
+                nodes[name]["saves"] = self.tracker.saves.get(name, Saves.NOTHING)
             if self.watch is not None:
                 nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
         return nodes
