@@ -263,6 +263,80 @@ def test_the_default_analysis_runs_the_forward_once_and_models_memory_as_its_own
     assert "an estimate of the tensor model; measure_memory=True measures the allocator" in one.summary(width=None)
 
 
+class _NanMidway(torch.nn.Module):
+    """A residual CNN whose backward turns finite gradients into NaN at ``sqrt`` of a zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x))) + self.conv(x)
+        z = torch.sqrt(y - y)  # d sqrt / dx at 0 is inf; times 0 upstream: NaN
+        return self.head((y + z).mean((2, 3)))
+
+
+def _tiny_gpt2() -> tuple[torch.nn.Module, dict]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=32, vocab_size=100, attn_pdrop=0.0)
+    config.resid_pdrop = config.embd_pdrop = 0.0  # (no randomness: two runs must agree)
+    return GPT2LMHeadModel(config).train(), {"input_ids": torch.randint(0, 100, (2, 16))}
+
+
+_STEP_MODELS = {
+    "cnn, NaN in the backward": lambda: (_NanMidway().train(), torch.randn(2, 3, 8, 8)),
+    "gpt2 (export)": _tiny_gpt2,
+    "checkpointed blocks": lambda: (Blocks(checkpointed=True), torch.randn(4, 256)),
+}
+
+
+def _figures(node, field: str):
+    """A node's field; of its aten calls, those that are not ``detach``: the saved-tensor
+    hooks that mark what autograd keeps change where autograd detaches (it skips the
+    detach of a saved output, and detaches a saved tensor as it unpacks it), and a detach
+    is free (no FLOPs, no bytes), so only the listing would differ."""
+    value = getattr(node, field)
+    if field in ("aten", "backward_aten") and value is not None:
+        return tuple(c for c in value if c.op != "aten.detach.default")
+    return value
+
+
+@pytest.mark.parametrize("make", _STEP_MODELS.values(), ids=_STEP_MODELS.keys())
+def test_a_training_step_is_one_run_with_the_figures_of_three(make):
+    """The default training analysis runs the forward once, counting, modelling memory
+    and differentiating in the same run; measure_memory=True makes the backward and the
+    memory passes run on their own. Every figure of the one run equals the three runs'."""
+    model, x = make()
+    options = {"timing": False, "backward": True, "optimizer": torch.optim.AdamW}
+    one = fxinspect.analyze(model, x, **options)
+    three = fxinspect.analyze(model, x, measure_memory=True, **options)
+    fields = [f.name for f in dataclasses.fields(one.nodes[0]) if not f.name.startswith("measured")]
+    for a, b in zip(one.nodes, three.nodes, strict=True):
+        assert [_figures(a, f) for f in fields] == [_figures(b, f) for f in fields], a.name
+    assert one.grad_nonfinite == three.grad_nonfinite
+    assert one.totals.backward_flops == three.totals.backward_flops > 0
+    keep = [f.name for f in dataclasses.fields(one.memory) if not f.name.startswith("measured")]
+    assert [getattr(one.memory, f) for f in keep] == [getattr(three.memory, f) for f in keep]
+    assert one.memory.optimizer_state > 0 and three.memory.measured_peak is not None
+
+
+def test_the_nan_models_backward_root_cause_is_found_in_the_one_run():
+    model, x = _NanMidway().train(), torch.randn(2, 3, 8, 8)
+    report = fxinspect.analyze(model, x, timing=False, backward=True)
+    assert report.grad_nonfinite is not None and report.grad_nonfinite.root_cause == "sqrt"
+
+
+def test_a_leaf_runs_once_in_a_training_analysis():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), Counted(), torch.nn.Linear(8, 2))
+    Counted.runs = 0
+    fxinspect.analyze(model, torch.randn(4, 8), timing=False, backward=True, leaf_modules=[Counted])
+    assert Counted.runs == 1  # counts, values, memory and the backward: one forward
+
+
 def _optimizers() -> list[type]:
     found = [getattr(torch.optim, n) for n in dir(torch.optim)]
     return [

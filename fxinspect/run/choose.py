@@ -18,7 +18,7 @@ from ..capture.base import one_line
 from ..options import Options
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
-from .passes.memory import count_and_model, rides_along
+from .passes.one_run import counted_run, rides_along
 from .program import InstrumentedProgram
 
 __all__ = ["Counted", "count_best", "count_with"]
@@ -77,9 +77,9 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
 
 
 def count_with(cap: Capture, model: torch.nn.Module, options: Options) -> Counted:
-    """The instrumented program of ``cap`` and its counting pass (with the memory model
-    in the same run when it can ride along: :func:`~.passes.memory.rides_along`)."""
+    """The instrumented program of ``cap`` and its counting pass (with the memory model,
+    and the backward, in the same run when they can ride along: :func:`~.passes.one_run.rides_along`)."""
     program = InstrumentedProgram(cap)
     if rides_along(options):
-        return Counted(program, count_and_model(program, options.check_finite, model))
+        return Counted(program, counted_run(program, options, model))
     return Counted(program, CountPass(options.check_finite, model=model).run(program))

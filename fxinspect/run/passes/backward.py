@@ -162,8 +162,12 @@ class BackwardPass:
 
     @classmethod
     def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> BackwardPass | None:
-        """The pass ``options`` ask for (``backward=True``), or ``None``."""
-        return cls(options.loss_fn) if options.backward else None
+        """The pass ``options`` ask for (``backward=True``), or ``None``: also when the
+        counting run differentiated the loss already (:mod:`.one_run`; every backward
+        result carries ``grad_nonfinite``, ``None`` when all was finite)."""
+        if not options.backward or "grad_nonfinite" in counted.report:
+            return None
+        return cls(options.loss_fn)
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         owners = AutogradOwners()

@@ -15,10 +15,9 @@ it allocated that autograd saved), ``saves`` (what autograd saved while it ran) 
 ``measured_growth``; the run as a whole is a
 :class:`~fxinspect.records.MemoryRecord` (``report.memory``).
 
-A forward alone, with nothing measured beside it, needs no run of its own:
-:func:`count_and_model` models it in the counting run (the tracker follows the aten
-calls the counting mode prices, in the same dispatch), and ``analyze`` does so by
-default (:func:`rides_along`).
+With nothing measured beside it, the memory needs no run of its own: the counting run
+models it (:mod:`.one_run`: the tracker follows the aten calls the counting modes
+price, in the same dispatch), and ``analyze`` does so by default.
 
 Example
 -------
@@ -48,7 +47,6 @@ from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
-from ..dispatch import CountingMode
 from ..lifetimes import CallInputs
 from ..model_call import measure_model_call
 from ..optimizer import optimizer_footprint
@@ -57,9 +55,8 @@ from ..program import InstrumentedProgram, Probe
 from ..storages import Allocation, StorageTracker
 from . import PassResult
 from .backward import default_loss, fresh_grads
-from .count import ForwardRecorder
 
-__all__ = ["MemoryPass", "count_and_model", "rides_along"]
+__all__ = ["MemoryPass", "ModelledRun"]
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -103,26 +100,28 @@ class MemoryPass:
     def run(self, program: InstrumentedProgram) -> PassResult:
         params = program.parameters()
         inputs = list(program.inputs)
-        run = _Run(program, params, inputs, self.measure)
+        run = ModelledRun(program, params, inputs, self.measure)
         trainable = [p for p in params if p.requires_grad]
         with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
             output, gradients, param_grads = run.step(self.loss_fn if self.backward else None, trainable)
             del output
-        memory = run.record(gradients, param_grads)
+        memory = run.record(gradients, param_grads, self.optimizer, trainable)
         model, given = program.capture.model, program.capture.inputs
         if run.watch is not None and model is not None:  # the allocator on the model's own call too
             forward, peak = measure_model_call(
                 model, given.args, given.kwargs, run.device, self.loss_fn if self.backward else None
             )
             memory = dataclasses.replace(memory, measured_eager_peak=peak, measured_eager_forward_peak=forward)
-        if self.optimizer is not None:
-            name, state, step = optimizer_footprint(self.optimizer, trainable)
-            memory = dataclasses.replace(memory, optimizer=name, optimizer_state=state, optimizer_step=step)
         return PassResult(nodes=run.node_figures(), report={"memory": memory})
 
 
-class _Run:
-    """One run of ``program`` under the storage model (and the allocator, with real data)."""
+class ModelledRun:
+    """One run of ``program`` under the storage model (and the allocator, with real data).
+
+    :meth:`step` runs it; :meth:`record` and :meth:`node_figures` are its figures. The
+    counting run uses it too (:mod:`.one_run`), with its counting modes in the tracker's
+    place and its probes beside :meth:`probe`'s.
+    """
 
     def __init__(self, program: InstrumentedProgram, params: list, inputs: list, measure: bool) -> None:
         self.program, self.params, self.inputs = program, params, inputs
@@ -186,9 +185,23 @@ class _Run:
 
         return Probe(before, after)
 
-    def step(self, loss_fn: Callable | None, trainable: list) -> tuple[Any, int | None, set[int]]:
+    def step(
+        self,
+        loss_fn: Callable | None,
+        trainable: list,
+        probe: Probe | None = None,
+        forward_mode: Any = None,
+        backward_mode: Callable[[Any], Any] | None = None,
+    ) -> tuple[Any, int | None, set[int]]:
         """The forward (and with ``loss_fn`` its backward): the output, the parameter
-        gradients' bytes and the ids of their allocations."""
+        gradients' bytes and the ids of their allocations.
+
+        By default the tracker is the dispatch mode throughout and :meth:`probe` the
+        probe. A counting run passes its own ``probe`` (calling this run's beside its
+        own), ``forward_mode`` and ``backward_mode(loss)`` (a mode for the backward of
+        ``loss``); each must call ``self.tracker.observe`` after every op. The loss itself
+        is modelled, never counted: the tracker is the mode while it is computed.
+        """
         tracker, watch = self.tracker, self.watch
         gradients, param_grads = None, set()
         with contextlib.ExitStack() as stack:
@@ -196,18 +209,20 @@ class _Run:
                 stack.enter_context(watch)
             if loss_fn is not None:
                 stack.enter_context(torch.enable_grad())
-            stack.enter_context(tracker)
             if torch.is_grad_enabled():
                 stack.enter_context(tracker.saving_hooks())
-            output = self.program.run(self.inputs, self.probe())
+            with forward_mode if forward_mode is not None else tracker:
+                output = self.program.run(self.inputs, probe or self.probe())
             if loss_fn is not None:
-                loss = loss_fn(self.program.output_structure(output))
+                with tracker:
+                    loss = loss_fn(self.program.output_structure(output))
                 self.forward_peak = (tracker.peak, tracker.peak_node)
                 self.backward_start = tracker.ops
                 tracker.phase, tracker.running = Phase.BACKWARD, self.owners.running
                 if watch is not None:
                     watch.begin_backward()
-                loss.backward()
+                with backward_mode(loss) if backward_mode is not None else tracker:
+                    loss.backward()
                 self.held_after_backward = tracker.live  # the output, the loss and the gradients
                 del loss
                 grads = [p.grad for p in trainable if p.grad is not None]
@@ -216,9 +231,16 @@ class _Run:
             tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
         return output, gradients, param_grads
 
-    def record(self, gradients: int | None, param_grads: set[int]) -> MemoryRecord:
+    def record(
+        self, gradients: int | None, param_grads: set[int], optimizer: Any = None, trainable: list = ()
+    ) -> MemoryRecord:
+        """The run as a :class:`MemoryRecord`; with ``optimizer``, its state and step for
+        ``trainable`` (:func:`~fxinspect.run.optimizer.optimizer_footprint`)."""
         tracker, watch = self.tracker, self.watch
         forward_peak = self.forward_peak or (tracker.peak, tracker.peak_node)
+        name = state = step = None
+        if optimizer is not None:
+            name, state, step = optimizer_footprint(optimizer, list(trainable))
         return MemoryRecord(
             device=str(self.device),
             params=_unique_bytes(self.params),
@@ -240,6 +262,9 @@ class _Run:
             measured_peak_node=watch.peak_node if watch is not None else None,
             held_after_backward=self.held_after_backward,
             node_starts=tuple(self.starts),
+            optimizer=name,
+            optimizer_state=state,
+            optimizer_step=step,
         )
 
     def node_figures(self) -> dict[str, dict[str, Any]]:
@@ -256,46 +281,6 @@ class _Run:
             if self.watch is not None:
                 nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
         return nodes
-
-
-def rides_along(options: Options) -> bool:
-    """Whether the counting run can model the memory too (the forward alone, nothing
-    measured beside it): then ``analyze`` runs the forward once for counts, values and
-    memory."""
-    return options.memory and not options.backward and not options.measure_memory
-
-
-def count_and_model(program: InstrumentedProgram, check_finite: bool, model: torch.nn.Module) -> PassResult:
-    """The counting pass's result with the memory pass's figures, from one run.
-
-    The storage model follows the same aten calls the counting mode prices, in the same
-    dispatch; values read for statistics are copied at once, so no storage lives longer
-    than in a plain run and the timeline is the memory pass's own.
-    """
-    run = _Run(program, program.parameters(), list(program.inputs), measure=False)
-    recorder = ForwardRecorder(program, check_finite, CountingMode(observe=run.tracker.observe), hold=False)
-    counting, modelled = recorder.probe, run.probe(owned=False)
-
-    def before(name: str) -> None:
-        modelled.before(name)
-        counting.before(name)
-
-    def after(name: str, out: Any) -> None:
-        counting.after(name, out)
-        modelled.after(name, out)
-
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(recorder.mode)
-        if torch.is_grad_enabled():
-            stack.enter_context(run.tracker.saving_hooks())
-        output = program.run(program.inputs, Probe(before, after))
-        run.tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
-    del output
-    result = recorder.result(model)
-    for name, figures in run.node_figures().items():
-        result.nodes.setdefault(name, {}).update(figures)
-    result.report["memory"] = run.record(None, set())
-    return result
 
 
 def _alive(
