@@ -76,8 +76,9 @@ def analyze(
     loss_fn : with ``backward``, ``loss_fn(output) -> scalar tensor`` on the model's output.
     memory : model the memory of the run (``report.memory``: every storage it allocates,
         the peak and the tensors alive at it, what autograd saves; with ``backward``
-        through the backward too). The forward alone is modelled in the counting run
-        itself, so the default analysis runs the forward once; a backward is a run of its own.
+        through the backward too). It is modelled in the counting run itself, which with
+        ``backward`` differentiates the loss too: the default analysis runs the forward
+        once (and the backward once).
     measure_memory : also measure the same run with the allocator, beside the model
         (CPU: ``torch.profiler``; CUDA: ``torch.cuda`` statistics; none on meta): one
         more run, and on CPU the profiler's cost. Without it the memory is the model's
