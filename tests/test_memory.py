@@ -551,3 +551,24 @@ def test_the_summary_calls_the_memory_an_estimate_only_when_nothing_measured_it(
     text = program_only.summary()
     assert "by torch.profiler" in text and "an estimate of the tensor model" not in text
     assert "on the model's own call" not in text
+
+
+_FIRST_AND_SECOND = """
+import torch, fxinspect
+model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+runs = [fxinspect.analyze(model, torch.randn(2, 8), timing=False, backward=True).memory for _ in range(2)]
+print(runs[0].timeline == runs[1].timeline, runs[0].held_after_backward, runs[1].held_after_backward)
+"""
+
+
+def test_the_first_analysis_in_a_process_models_the_same_memory_as_the_next():
+    """torch imports torch._dynamo lazily in the first forward under a dispatch mode, and
+    that import kept the frames it ran under (and the ReLU's output they held) alive."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FIRST_AND_SECOND], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # held after the backward: the output 2x2 and the loss (4 B), the gradients of
+    # 8*32+32 + 32*2+2 weights (4 B each): 16 + 4 + 1416 bytes
+    assert done.stdout.split() == ["True", "1436", "1436"]

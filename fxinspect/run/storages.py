@@ -30,6 +30,7 @@ Example
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -90,6 +91,7 @@ class StorageTracker(TorchDispatchMode):
 
     def __init__(self, resident: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
+        _import_dynamo_now()
         self.node: str | None = None
         self.phase = Phase.FORWARD
         self.running: Callable[[], str | None] | None = None
@@ -226,6 +228,19 @@ class StorageTracker(TorchDispatchMode):
     @staticmethod
     def unpack(t: torch.Tensor) -> torch.Tensor:
         return t
+
+
+def _import_dynamo_now() -> None:
+    """Import ``torch._dynamo`` before a followed run, not in the middle of it.
+
+    torch imports it lazily, the first time a function guarded against dynamo runs
+    (``torch._compile._disable_dynamo``), which a forward under a dispatch mode reaches;
+    that import keeps alive the frames it ran under, and so the tensors their locals
+    hold: the first run in a process would see its module's inputs outlive the backward.
+    (An import costs about 2 s once; torch would pay it in the run anyway.)
+    """
+    if "torch._dynamo" not in sys.modules:
+        import torch._dynamo  # noqa: F401
 
 
 class _Ref(weakref.ref):
