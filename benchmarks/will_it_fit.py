@@ -95,6 +95,8 @@ def sweep_70b() -> None:
         budget="80GiB",
     )
     print(result.table())
+    for note in result.notes:
+        print(f"  note: {note}")
     print(f"Llama-2-70B, seq 2048, 8 batch sizes: {time.perf_counter() - start:.0f} s")
 
 

@@ -23,17 +23,17 @@ from .capture import capture
 from .options import CAPTURE_OPTIONS, Options, signature_of
 from .report import Report
 from .run.assemble import report_fields
-from .run.choose import count_best
+from .run.choose import Counted, count_best
 from .run.passes import PassResult
 from .run.passes.backward import BackwardPass
 from .run.passes.memory import MemoryPass
 from .run.passes.time_model import TimeModelPricing
 from .run.passes.timing import TimingPass
-from .run.prepare import prepared
+from .run.prepare import Prepared, prepared
 from .run.program import InstrumentedProgram
 from .tensors import has_data
 
-__all__ = ["LATER_PASSES", "analyze", "instrument"]
+__all__ = ["LATER_PASSES", "analyze", "instrument", "report_of"]
 
 LATER_PASSES = (TimingPass, BackwardPass, MemoryPass)
 """The passes after the counting run, in the order they run; each plans itself from the
@@ -97,25 +97,34 @@ def analyze(
     with _no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
         pricing = TimeModelPricing.planned(opts)  # (a device spec resolved, or refused, before any run)
         counted = count_best(run.model, run.args, run.kwargs, opts)
-        program = counted.program
-        results: list[PassResult] = [counted.result]
-        for kind in LATER_PASSES:  # each runs the forward again
-            planned = kind.planned(opts, program, counted.result)
-            if planned is not None:
-                with _kept(program, counted.result.written_inputs):
-                    results.append(planned.run(program))
-        if pricing is not None:  # (runs nothing: prices what the passes counted)
-            results.append(pricing.priced(results))
-        fields = report_fields(
-            run.model,
-            program,
-            results,
-            run.virtual,
-            notes=run.notes,
-            chosen_notes=counted.notes,
-            failures=counted.failures,
-        )
-        return Report(**fields)
+        return report_of(run, counted, opts, pricing)
+
+
+def report_of(run: Prepared, counted: Counted, opts: Options, pricing: TimeModelPricing | None = None) -> Report:
+    """The report of a counted capture: the later passes ``opts`` ask for, then assembly.
+
+    ``analyze`` calls it once; a sweep that reuses one capture across input sizes calls
+    it per point (:mod:`fxinspect.planning.shared`).
+    """
+    program = counted.program
+    results: list[PassResult] = [counted.result]
+    for kind in LATER_PASSES:  # each runs the forward again
+        planned = kind.planned(opts, program, counted.result)
+        if planned is not None:
+            with _kept(program, counted.result.written_inputs):
+                results.append(planned.run(program))
+    if pricing is not None:  # (runs nothing: prices what the passes counted)
+        results.append(pricing.priced(results))
+    fields = report_fields(
+        run.model,
+        program,
+        results,
+        run.virtual,
+        notes=run.notes,
+        chosen_notes=counted.notes,
+        failures=counted.failures,
+    )
+    return Report(**fields)
 
 
 @contextlib.contextmanager

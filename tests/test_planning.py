@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from reference import assert_same_state, measured_step_peak, state_fingerprint
 
 import fxinspect
 from fxinspect.planning import Budget, parse_bytes
+from fxinspect.planning.points import analysed_point
 
 F32 = 4
 
@@ -87,6 +90,131 @@ def test_a_sweep_over_sequence_lengths_prices_attention_quadratically():
     quadratic = by[(1, 16)] - 2 * by[(1, 8)]
     assert quadratic == 2 * (16 * 16 - 2 * 8 * 8) * 32
     assert by[(2, 16)] == 2 * by[(1, 16)]
+
+
+class _Contrastive(torch.nn.Module):
+    """Every sample against every other: a batch-by-batch matrix, quadratic in the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        z = self.embed(x)
+        return torch.log_softmax(z @ z.T, dim=1)
+
+
+_SWEEPS = {
+    "mlp, SGD": (mlp, lambda b: torch.randn(b, 64), torch.optim.SGD, [1, 2, 3, 5, 8, 13]),
+    "cnn, AdamW": (cnn, lambda b: torch.randn(b, 3, 16, 16), torch.optim.AdamW, [1, 2, 4, 8, 16]),
+    "gpt2, AdamW": (
+        tiny_gpt2,
+        lambda b: {"input_ids": torch.zeros(b, 16, dtype=torch.long), "use_cache": False},
+        torch.optim.AdamW,
+        [1, 2, 4, 6, 8],
+    ),
+}
+
+
+@pytest.mark.parametrize("make, inputs, optimizer, batches", _SWEEPS.values(), ids=_SWEEPS.keys())
+def test_derived_sweep_points_equal_analysed_ones_figure_for_figure(make, inputs, optimizer, batches):
+    model = make()
+    options = {"backward": True, "optimizer": optimizer}
+    derived = fxinspect.sweep(model, inputs, batches, **options)
+    analysed = fxinspect.sweep(model, inputs, batches, derive=False, **options)
+    by_line = [p.batch for p in derived.points if p.derived]
+    # the largest and the middle batch are analysed (they check the line); a point is
+    # derived where the line gives every figure, the make-up of its peak included
+    assert by_line and not {sorted(batches)[len(batches) // 2], batches[-1]} & set(by_line)
+    assert not any(p.derived for p in analysed.points)
+    for d, a in zip(derived.points, analysed.points, strict=True):
+        assert d.composition == a.composition and d == dataclasses.replace(a, derived=d.derived)
+    assert f"and {batches[-1]}: every event of the memory timeline" in " ".join(derived.notes)
+    assert "derived" in derived.table() and "analysed" in derived.table()
+
+
+class _BranchesOnBatch(torch.nn.Module):
+    """Takes another path for large batches: no capture can keep the batch a symbol."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        if x.shape[0] > 2:
+            return self.fc(x).relu()
+        return self.fc(x)
+
+
+_SHARED = {
+    "cnn (symbolic)": (cnn, lambda b: torch.randn(b, 3, 16, 16), [1, 2, 4]),
+    "gpt2 (export)": (tiny_gpt2, lambda b: {"input_ids": torch.zeros(b, 16, dtype=torch.long)}, [1, 3, 5]),
+    "branches on the batch": (_BranchesOnBatch, lambda b: torch.randn(b, 16), [1, 3, 6]),
+}
+
+
+@pytest.mark.parametrize("make, inputs, batches", _SHARED.values(), ids=_SHARED.keys())
+def test_a_sweep_captures_once_and_each_point_equals_its_own_analysis(make, inputs, batches):
+    """A sweep prepares and captures the model once, at its largest batch, and runs that
+    program at every batch it can serve; each point equals a fresh analysis of its own."""
+    model = make()
+    options = {"backward": True, "optimizer": torch.optim.AdamW, "timing": False, "device": "meta"}
+    s = fxinspect.sweep(model, inputs, batches, derive=False, **options)
+    for point in s.points:
+        alone = analysed_point(model, inputs, point.batch, None, options)[1]
+        assert point == alone, point.batch
+    notes = " ".join(s.notes)
+    if make is _BranchesOnBatch:  # the batch cannot stay a symbol: each point has its own capture
+        assert "batches 1, 3 captured on its own (the capture fixes the batch)" in notes
+        assert "one export capture served batch 6" in notes
+    elif make is cnn:  # a symbolic capture serves every size
+        assert "one symbolic capture served batches 1, 2, 4" in notes and "on its own" not in notes
+    else:  # export keeps the batch a symbol from 2
+        assert "one export capture served batches 3, 5; batch 1 captured on its own" in notes
+
+
+class _SingleApart(torch.nn.Module):
+    """A lone sample takes another path (as code that squeezes it might)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        if x.shape[0] == 1:
+            return self.fc(x[0]).sum()
+        return self.fc(x).relu().sum(-1)
+
+
+def test_a_model_that_treats_batch_1_apart_gets_its_own_capture_there():
+    model = _SingleApart()
+    options = {"backward": True, "timing": False, "device": "meta"}
+    inputs = lambda b: torch.randn(b, 16)  # noqa: E731
+    s = fxinspect.sweep(model, inputs, [1, 2, 5], derive=False, **options)
+    notes = " ".join(s.notes)
+    assert (
+        "one export capture served batches 2, 5; batch 1 captured on its own (the capture serves batches from 2)"
+        in notes
+    )
+    for point in s.points:
+        assert point == analysed_point(model, inputs, point.batch, None, options)[1]
+    # batch 1 has no relu: 16*4 MACs forward, 16*4 for the weight's gradient; from 2 the
+    # relu's 4 FLOPs a sample and its backward's 4 more
+    one, two = s.points[0], s.points[1]
+    assert one.macs == 16 * 4 + 16 * 4 and two.macs == 2 * one.macs
+    # from 2 the relu: 4 FLOPs a sample forward (a compare-select), 4 backward (threshold)
+    assert two.flops - 2 * one.flops == 2 * (4 + 4)
+
+
+def test_a_step_not_affine_in_the_batch_has_every_point_analysed():
+    model = _Contrastive()
+    s = fxinspect.sweep(model, lambda b: torch.randn(b, 16), [2, 4, 6, 8], backward=True)
+    assert not any(p.derived for p in s.points)
+    assert "batch 6 is not on the line through batches 2 and 8" in " ".join(s.notes)
+    # the b x b scores (2*b*b*8 FLOPs forward, twice that backward) and their softmax:
+    # FLOPs quadratic in the batch, so their second difference is not 0
+    f = {p.batch: p.flops for p in s.points}
+    assert f[8] - 2 * f[6] + f[4] >= 2 * 8 * 3 * (64 - 2 * 36 + 16)
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ __all__ = [
     "TIERS",
     "capture",
     "captures",
+    "flat_inputs",
     "module_of",
     "normalize",
     "FlatInputs",
@@ -48,6 +49,13 @@ Tier = Callable[[torch.nn.Module, FlatInputs, Iterable[Any]], Capture]
 
 TIERS: dict[Method, Tier] = {Method.SYMBOLIC: trace_symbolic, Method.EXPORT: trace_export, Method.EAGER: trace_eager}
 """Capture tiers in the order ``method="auto"`` tries them."""
+
+
+def flat_inputs(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[FlatInputs, list[str]]:
+    """The inputs of ``model(*args, **kwargs)`` as the tiers take them, and notes on what
+    was added (``use_cache=False`` for a Hugging Face model)."""
+    args, kwargs, notes = prepare_inputs(model, args, kwargs)
+    return FlatInputs.build(args, kwargs, getattr(model, "forward", None)), notes
 
 
 def _finish(cap: Capture, model: torch.nn.Module, failures: list[tuple[str, str]], notes: list[str]) -> Capture:
@@ -68,6 +76,7 @@ def captures(
     kwargs: dict,
     method: Method | str = Method.AUTO,
     leaf_modules: Iterable[Any] = (),
+    batch_dims: Iterable[Iterable[int]] | None = None,
 ) -> Iterator[Capture]:
     """Captures of ``model(*args, **kwargs)``, best first, each tier tried only when asked.
 
@@ -77,11 +86,14 @@ def captures(
     ``torch.utils.checkpoint`` (losing its recomputation) come last. The first is what
     :func:`capture` returns; a caller that finds it wanting (``analyze``: its count is
     partial) takes the next. Raises ``CaptureError`` when no tier captures.
+    ``batch_dims`` (per tensor input, the dimensions that follow the batch) asks for a
+    capture that serves every batch size (see :attr:`FlatInputs.batch_dims`).
     """
     method = Method.parse(method)
     check_inputs(model, args, kwargs)
-    args, kwargs, notes = prepare_inputs(model, args, kwargs)
-    inputs = FlatInputs.build(args, kwargs, getattr(model, "forward", None))
+    inputs, notes = flat_inputs(model, args, kwargs)
+    if batch_dims is not None:
+        inputs = dataclasses.replace(inputs, batch_dims=tuple(map(tuple, batch_dims)))
     tiers = list(TIERS) if method == Method.AUTO else [method]
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)

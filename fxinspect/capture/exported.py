@@ -37,6 +37,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,7 +46,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
-from .base import Capture, Method, resolve_attr, type_name
+from .base import Capture, Method, one_line, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
 from .inputs import FlatInputs
@@ -84,6 +85,25 @@ class _Root(torch.nn.Module):
 
 class _Seen:
     spec: pytree.TreeSpec | None = None
+
+
+def _for_every_batch(root: _Root, inputs: FlatInputs) -> tuple[Any, FlatInputs, str]:
+    """Export with the batch a symbol, for batches from 2; ``(None, inputs without
+    batch_dims, why)`` when the model fixes its batch.
+
+    Not from 1: asked for a range from 1, export still assumes the batch is not 1 (a
+    model that takes another path for a lone sample is exported on the other path,
+    without a word), so batch 1 needs a capture of its own.
+    """
+    batch = torch.export.Dim("batch", min=2)
+    # (the root's forward takes ``*tensors``: one argument, a tuple, to export)
+    shapes = (tuple({d: batch for d in dims} or None for dims in inputs.batch_dims),)
+    try:
+        program = torch.export.export(root, tuple(inputs.tensors), dynamic_shapes=shapes, strict=False)
+    except Exception as exc:  # the model fixes the batch (or export cannot show it does not)
+        why = f"export: the batch could not stay a symbol, captured for this size only ({one_line(exc)})"
+        return None, dataclasses.replace(inputs, batch_dims=None), why
+    return program, dataclasses.replace(inputs, batch_min=2), "export: captured for every batch from 2"
 
 
 # -- cleaning the unlifted program ---------------------------------------------------
@@ -145,7 +165,12 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         )
     root = _Root(model, inputs)
     with checkpoints_traced_through(model) as lost:
-        program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+        program = None
+        if inputs.batch_dims is not None:
+            program, inputs, said = _for_every_batch(root, inputs)
+            notes.append(said)
+        if program is None:
+            program = torch.export.export(root, tuple(inputs.tensors), strict=False)
     notes += lost_checkpoint_notes("export", lost)
     unlifted = program.module()
     graph = unlifted.graph

@@ -142,6 +142,10 @@ class FlatInputs:
     spec: pytree.TreeSpec
     tensor_positions: list[int]
     names: list[str]  # one readable identifier per tensor leaf, used as placeholder name
+    # per tensor leaf, the dimensions that follow the batch, when a capture is to serve
+    # every batch size (the export tier marks them dynamic); ``None``: specialise
+    batch_dims: tuple[tuple[int, ...], ...] | None = None
+    batch_min: int = 1  # the smallest batch such a capture serves (export's: 2)
 
     @classmethod
     def build(cls, args: tuple, kwargs: dict, forward: Callable | None = None) -> FlatInputs:

@@ -24,7 +24,8 @@ import torch
 from ..errors import InputError
 from ..formatting import units
 from .budget import Budget
-from .points import StepPoint, analysed_point
+from .points import StepPoint
+from .shared import shared_capture
 
 __all__ = ["BatchFit", "max_batch"]
 
@@ -102,17 +103,19 @@ def max_batch(
         raise InputError(f"max_batch expects 1 <= lowest <= highest, got lowest={lowest!r}, highest={highest!r}")
     options = {"timing": False, **options, "device": device}
     points: dict[int, StepPoint] = {}
+    # one capture for every batch: taken at the second batch the search tries (see .shared)
+    with shared_capture(model, make_inputs, None, options, [lowest, min(highest, lowest + 1)]) as shared:
 
-    def peak(batch: int) -> int:
-        if batch not in points:
-            points[batch] = analysed_point(model, make_inputs, batch, None, options)[1]
-        return points[batch].total_peak
+        def peak(batch: int) -> int:
+            if batch not in points:
+                points[batch] = shared.analysed(batch)[1]
+            return points[batch].total_peak
 
-    fits, fails = _bracket(peak, lowest, highest, limit.usable)
-    if fits is not None and fails is not None:
-        fits = _narrow(peak, fits, fails, limit.usable)
-        fails = fits + 1
-        peak(fails)
+        fits, fails = _bracket(peak, lowest, highest, limit.usable)
+        if fits is not None and fails is not None:
+            fits = _narrow(peak, fits, fails, limit.usable)
+            fails = fits + 1
+            peak(fails)
     tried = tuple((b, points[b].total_peak) for b in points)
     ordered = sorted(tried)
     notes = []
@@ -125,6 +128,7 @@ def max_batch(
         notes.append(f"batch {lowest} (the lowest asked) does not fit")
     if fails is None:
         notes.append(f"batch {highest} (the highest asked) fits: larger ones were not tried")
+    notes += shared.notes
     point = points[fits] if fits is not None else None
     after = points[fails] if fails is not None else None
     return BatchFit(

@@ -60,6 +60,7 @@ class StepPoint:
     predicted_latency: float | None
     method: str
     composition: Mapping[str, int] = field(default_factory=dict)
+    derived: bool = False  # from two analysed steps on a line (:mod:`.derived`), not analysed itself
 
     @property
     def dominant(self) -> str:

@@ -27,7 +27,9 @@ from ..errors import InputError
 from ..formatting import units
 from ..optional import pandas
 from .budget import Budget
-from .points import StepPoint, analysed_point
+from .derived import Analysed, Line
+from .points import StepPoint
+from .shared import Shared, shared_capture
 
 __all__ = ["Sweep", "sweep"]
 
@@ -62,6 +64,7 @@ class Sweep:
                     "predicted_inputs_per_second": p.predicted_inputs_per_second,
                     "fits": self.fits(p),
                     "method": p.method,
+                    "derived": "derived" if p.derived else "analysed",
                 }
             )
         kept = [k for k in rows[0] if any(r[k] is not None for r in rows)] if rows else []
@@ -84,6 +87,7 @@ class Sweep:
             "predicted_inputs_per_second": ("predicted inputs/s", units.count),
             "fits": (f"fits {self.budget}" if self.budget else "fits", lambda f: "yes" if f else "no"),
             "method": ("capture", str),
+            "derived": ("point", str),
         }
         rows = self.rows()
         keys = list(rows[0]) if rows else []
@@ -94,7 +98,7 @@ class Sweep:
                 raise InputError(f"unknown column(s) {unknown}; this sweep has {list(by_header)}")
             keys = [by_header.get(c, c) for c in columns]
         cells = [[formats[k][1](r[k]) if r[k] is not None else units.MISSING for k in keys] for r in rows]
-        align = ["left" if k in ("dominant", "method") else "right" for k in keys]
+        align = ["left" if k in ("dominant", "method", "derived") else "right" for k in keys]
         headers = [formats[k][0] for k in keys]
         return tabulate(cells, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=align)
 
@@ -122,6 +126,7 @@ def sweep(
     budget: int | str | None = None,
     reserve: int | float | str = 0,
     device: str | None = "meta",
+    derive: bool = True,
     **options: Any,
 ) -> Sweep:
     """Analyse one step per batch size (and per sequence length): a :class:`Sweep`.
@@ -133,19 +138,91 @@ def sweep(
     data; ``device=None`` runs each step where the model is and times it (``timing``,
     ``repeats`` as for ``analyze``), for measured latency and inputs per second.
     ``budget`` (bytes or ``"24GiB"``, less ``reserve``) adds a "fits" column and a line
-    on the plot. Each point is captured and analysed anew: the export and
-    eager captures are specialised to their input's shapes (export is about 40 % of a
-    Llama point), and a symbolic capture, which would carry over, is about 2 % of a
-    ResNet-50 point.
+    on the plot.
+
+    With four batch sizes or more, and neither timing nor a device spec, the smallest,
+    the largest and a middle one are analysed first: when the middle one's memory
+    timeline and figures lie exactly on the line through the other two (every event's
+    bytes affine in the batch), the remaining points are derived from that line
+    (:mod:`.derived`; ``point.derived``), exact to the byte, and only those it cannot
+    derive are analysed. Otherwise, and with ``derive=False``, every point is analysed.
+    ``Sweep.notes`` says which were. The model is prepared and captured once per
+    sequence length, at the largest batch, for every batch size (:mod:`.shared`: export
+    keeps the batch a symbol); a point the capture cannot serve (batch 1, an eager or
+    batch-fixed capture) is captured on its own, and the notes say so.
     """
     options = {"timing": device != "meta", **options, "device": device}
     batches = _positive(batch_sizes, "batch_sizes")
     seqs: list[int | None] = [None] if seq_lens is None else list(_positive(seq_lens, "seq_lens"))
-    points = tuple(analysed_point(model, make_inputs, b, s, options)[1] for s in seqs for b in batches)
+    derivable = derive and not options["timing"] and options.get("device_spec") is None
+    points: list[StepPoint] = []
+    notes: list[str] = []
+    for seq in seqs:
+        found, said = _swept(model, make_inputs, batches, seq, options, derivable)
+        points += found
+        notes += said
     limit = None if budget is None else Budget.of(budget, reserve)
     methods = sorted({p.method for p in points})
-    notes = (f"captures: {', '.join(methods)}; each point captured and analysed anew",)
-    return Sweep(points, limit, notes)
+    notes.insert(0, f"captures: {', '.join(methods)}")
+    return Sweep(tuple(points), limit, tuple(notes))
+
+
+def _swept(
+    model: torch.nn.Module,
+    make_inputs: Callable[..., Any],
+    batches: list[int],
+    seq: int | None,
+    options: dict[str, Any],
+    derivable: bool,
+) -> tuple[list[StepPoint], list[str]]:
+    """The points of one sequence length, in the order asked, and what was derived."""
+    with shared_capture(model, make_inputs, seq, options, batches) as shared:
+        found, notes = _points(shared, batches, seq, derivable)
+    return found, notes + shared.notes
+
+
+def _points(shared: Shared, batches: list[int], seq: int | None, derivable: bool) -> tuple[list[StepPoint], list[str]]:
+    analysed: dict[int, Analysed] = {}
+
+    def analyse(batch: int) -> Analysed:
+        if batch not in analysed:
+            analysed[batch] = Analysed.of(*shared.analysed(batch))
+        return analysed[batch]
+
+    ordered = sorted(set(batches))
+    line, why = None, ""
+    if derivable and len(ordered) >= 4:
+        high, middle = ordered[-1], ordered[len(ordered) // 2]
+        # the smallest batch may be off the line (a size-1 dimension broadcasts and views
+        # differently): then the next one is tried, when a point is left to derive
+        for low in ordered[:2] if len(ordered) >= 5 else ordered[:1]:
+            candidate = Line(analyse(low), analyse(high))
+            if candidate.agrees(analyse(middle)):
+                line = candidate
+                break
+            why = f"batch {middle} is not on the line through batches {low} and {high}"
+    found = {}
+    for batch in ordered:
+        derived = line.at(batch, tuple(analysed.values())) if line is not None and batch not in analysed else None
+        found[batch] = derived or analyse(batch).point
+    where = f" (sequence length {seq})" if seq is not None else ""
+    by_line = [b for b in ordered if found[b].derived]
+    if line is not None:
+        low, high = line.lo.point.batch, line.hi.point.batch
+        notes = [
+            f"{_batches(sorted(analysed))} analysed{where}; {_batches(by_line) or 'none'} derived from the line "
+            f"through batches {low} and {high}: every event of the memory timeline of batch {middle}, "
+            "and every figure, on it to the byte"
+        ]
+    elif why:
+        notes = [f"every batch analysed{where}: {why} (the memory is not affine in the batch)"]
+    else:
+        notes = [f"every batch analysed{where}"]
+    return [found[b] for b in batches], notes
+
+
+def _batches(values: list[int]) -> str:
+    return ("batch " if len(values) == 1 else "batches ") + ", ".join(map(str, values)) if values else ""
 
 
 def _positive(values: Iterable[int], what: str) -> list[int]:

@@ -10,6 +10,7 @@ when the first count is partial.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ class Counted:
     failures: tuple[tuple[str, str], ...] = ()
 
 
-def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Options) -> Counted:
+def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Options, batch_dims: Any = None) -> Counted:
     """Capture and count ``model``: the first capture, unless its count is partial.
 
     ``method="auto"`` must not report partial totals when another tier counts every op
@@ -44,8 +45,11 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
     uncounted, the remaining tiers are captured and counted in turn, and the first whose
     count is complete is kept; if none is, the first. Which, and why, goes to the
     notes. A count without uncounted ops (the common case) costs nothing more.
+    ``batch_dims``: as for :func:`~fxinspect.capture.captures`.
     """
-    attempts = captures(model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules)
+    attempts = captures(
+        model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules, batch_dims=batch_dims
+    )
     first = count_with(next(attempts), model, options)
     missing = uncounted(first.result)
     if not missing or options.method != Method.AUTO:

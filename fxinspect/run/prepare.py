@@ -44,7 +44,7 @@ from ..choices import Choice
 from ..errors import InputError
 from ..guard import preserved
 from .lazy import materialized, materialized_in_place
-from .virtual import virtual
+from .virtual import fake_inputs, virtual
 
 __all__ = ["Lazy", "Prepared", "prepared", "unwrapped"]
 
@@ -65,6 +65,13 @@ class Prepared:
     kwargs: dict
     virtual: bool  # fake tensors: no data, no timing
     notes: tuple[str, ...]  # what the step did, for ``report.capture.notes``
+    mode: Any = None  # the FakeTensorMode of a virtual run
+
+    def converted(self, example_inputs: Any, kwargs: dict | None = None) -> tuple[tuple, dict]:
+        """Other example inputs as this run takes them: normalised, and fake copies in
+        its mode when it is virtual (a sweep runs one prepared model on many sizes)."""
+        args, kw = normalize(example_inputs, kwargs)
+        return fake_inputs((args, kw), self.mode) if self.mode is not None else (args, kw)
 
 
 def unwrapped(model: Any, caller: str = "analyze") -> tuple[torch.nn.Module, list[str]]:
@@ -113,4 +120,4 @@ def prepared(
             yield Prepared(target, args, kw, False, tuple(notes))
             return
         with virtual(target, args, kw, device) as run:
-            yield Prepared(run.model, run.args, run.kwargs, run.virtual, tuple(notes + run.notes))
+            yield Prepared(run.model, run.args, run.kwargs, run.virtual, tuple(notes + run.notes), run.mode)

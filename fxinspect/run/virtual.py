@@ -57,7 +57,7 @@ from ..errors import InputError
 from ..options import meta_device
 from ..tensors import has_data
 
-__all__ = ["VirtualRun", "fake_copy", "is_virtual", "virtual", "virtual_device"]
+__all__ = ["VirtualRun", "fake_copy", "fake_inputs", "is_virtual", "virtual", "virtual_device"]
 
 HOST = torch.device("cpu")
 """Where a fake copy of a ``meta`` tensor pretends to live (what a real run would use)."""
@@ -137,7 +137,8 @@ def fake_copy(model: torch.nn.Module, mode: FakeTensorMode) -> torch.nn.Module:
         ) from exc
 
 
-def _fake_inputs(value: Any, mode: FakeTensorMode) -> Any:
+def fake_inputs(value: Any, mode: FakeTensorMode) -> Any:
+    """``value`` with every tensor in it a fake copy in ``mode``."""
     return pytree.tree_map_only(torch.Tensor, lambda t: fake_like(t, mode), value)
 
 
@@ -183,7 +184,7 @@ def virtual(
         return
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake_model = fake_copy(model, mode)
-    fake_args, fake_kwargs = _fake_inputs((tuple(args), dict(kwargs)), mode)
+    fake_args, fake_kwargs = fake_inputs((tuple(args), dict(kwargs)), mode)
     run = VirtualRun(fake_model, fake_args, fake_kwargs, True, mode, [_note(model, dev, fake_model)])
     with mode:
         yield run

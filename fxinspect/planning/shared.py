@@ -1,0 +1,163 @@
+"""One capture for every batch size of a sweep: the model prepared and captured once.
+
+An export capture is specialised to the shapes it saw, unless told which dimensions
+follow the batch: then ``torch.export`` keeps the batch a symbol and checks that the
+model computes the same way at every batch from 2 (it assumes, without checking, that
+the batch is not 1). A symbolic capture runs at any size already. :func:`shared_capture`
+prepares the model once (on meta, one fake copy), finds the dimensions that follow the
+batch by building the inputs at two sizes (each such dimension equal to the batch at
+both), captures once at the largest batch and analyses every other point on that
+program with its own inputs. A point it cannot serve is captured on its own, in the
+same prepared run, and :attr:`Shared.notes` says which and why: batch 1 under export,
+every point of a capture that came out specialised (the eager tier, a model that fixes
+its batch), inputs whose structure changes with the batch.
+
+>>> import torch
+>>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+>>> with shared_capture(model, lambda b: torch.randn(b, 8), None, {"timing": False}, [1, 2, 4]) as shared:
+...     points = [shared.analysed(b)[1] for b in (4, 2, 1)]
+>>> [p.macs for p in points], shared.notes                # 8*4 MACs a sample
+([128, 64, 32], ['one symbolic capture served batches 1, 2, 4'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..analyze import _no_gc_pauses, report_of
+from ..capture import Method, flat_inputs, normalize
+from ..options import Options
+from ..report import Report
+from ..run.choose import Counted, count_best, count_with
+from ..run.passes.time_model import TimeModelPricing
+from ..run.prepare import prepared
+from .points import StepPoint, point_of
+
+__all__ = ["Shared", "batch_dims", "shared_capture"]
+
+
+def batch_dims(small: Any, large: Any, b_small: int, b_large: int) -> tuple[tuple[int, ...], ...] | None:
+    """Per tensor input, the dimensions that follow the batch, found from the inputs at two
+    batch sizes; ``None`` when the structure differs, a non-tensor input changes, or a size
+    that changes is not the batch itself."""
+    leaves_s, spec_s = pytree.tree_flatten(small)
+    leaves_l, spec_l = pytree.tree_flatten(large)
+    if spec_s != spec_l:
+        return None
+    dims = []
+    for s, big in zip(leaves_s, leaves_l):
+        if not isinstance(s, torch.Tensor):
+            if isinstance(big, torch.Tensor) or s != big:
+                return None
+            continue
+        if not isinstance(big, torch.Tensor) or s.dim() != big.dim():
+            return None
+        changed = tuple(d for d in range(s.dim()) if s.shape[d] != big.shape[d])
+        if any((s.shape[d], big.shape[d]) != (b_small, b_large) for d in changed):
+            return None
+        dims.append(changed)
+    return tuple(dims) if any(dims) else None
+
+
+class Shared:
+    """Analyses points of one prepared model, on one capture where it serves."""
+
+    def __init__(
+        self,
+        run: Any,
+        opts: Options,
+        make: Callable[[int], tuple[tuple, dict]],
+        first: int,
+        counted: Counted,
+        seq: int | None,
+    ) -> None:
+        """``make(batch)``: the ``(args, kwargs)`` of a point, as ``run`` takes them."""
+        self.run, self.opts, self.make, self.first, self.counted, self.seq = run, opts, make, first, counted, seq
+        self.pricing = TimeModelPricing.planned(opts)
+        cap = counted.program.capture
+        self.general = cap.method != Method.EAGER and cap.inputs.batch_dims is not None
+        self.served: list[int] = []
+        self.own: dict[int, str] = {}  # batch -> why it was captured on its own
+
+    def analysed(self, batch: int) -> tuple[Report, StepPoint]:
+        """The report and point of ``batch``."""
+        counted = self._counted(batch)
+        report = report_of(self.run, counted, self.opts, self.pricing)
+        return report, point_of(report, batch, self.seq)
+
+    def _counted(self, batch: int) -> Counted:
+        if batch == self.first:
+            self.served.append(batch)
+            return self.counted
+        args, kwargs = self.make(batch)
+        why = self._why_own(batch)
+        if why is None:
+            cap = self.counted.program.capture
+            inputs, _ = flat_inputs(self.run.model, args, kwargs)
+            if inputs.names == cap.inputs.names:
+                shared = dataclasses.replace(cap, inputs=dataclasses.replace(inputs, batch_dims=cap.inputs.batch_dims))
+                counted = count_with(shared, self.run.model, self.opts)
+                self.served.append(batch)
+                return dataclasses.replace(counted, notes=self.counted.notes, failures=self.counted.failures)
+            why = "its inputs are named differently"
+        self.own[batch] = why
+        return count_best(self.run.model, args, kwargs, self.opts)
+
+    def _why_own(self, batch: int) -> str | None:
+        if not self.general:
+            method = self.counted.program.method
+            return (
+                "the eager tier's capture is one executed path"
+                if method == Method.EAGER
+                else "the capture fixes the batch"
+            )
+        lowest = self.counted.program.capture.inputs.batch_min
+        return f"the capture serves batches from {lowest}" if batch < lowest else None
+
+    @property
+    def notes(self) -> list[str]:
+        """Which points the capture served, and which were captured on their own, why."""
+        method = self.counted.program.method
+        served = ", ".join(map(str, sorted(self.served)))
+        said = [f"one {method} capture served {'batches' if len(self.served) > 1 else 'batch'} {served}"]
+        for why in dict.fromkeys(self.own.values()):
+            batches = [b for b, w in self.own.items() if w == why]
+            said.append(
+                f"{'batches' if len(batches) > 1 else 'batch'} {', '.join(map(str, batches))} captured on its own ({why})"
+            )
+        return ["; ".join(said)]
+
+
+@contextlib.contextmanager
+def shared_capture(
+    model: torch.nn.Module,
+    make_inputs: Callable[..., Any],
+    seq: int | None,
+    options: dict[str, Any],
+    batches: list[int],
+) -> Iterator[Shared]:
+    """Prepare ``model`` once and capture it once, at the largest of ``batches``, for
+    every batch size it can serve (see the module)."""
+    extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
+    opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
+    where = torch.device("meta") if str(options.get("device")) == "meta" else contextlib.nullcontext()
+
+    def make(batch: int) -> Any:
+        with where:
+            return make_inputs(batch) if seq is None else make_inputs(batch, seq)
+
+    sizes = sorted(set(batches))
+    first = sizes[-1]
+    example = make(first)
+    dims = None
+    if len(sizes) >= 2:
+        dims = batch_dims(normalize(make(sizes[-2]), extra), normalize(example, extra), sizes[-2], first)
+    with _no_gc_pauses(), prepared(model, example, extra, device=opts.device) as run:
+        counted = count_best(run.model, run.args, run.kwargs, opts, batch_dims=dims)
+        yield Shared(run, opts, lambda batch: run.converted(make(batch), extra), first, counted, seq)
