@@ -13,7 +13,8 @@ training steps with SGD, a plan for budgets at 50 % and 75 % of the unplanned
   from the unplanned report alone.
 
 ``sweep`` (item 1): Llama-2-70B's training step with AdamW over 8 batch sizes on the
-meta device, with the wall time.
+meta device, with the wall time, the table and the sweep's notes (which points shared
+the capture, which were analysed and which derived).
 """
 
 from __future__ import annotations
