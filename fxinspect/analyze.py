@@ -33,7 +33,7 @@ from .run.prepare import Prepared, prepared
 from .run.program import InstrumentedProgram
 from .tensors import has_data
 
-__all__ = ["LATER_PASSES", "analyze", "instrument", "report_of"]
+__all__ = ["LATER_PASSES", "analyze", "instrument", "no_gc_pauses", "report_of"]
 
 LATER_PASSES = (TimingPass, BackwardPass, MemoryPass)
 """The passes after the counting run, in the order they run; each plans itself from the
@@ -94,7 +94,7 @@ def analyze(
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).
     """
     opts = Options.of("analyze", options)
-    with _no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
+    with no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
         pricing = TimeModelPricing.planned(opts)  # (a device spec resolved, or refused, before any run)
         counted = count_best(run.model, run.args, run.kwargs, opts)
         return report_of(run, counted, opts, pricing)
@@ -128,7 +128,7 @@ def report_of(run: Prepared, counted: Counted, opts: Options, pricing: TimeModel
 
 
 @contextlib.contextmanager
-def _no_gc_pauses():
+def no_gc_pauses():
     """Hold the cyclic garbage collector for the duration of the call.
 
     Tracing and assembling a large graph allocate hundreds of thousands of small

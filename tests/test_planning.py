@@ -206,6 +206,15 @@ def test_a_model_that_treats_batch_1_apart_gets_its_own_capture_there():
     assert two.flops - 2 * one.flops == 2 * (4 + 4)
 
 
+def test_inputs_that_grow_other_than_the_batch_get_a_capture_each():
+    model = mlp()
+    s = fxinspect.sweep(model, lambda b: torch.randn(2 * b, 64), [1, 2, 3], backward=True)  # two rows a sample
+    notes = " ".join(s.notes)
+    assert "batches 1, 2 captured on its own (the inputs' sizes do not follow the batch alone)" in notes
+    # each point is the step of its own inputs: 2b rows of 64 -> 256 -> 10 MACs, forward and weights
+    assert [p.macs for p in s.points] == [2 * b * (2 * (64 * 256 + 256 * 10) + 256 * 10) for b in (1, 2, 3)]
+
+
 def test_a_step_not_affine_in_the_batch_has_every_point_analysed():
     model = _Contrastive()
     s = fxinspect.sweep(model, lambda b: torch.randn(b, 16), [2, 4, 6, 8], backward=True)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from ..analyze import _no_gc_pauses, report_of
+from ..analyze import no_gc_pauses, report_of
 from ..capture import Method, flat_inputs, normalize
 from ..options import Options
 from ..report import Report
@@ -76,9 +76,12 @@ class Shared:
         first: int,
         counted: Counted,
         seq: int | None,
+        asked: bool,
     ) -> None:
-        """``make(batch)``: the ``(args, kwargs)`` of a point, as ``run`` takes them."""
+        """``make(batch)``: the ``(args, kwargs)`` of a point, as ``run`` takes them;
+        ``asked``: whether the capture was asked to serve every batch."""
         self.run, self.opts, self.make, self.first, self.counted, self.seq = run, opts, make, first, counted, seq
+        self.asked = asked
         self.pricing = TimeModelPricing.planned(opts)
         cap = counted.program.capture
         self.general = cap.method != Method.EAGER and cap.inputs.batch_dims is not None
@@ -87,8 +90,9 @@ class Shared:
 
     def analysed(self, batch: int) -> tuple[Report, StepPoint]:
         """The report and point of ``batch``."""
-        counted = self._counted(batch)
-        report = report_of(self.run, counted, self.opts, self.pricing)
+        with no_gc_pauses():  # (as analyze: the collector runs between points, not inside one)
+            counted = self._counted(batch)
+            report = report_of(self.run, counted, self.opts, self.pricing)
         return report, point_of(report, batch, self.seq)
 
     def _counted(self, batch: int) -> Counted:
@@ -111,12 +115,12 @@ class Shared:
 
     def _why_own(self, batch: int) -> str | None:
         if not self.general:
-            method = self.counted.program.method
-            return (
-                "the eager tier's capture is one executed path"
-                if method == Method.EAGER
-                else "the capture fixes the batch"
-            )
+            cap = self.counted.program.capture
+            if cap.method == Method.EAGER:
+                return "the eager tier's capture is one executed path"
+            if self.asked:  # export could not keep the batch a symbol (its note says why)
+                return "the capture fixes the batch"
+            return "the inputs' sizes do not follow the batch alone"
         lowest = self.counted.program.capture.inputs.batch_min
         return f"the capture serves batches from {lowest}" if batch < lowest else None
 
@@ -124,8 +128,11 @@ class Shared:
     def notes(self) -> list[str]:
         """Which points the capture served, and which were captured on their own, why."""
         method = self.counted.program.method
-        served = ", ".join(map(str, sorted(self.served)))
-        said = [f"one {method} capture served {'batches' if len(self.served) > 1 else 'batch'} {served}"]
+        served = sorted(set(self.served))
+        where = f" (sequence length {self.seq})" if self.seq is not None else ""
+        said = [
+            f"one {method} capture{where} served {'batches' if len(served) > 1 else 'batch'} {', '.join(map(str, served))}"
+        ]
         for why in dict.fromkeys(self.own.values()):
             batches = [b for b, w in self.own.items() if w == why]
             said.append(
@@ -158,6 +165,8 @@ def shared_capture(
     dims = None
     if len(sizes) >= 2:
         dims = batch_dims(normalize(make(sizes[-2]), extra), normalize(example, extra), sizes[-2], first)
-    with _no_gc_pauses(), prepared(model, example, extra, device=opts.device) as run:
-        counted = count_best(run.model, run.args, run.kwargs, opts, batch_dims=dims)
-        yield Shared(run, opts, lambda batch: run.converted(make(batch), extra), first, counted, seq)
+    with prepared(model, example, extra, device=opts.device) as run:
+        with no_gc_pauses():
+            counted = count_best(run.model, run.args, run.kwargs, opts, batch_dims=dims)
+        convert = lambda batch: run.converted(make(batch), extra)  # noqa: E731
+        yield Shared(run, opts, convert, first, counted, seq, dims is not None)

@@ -182,6 +182,7 @@ def _swept(
 
 
 def _points(shared: Shared, batches: list[int], seq: int | None, derivable: bool) -> tuple[list[StepPoint], list[str]]:
+    """The points of ``batches``: analysed on ``shared``, or derived on a checked line."""
     analysed: dict[int, Analysed] = {}
 
     def analyse(batch: int) -> Analysed:
