@@ -55,10 +55,14 @@ class BatchFit:
         return self.point.dominant if self.point is not None else ""
 
     def __str__(self) -> str:
+        notes = [f"note: {n}" for n in self.notes]
         if self.batch == 0:
-            return (
-                f"no batch fits {self.budget}: batch {self.next_point.batch} needs {units.nbytes(self.next_peak)}, "
-                f"most of it {self.next_point.dominant}"
+            return "\n".join(
+                [
+                    f"no batch fits {self.budget}: batch {self.next_point.batch} needs "
+                    f"{units.nbytes(self.next_peak)}, most of it {self.next_point.dominant}",
+                    *notes,
+                ]
             )
         parts = ", ".join(
             f"{name} {units.nbytes(size)}"
@@ -68,10 +72,13 @@ class BatchFit:
         if self.next_peak is not None:
             over = self.next_peak - self.budget.usable
             after = f"; batch {self.batch + 1}: {units.nbytes(self.next_peak)} ({units.nbytes(over)} over)"
-        return (
-            f"batch {self.batch} fits {self.budget}: peak {units.nbytes(self.peak)}{after}\n"
-            f"largest parts at batch {self.batch}: {parts}\n"
-            f"{units.plural(len(self.tried), 'step')} analysed"
+        return "\n".join(
+            [
+                f"batch {self.batch} fits {self.budget}: peak {units.nbytes(self.peak)}{after}",
+                f"largest parts at batch {self.batch}: {parts}",
+                f"{units.plural(len(self.tried), 'step')} analysed",
+                *notes,
+            ]
         )
 
 

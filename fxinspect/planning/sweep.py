@@ -103,7 +103,7 @@ class Sweep:
         return tabulate(cells, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=align)
 
     def __str__(self) -> str:
-        return self.table()
+        return "\n".join([self.table(), *(f"note: {n}" for n in self.notes)])
 
     def to_dataframe(self):
         """The rows as a ``pandas.DataFrame`` (pandas is an optional extra)."""
