@@ -69,6 +69,19 @@ def _values(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     return x
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["+0.0 only", "-0.0 only"])
+def test_zeros_of_one_sign_beside_subnormals_are_counted_exactly(sign):
+    """Zeros are counted from the bits alone when no value has the sign bit (a ReLU's
+    output), with the sign shifted out otherwise; subnormals are never zeros."""
+    x = sign * torch.relu(torch.randn(100_000, generator=torch.Generator().manual_seed(0)))
+    x[:3] = sign * torch.finfo(torch.float32).tiny / torch.tensor([2.0, 4.0, 8.0])  # subnormals, not zeros
+    h = log2_histogram(x)
+    exps, signs, zeros, *_ = _reference(x)
+    assert h.zeros == zeros == int((x == 0).sum()) > 40_000
+    counts = h.positive if sign > 0 else h.negative
+    assert list(counts) == [int((exps == h.low + i).sum()) for i in range(len(counts))]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
 def test_small_tensors_binned_together_equal_each_binned_alone_and_numpy(dtype):
     from fxinspect.training.binning import SmallBatch

@@ -89,8 +89,11 @@ def log2_histogram(t: torch.Tensor, pending: bool = False, scratch: dict | None 
     (pos_low, pos_top), (neg_low, neg_top) = counts.view(2, fields)[:, :: fields - 1].tolist()
     zeros = 0
     if pos_low + neg_low:  # zeros or subnormals; a zero's bits but the sign are 0
-        # (an integer pass: count_nonzero over floats is 10x slower)
-        zeros = x.numel() - int(torch.count_nonzero(torch.bitwise_left_shift(bits, 1, out=buffer)))
+        # (integer passes: count_nonzero over floats is 10x slower)
+        if neg_low:  # -0.0 may be among them: count with the sign bit shifted out
+            zeros = x.numel() - int(torch.count_nonzero(torch.bitwise_left_shift(bits, 1, out=buffer)))
+        else:  # no negative zero: +0.0 is the one value whose bits are all 0 (a ReLU's output: 8x faster)
+            zeros = x.numel() - int(torch.count_nonzero(bits))
     found = PendingHistogram(counts, mantissa, fields, zeros, None, None, x.numel())
     _split_shared(found, x, pos_low + neg_low, pos_top + neg_top)
     return found if pending else found.read()
