@@ -159,7 +159,9 @@ def test_a_sweep_captures_once_and_each_point_equals_its_own_analysis(make, inpu
     program at every batch it can serve; each point equals a fresh analysis of its own."""
     model = make()
     options = {"backward": True, "optimizer": torch.optim.AdamW, "timing": False, "device": "meta"}
+    before = state_fingerprint(model)
     s = fxinspect.sweep(model, inputs, batches, derive=False, **options)
+    assert_same_state(before, state_fingerprint(model))  # one prepared copy for every point; the model as it was
     for point in s.points:
         alone = analysed_point(model, inputs, point.batch, None, options)[1]
         assert point == alone, point.batch
