@@ -217,6 +217,36 @@ def test_inputs_that_grow_other_than_the_batch_get_a_capture_each():
     assert [p.macs for p in s.points] == [2 * b * (2 * (64 * 256 + 256 * 10) + 256 * 10) for b in (1, 2, 3)]
 
 
+def test_points_held_by_the_optimizer_step_and_by_the_run_are_derived_on_one_line():
+    """A small Llama with AdamW: at small batches the optimizer's step is the higher
+    point, at large ones the run's, whose peak moves to another event. The line checks
+    the timeline and the figures; what holds a derived peak comes from two analysed
+    steps on the line whose peaks are made the same way."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+    )
+    model = LlamaForCausalLM(config).train()
+    inputs = lambda b: {"input_ids": torch.zeros(b, 32, dtype=torch.long)}  # noqa: E731
+    options = {"backward": True, "optimizer": torch.optim.AdamW, "loss_fn": lambda out: out.logits.sum()}
+    batches = [1, 2, 3, 4, 5, 6, 8, 12]
+    derived = fxinspect.sweep(model, inputs, batches, **options)
+    analysed = fxinspect.sweep(model, inputs, batches, derive=False, **options)
+    for d, a in zip(derived.points, analysed.points, strict=True):
+        assert d.composition == a.composition and d == dataclasses.replace(a, derived=d.derived)
+    by_optimizer = [p for p in derived.points if "optimizer step" in p.composition]
+    assert by_optimizer and any(p.derived for p in by_optimizer)  # held by the optimizer's step, derived
+    assert by_optimizer[-1].batch < derived.points[-1].batch and "optimizer step" not in derived.points[-1].composition
+    assert "derived from the line through batches 2 and 12" in " ".join(derived.notes)
+
+
 def test_a_step_not_affine_in_the_batch_has_every_point_analysed():
     model = _Contrastive()
     s = fxinspect.sweep(model, lambda b: torch.randn(b, 16), [2, 4, 6, 8], backward=True)

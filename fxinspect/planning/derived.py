@@ -58,6 +58,7 @@ class Line:
 
     def __init__(self, lo: Analysed, hi: Analysed) -> None:
         self.lo, self.hi = (lo, hi) if lo.point.batch < hi.point.batch else (hi, lo)
+        self._checked: dict[int, bool] = {}  # batch -> whether that analysed step is on the line
         a, b = self.lo.memory.timeline, self.hi.memory.timeline
         # the same events in the same order: each op index alike (sizes may differ)
         self.aligned = (
@@ -86,14 +87,33 @@ class Line:
         """The step at ``batch``, derived, or ``None`` when it cannot be derived exactly.
 
         The peak is the highest point of the derived timeline. What holds it is known
-        where an analysed step peaked at the same event: each part is affine in the batch
-        too, so two such steps (the line's ends or ``known`` ones) give it.
+        where an analysed step peaked at the same event (or, when the optimizer's step is
+        the higher point, where an analysed step's was too): each part is affine in the
+        batch, so two such steps (the line's ends or ``known`` ones) give it.
         """
+        found = self._figures(batch)
+        if found is None:
+            return None
+        point, event = found
+        on_line = tuple(s for s in known if self._on_line(s))  # (a step off it may be made otherwise)
+        parts = self._parts(point, event, (self.lo, self.hi, *on_line))
+        return None if parts is None else dataclasses.replace(point, composition=parts, derived=True)
+
+    def _on_line(self, step: Analysed) -> bool:
+        """Whether ``step``'s timeline is the line's at its batch, event for event."""
+        batch = step.point.batch
+        if batch not in self._checked:
+            lives = self.timeline(batch) if len(step.memory.timeline) == len(self.lo.memory.timeline) else None
+            self._checked[batch] = lives == [live for _, live in step.memory.timeline]
+        return self._checked[batch]
+
+    def _figures(self, batch: int) -> tuple[StepPoint, int] | None:
+        """The point at ``batch`` without the make-up of its peak, and the timeline's event
+        where the run peaks (``None`` where a figure would not be a whole number)."""
         lives = self.timeline(batch)
         if lives is None:
             return None
         peak = max(lives)
-        event = lives.index(peak)
         lo, hi = self.lo, self.hi
         at = lambda low, high: _affine(lo.point.batch, low, hi.point.batch, high, batch)  # noqa: E731
         m_lo, m_hi = lo.memory, hi.memory
@@ -107,23 +127,7 @@ class Line:
             if held is None or step is None:
                 return None
             total = max(total, resident + held + step)
-        run_peaks = total == resident + peak
-        alike = {s.point.batch: s for s in (lo, hi, *known) if s.peak_event == event and s.run_peaks == run_peaks}
-        if len(alike) < 2:
-            return None  # what holds this peak is known at fewer than two analysed steps
-        a, b = list(alike.values())[:2]
-        parts = {}
-        for name in dict.fromkeys([*a.point.composition, *b.point.composition]):
-            size = _affine(
-                a.point.batch, a.point.composition.get(name, 0), b.point.batch, b.point.composition.get(name, 0), batch
-            )
-            if size is None:
-                return None
-            if size:
-                parts[name] = size
-        if sum(parts.values()) != total:
-            return None
-        return dataclasses.replace(
+        point = dataclasses.replace(
             lo.point,
             batch=batch,
             flops=flops,
@@ -131,17 +135,48 @@ class Line:
             peak=peak,
             total_peak=total,
             resident=resident,
-            composition=parts,
-            derived=True,
+            composition={},
         )
+        return point, lives.index(peak)
+
+    @staticmethod
+    def _parts(point: StepPoint, event: int, steps: tuple[Analysed, ...]) -> dict[str, int] | None:
+        """What holds ``point``'s total peak, from two of ``steps`` whose peak is made the
+        same way (``None`` when fewer than two are)."""
+        run_peaks = point.total_peak == point.resident + point.peak
+        # the run's peak is made of what is alive at its event; the optimizer step's, of
+        # what the backward left and the step itself, whatever event the run peaked at
+        alike = {
+            s.point.batch: s
+            for s in steps
+            if s.point.batch != point.batch and s.run_peaks == run_peaks and (s.peak_event == event or not run_peaks)
+        }
+        if len(alike) < 2:
+            return None
+        a, b = list(alike.values())[:2]
+        parts = {}
+        for name in dict.fromkeys([*a.point.composition, *b.point.composition]):
+            got = (a.point.composition.get(name, 0), b.point.composition.get(name, 0))
+            size = _affine(a.point.batch, got[0], b.point.batch, got[1], point.batch)
+            if size is None:
+                return None
+            if size:
+                parts[name] = size
+        return parts if sum(parts.values()) == point.total_peak else None
 
     def agrees(self, third: Analysed) -> bool:
-        """Whether an analysed step lies on the line: every event of its timeline and every
-        figure of its point (the make-up of its peak included) as derived."""
-        derived = self.at(third.point.batch, (third,))
-        if derived is None or [live for _, live in third.memory.timeline] != self.timeline(third.point.batch):
+        """Whether an analysed step lies on the line: every event of its timeline, every
+        figure of its point, and the make-up of its peak where two other analysed steps
+        peaked the same way (where none did, it is what later points derive theirs from)."""
+        batch = third.point.batch
+        found = self._figures(batch)
+        if found is None or [live for _, live in third.memory.timeline] != self.timeline(batch):
             return False
-        return dataclasses.replace(derived, derived=False) == third.point
+        point, event = found
+        if dataclasses.replace(point, composition=third.point.composition) != third.point:
+            return False
+        parts = self._parts(point, event, (self.lo, self.hi))
+        return parts is None or parts == third.point.composition
 
 
 def _held(memory: MemoryRecord) -> int:
