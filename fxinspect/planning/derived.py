@@ -22,6 +22,7 @@ whose make-up neither analysed step knows), and that point is then analysed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from ..records import MemoryRecord
@@ -47,7 +48,7 @@ class Analysed:
         """Whether the run's peak is the step's (not the optimizer's ``step()``)."""
         return self.point.total_peak == self.point.resident + self.point.peak
 
-    @property
+    @functools.cached_property  # (a scan of the timeline: asked for every point derived)
     def peak_event(self) -> int:
         """The timeline's index where the run's peak is first reached."""
         return next(i for i, (_, live) in enumerate(self.memory.timeline) if live == self.memory.peak)

@@ -99,7 +99,7 @@ def _key(optimizer: Any, params: list[torch.Tensor]) -> tuple:
     kind = optimizer if isinstance(optimizer, type) else type(optimizer)
     settings = repr(sorted(optimizer.defaults.items())) if isinstance(optimizer, torch.optim.Optimizer) else ""
     shapes = tuple((tuple(p.shape), tuple(p.stride()), p.dtype, str(p.device), p.layout) for p in params)
-    return kind, settings, shapes, tuple(has_data(p) for p in params[:1])
+    return kind, settings, shapes, all(has_data(p) for p in params)  # (real ones may take the fallback)
 
 
 def _footprint(optimizer: Any, params: list[torch.Tensor]) -> tuple[str, int, int]:
