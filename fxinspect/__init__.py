@@ -12,6 +12,7 @@ from . import devices
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
+from .parallel import Parallel
 from .planning import BatchFit, Budget, CheckpointPlan, StepPoint, Sweep, checkpoint_plan, max_batch, sweep
 from .records import (
     AtenCall,
@@ -63,6 +64,7 @@ __all__ = [
     "NodeExecutionError",
     "NodeRecord",
     "NonFinite",
+    "Parallel",
     "Report",
     "SharedParameter",
     "Stash",

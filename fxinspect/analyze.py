@@ -21,6 +21,7 @@ import torch
 
 from .capture import capture
 from .options import CAPTURE_OPTIONS, Options, signature_of
+from .parallel.step import rank_counted
 from .report import Report
 from .run.assemble import report_fields
 from .run.choose import Counted, count_best
@@ -85,6 +86,11 @@ def analyze(
         estimate (it does not see scratch a kernel allocates and frees inside one op).
     optimizer : a ``torch.optim.Optimizer`` class or instance: its state and step are
         added to the training memory (``report.memory.total_peak``). Needs ``backward``.
+    parallel : a :class:`fxinspect.Parallel` (``Parallel.fsdp(world_size)``,
+        ``Parallel.tp(world_size, plan)``, or ``Parallel(mesh, apply)`` for the user's own
+        wrapping): the report is of one rank's step, run on fake tensors over torch's fake
+        process group (see ``fxinspect.parallel``), with every collective it issued in
+        ``report.communication``.
     device_spec : a device to predict each node's latency on (``predicted_latency``, see
         ``fxinspect.run.passes.time_model``): a preset of ``fxinspect.devices``
         (``"h100-sxm"``, or a driver's name as ``torch.cuda.get_device_name()`` gives it),
@@ -96,7 +102,10 @@ def analyze(
     opts = Options.of("analyze", options)
     with no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
         pricing = TimeModelPricing.planned(opts)  # (a device spec resolved, or refused, before any run)
-        counted = count_best(run.model, run.args, run.kwargs, opts)
+        if opts.parallel is not None:
+            counted = rank_counted(run, opts)
+        else:
+            counted = count_best(run.model, run.args, run.kwargs, opts)
         return report_of(run, counted, opts, pricing)
 
 

@@ -26,6 +26,7 @@ from .graph import to_networkx
 from .records import ReportRecord
 from .views import exports
 from .views.breakdown import plot_breakdown as _plot_breakdown
+from .views.communication import communication_table as _communication_table
 from .views.diagram import plot as _plot
 from .views.diff import diff as _diff
 from .views.explorer import to_html as _to_html
@@ -67,6 +68,13 @@ class Report(ReportRecord):
     def table(self, by: str = "module", **options: Any) -> str:
         """A text table of modules, ops or nodes; see ``fxinspect.views.table.table``."""
         return _table(self, by=by, **options)
+
+    def communication_table(self, by: str = "module", tablefmt: str = "simple") -> str:
+        """A parallel step's collectives (``analyze(..., parallel=...)``) by module or by
+        call; see ``fxinspect.views.communication``."""
+        if self.communication is None:
+            raise ValueError("this report is of a step on one device: analyse with parallel= for its communication")
+        return _communication_table(self.communication, by=by, tablefmt=tablefmt)
 
     def summary(self, width: int | None = 100) -> str:
         """Totals, capture method, uncounted ops and non-finite findings, as text

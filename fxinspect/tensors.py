@@ -41,8 +41,28 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The tensor this process holds: a ``DTensor``'s local shard, any other tensor itself."""
+    return getattr(t, "_local_tensor", t) if type(t) is not torch.Tensor else t
+
+
+def holds_dtensors(types: tuple) -> bool:
+    """Whether an op's argument types (as a dispatch mode gets them) include a DTensor.
+
+    A dispatch mode sees an op before any tensor subclass does; a mode that returns
+    ``NotImplemented`` for DTensor arguments lets DTensor run it as the local ops and
+    collectives it stands for, which then reach the mode one by one (``CommDebugMode``
+    does the same): the ops, shapes and bytes of what this rank really computes.
+    """
+    for t in types:  # (per op of every run: a loop over one or two types, no generator)
+        if t.__name__ == "DTensor":
+            return True
+    return False
+
+
 def has_data(t: torch.Tensor) -> bool:
-    """False for meta and fake tensors, whose values cannot be read."""
+    """False for meta and fake tensors (and DTensors holding one), whose values cannot be read."""
+    t = local_tensor(t)
     return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
 
 

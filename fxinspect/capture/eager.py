@@ -37,6 +37,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..tensors import holds_dtensors
 from .base import Capture, Method, type_name
 from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
@@ -55,6 +56,8 @@ class _Recorder(TorchDispatchMode):
         self.builder = builder
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if holds_dtensors(types):
+            return NotImplemented  # (DTensor runs it as local ops and collectives: those are recorded)
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.namespace != "prim":  # prim.device & co: fake tensors asking about themselves

@@ -21,6 +21,7 @@ from .analysis import (
     Totals,
     UncountedOp,
 )
+from .communication import Collective, Communication
 from .memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from .nodes import OP_KINDS, AtenCall, ModuleRecord, NodeRecord, OpStatus, TensorMeta, ValueStats
 
@@ -29,6 +30,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "AtenCall",
     "CaptureInfo",
+    "Collective",
+    "Communication",
     "Environment",
     "LiveTensor",
     "MemoryRecord",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..choices import Choice
+from .communication import Communication
 from .fields import Derived, with_figures
 from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
@@ -210,6 +211,7 @@ class ReportRecord:
     grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
     memory: MemoryRecord | None = None  # the memory pass's model and measurement
     time_model: TimeModel | None = None  # the device the predicted latencies are for
+    communication: Communication | None = None  # a parallel step's collectives (one rank's)
     schema_version: int = SCHEMA_VERSION
 
     def node(self, name: str) -> NodeRecord:

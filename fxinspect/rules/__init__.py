@@ -103,6 +103,7 @@ from . import (  # noqa: F401  isort: skip
     free,
     vision,
     hf,
+    distributed,
 )
 
 __all__ = [

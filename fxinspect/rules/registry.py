@@ -79,6 +79,11 @@ class FreeReason(Choice):
     """Allocates or manages storage without writing an element (``empty*``, ``resize_``,
     ``set_``, ``record_stream``). Fills such as ``zeros`` write their result: they are
     counted (:mod:`.movement`), not free."""
+    COMMUNICATION = "communication"
+    """Exchanges data between ranks, or waits for an exchange (collectives,
+    ``wait_tensor``): what it moves is in ``report.communication``, not in a node's bytes."""
+    MARKER = "marker"
+    """Opens or closes a profiler's range (``record_function``): touches no tensor."""
     USER = "user"
     """Declared free by user code that gave no reason: the default of
     :func:`register_free` (fxinspect's own free ops always give theirs)."""

@@ -29,6 +29,7 @@ from .. import rules  # noqa: F401 - importing the package registers every formu
 from ..records import OpStatus
 from ..rules._util import nbytes
 from ..rules.registry import FREE, lookup
+from ..tensors import holds_dtensors
 
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
@@ -76,6 +77,8 @@ class CountingMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.node is IGNORED:
             return func(*args, **kwargs) if kwargs else func(*args)
+        if holds_dtensors(types):
+            return NotImplemented  # (DTensor runs it as local ops, which come back here)
         entry = self._rules.get(func)
         if entry is None:
             # prim ops (prim.device, ...) are queries fake tensors make of themselves,

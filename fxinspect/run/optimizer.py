@@ -25,7 +25,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
 
 from ..errors import InputError
-from ..tensors import has_data, tensors_in
+from ..tensors import has_data, local_tensor, tensors_in
 from .storages import StorageTracker
 from .virtual import fake_like
 
@@ -95,19 +95,21 @@ _FOOTPRINTS: dict[tuple, tuple[str, int, int]] = {}
 
 def _key(optimizer: Any, params: list[torch.Tensor]) -> tuple:
     """What a footprint depends on: the optimizer's class and settings, and each
-    parameter's shape, dtype, device and layout (never its values)."""
+    parameter's shape, dtype, device and layout (never its values); a DTensor's local
+    shard and placements too."""
     kind = optimizer if isinstance(optimizer, type) else type(optimizer)
     settings = repr(sorted(optimizer.defaults.items())) if isinstance(optimizer, torch.optim.Optimizer) else ""
-    shapes = tuple((tuple(p.shape), tuple(p.stride()), p.dtype, str(p.device), p.layout) for p in params)
+    shapes = tuple((tuple(p.shape), tuple(p.stride()), p.dtype, str(p.device), p.layout, *_sharding(p)) for p in params)
     return kind, settings, shapes, all(has_data(p) for p in params)  # (real ones may take the fallback)
 
 
 def _footprint(optimizer: Any, params: list[torch.Tensor]) -> tuple[str, int, int]:
     # a virtual run's parameters are already fake: their mode is active, make the twins in it
-    mode = next((p.fake_mode for p in params if isinstance(p, FakeTensor)), None) or FakeTensorMode()
+    locals_ = [local_tensor(p) for p in params]
+    mode = next((t.fake_mode for t in locals_ if isinstance(t, FakeTensor)), None) or FakeTensorMode()
     fakes = []
     for p in params:
-        fake = fake_like(p, mode)
+        fake = _twin(p, mode)
         with mode:
             fake.grad = torch.zeros_like(fake)
         fakes.append(fake)
@@ -128,8 +130,27 @@ def _footprint(optimizer: Any, params: list[torch.Tensor]) -> tuple[str, int, in
         tracker = _two_steps(opt, [*zeros, *(z.grad for z in zeros)])
     except (RuntimeError, ValueError) as exc:  # the optimizer refuses these parameters or gradients
         raise InputError(f"optimizer={_name(optimizer)} cannot step this model's parameters: {exc}") from None
-    state = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in tensors_in(list(opt.state.values()))}
+    stores = [local_tensor(t).untyped_storage() for t in tensors_in(list(opt.state.values()))]
+    state = {id(s): s.nbytes() for s in stores}
     return type(opt).__name__, sum(state.values()), tracker.peak
+
+
+def _sharding(p: torch.Tensor) -> tuple:
+    local = local_tensor(p)
+    return () if local is p else (tuple(local.shape), tuple(local.stride()), str(p.placements), str(p.device_mesh))
+
+
+def _twin(p: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor:
+    """A fake parameter like ``p``; for a DTensor, a DTensor of a fake local shard on
+    the same mesh and placements (its optimizer steps shard by shard, as the real one)."""
+    local = local_tensor(p)
+    if local is p:
+        return fake_like(p, mode)
+    from torch.distributed.tensor import DTensor
+
+    shard = fake_like(local.detach(), mode)
+    twin = DTensor.from_local(shard, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
+    return torch.nn.Parameter(twin, requires_grad=p.requires_grad)
 
 
 def _name(optimizer: Any) -> str:

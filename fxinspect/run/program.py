@@ -74,6 +74,9 @@ class InstrumentedProgram:
     ones the program calls.
     """
 
+    runs_the_model = False
+    """Whether :meth:`run` runs the model itself (a parallel step) rather than the graph."""
+
     def __init__(self, capture: Capture):
         self.capture = capture
         self.graph_module: fx.GraphModule = capture.graph_module

@@ -39,7 +39,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..records.memory import Phase, Saves
-from ..tensors import tensors_in
+from ..tensors import holds_dtensors, local_tensor, tensors_in
+from . import resizes
 
 __all__ = ["Allocation", "StorageTracker"]
 
@@ -54,11 +55,12 @@ class Allocation:
 
     __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved")
 
-    def __init__(self, node: str | None, t: torch.Tensor, nbytes: int, phase: Phase, born: int) -> None:
+    def __init__(self, node: str | None, shape: Any, dtype: torch.dtype, nbytes: int, phase: Phase, born: int) -> None:
         self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
-        # (a torch.Size holds no tensor; made a tuple by ``shape`` for the few that are read)
-        self._shape = () if t.is_nested else t.shape  # (nested tensors have no one shape)
-        self._dtype = t.dtype
+        # (a torch.Size holds no tensor; made a tuple by ``shape`` for the few that are read;
+        # nested tensors have no one shape: ())
+        self._shape = shape
+        self._dtype = dtype
         self.died: int | None = None
         self.saved = False
 
@@ -76,7 +78,7 @@ class Allocation:
 
 def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
     try:
-        return t.untyped_storage()
+        return local_tensor(t).untyped_storage()
     except (RuntimeError, NotImplementedError):  # sparse, nested or other layouts without one
         return None
 
@@ -116,6 +118,7 @@ class StorageTracker(TorchDispatchMode):
         # "inputs" (only what existed before it); None until saving_hooks() is entered
         self.saves: dict[str, str] | None = None
         self.add_resident(resident)
+        resizes.register(self)
 
     def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
         """Storages that exist before the run (never charged to a node)."""
@@ -137,6 +140,8 @@ class StorageTracker(TorchDispatchMode):
         return ref.entry if ref is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if holds_dtensors(types):
+            return NotImplemented  # (DTensor runs it as local ops, which come back here)
         out = func(*args, **kwargs) if kwargs else func(*args)
         self.observe(func, args, kwargs, out)
         return out
@@ -173,16 +178,7 @@ class StorageTracker(TorchDispatchMode):
                     inputs = _storage_ids(args, kwargs)
                 if key in inputs:
                     continue
-            # a new storage, made by this op (spelled out here: it runs for almost every op)
-            nbytes = st.nbytes()
-            self._events += 1
-            node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
-            entry = Allocation(node, t, nbytes, self.phase, self._events)
-            ref = alive[key] = _Ref(st, self._on_free)
-            ref.entry, ref.key = entry, key
-            self.allocations.append(entry)
-            self.live += nbytes
-            self.timeline.append((self.ops, self.live))
+            self._allocate(st, key, t.shape if not t.is_nested else (), t.dtype, st.nbytes())
         if self.live > self.peak:
             self.peak, self._peak_event = self.live, self._events
             self.peak_node, self.peak_phase = self.current_node() or "", self.phase
@@ -191,7 +187,41 @@ class StorageTracker(TorchDispatchMode):
         """End the run: frees from now on are not part of its timeline."""
         self._stopped = True
 
+    def resized(self, st: torch.UntypedStorage, nbytes: int) -> None:
+        """Take note of a storage resized in place (:mod:`~fxinspect.run.resizes`): its
+        old bytes die, its new bytes are born in the running node. A storage made before
+        the run becomes the run's to follow."""
+        if self._stopped:
+            return
+        key = id(st)
+        self._resident.pop(key, None)
+        ref = self._alive.pop(key, None)
+        if ref is not None:  # (its weak reference stays, with nothing left to free)
+            entry, ref.entry = ref.entry, None
+            self._events += 1
+            entry.died = self._events
+            self.live -= entry.nbytes
+            self.timeline.append((self.ops, self.live))
+        if nbytes:
+            self._allocate(st, key, (nbytes,), torch.uint8, nbytes)
+            if self.live > self.peak:
+                self.peak, self._peak_event = self.live, self._events
+                self.peak_node, self.peak_phase = self.current_node() or "", self.phase
+
+    def _allocate(self, st: torch.UntypedStorage, key: int, shape: Any, dtype: torch.dtype, nbytes: int) -> None:
+        """A new storage of the run, born in the running node."""
+        self._events += 1
+        node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
+        entry = Allocation(node, shape, dtype, nbytes, self.phase, self._events)
+        ref = self._alive[key] = _Ref(st, self._on_free)
+        ref.entry, ref.key = entry, key
+        self.allocations.append(entry)
+        self.live += nbytes
+        self.timeline.append((self.ops, self.live))
+
     def _freed(self, ref: weakref.ref) -> None:
+        if ref.entry is None:  # resized away already (see ``resized``)
+            return
         del self._alive[ref.key]
         if self._stopped:
             return

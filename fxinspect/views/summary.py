@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from .. import formatting as fmt
 from ..records import MemoryRecord, NonFinite, ReportRecord, TensorMeta, TimingInfo
+from .communication import communication_lines
 
 __all__ = ["summary"]
 
@@ -301,6 +302,11 @@ def summary(report: ReportRecord, width: int | None = 100) -> str:
     lines += _timing(report.timing) if report.timing else [_line("latency", f"{fmt.MISSING} (timing did not run)")]
     lines += _predicted(report)
     lines += _memory(report.memory, measurable=not env.virtual) if report.memory else []
+    if report.communication is not None:
+        lines += [
+            _line("collectives" if i == 0 else "", text)
+            for i, text in enumerate(communication_lines(report.communication))
+        ]
     lines += _capture(report)
     lines += _nonfinite(report.nonfinite) if report.nonfinite else []
     if report.grad_nonfinite:

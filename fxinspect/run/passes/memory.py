@@ -45,7 +45,7 @@ from ...capture import module_of
 from ...capture.base import Method
 from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
-from ...tensors import has_data, tensors_in
+from ...tensors import has_data, local_tensor, tensors_in
 from ..allocator import AllocatorWatch
 from ..lifetimes import CallInputs
 from ..model_call import measure_model_call
@@ -60,7 +60,8 @@ __all__ = ["MemoryPass", "ModelledRun"]
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
-    return sum({id(s): s.nbytes() for t in tensors if (s := t.untyped_storage()) is not None}.values())
+    stores = (local_tensor(t).untyped_storage() for t in tensors)
+    return sum({id(s): s.nbytes() for s in stores}.values())
 
 
 def _device(tensors: list[torch.Tensor]) -> torch.device:
@@ -137,7 +138,9 @@ class ModelledRun:
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
         # what the eager model holds past its last use (only the symbolic trace sees frames)
-        self.calls = CallInputs(program.graph, frames_seen=program.method == Method.SYMBOLIC)
+        # (a program that runs the model itself holds what its frames hold: nothing to add)
+        graph = torch.fx.Graph() if program.runs_the_model else program.graph
+        self.calls = CallInputs(graph, frames_seen=program.method == Method.SYMBOLIC)
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None

@@ -1,0 +1,226 @@
+"""One rank's parallel training step, analysed as it really runs.
+
+A parallel model cannot be captured and replayed: FSDP2 gathers each block's
+parameters in hooks around its forward and backward, frees them by resizing their
+storage to nothing, and reduces the gradients in autograd callbacks; none of that is in
+a graph of the forward. So the step is run as the user's script runs it, three times on
+fake tensors over the fake process group:
+
+1. a warm-up step (forward and backward): the lazy initialisation (FSDP's buffers and
+   state) happens here, as in a first training step;
+2. the forward recorded by the eager tier (:mod:`fxinspect.capture.eager`): the graph
+   the report is about, every op with its module;
+3. the analysed step: :class:`StepProgram` runs the model itself, and at each op the
+   recording saw calls the passes' probes with that op's node, so the counting run,
+   the backward and the memory model work as on any capture. Storages resized in place
+   are followed (:mod:`~fxinspect.run.resizes`), and every collective is logged
+   (:class:`~fxinspect.parallel.collectives.CollectiveLog`).
+
+The third step must run the ops the second recorded, in the same order; if it does not
+(a step that changes from one call to the next), the analysis stops and says where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..capture.base import module_of
+from ..capture.eager import trace_eager
+from ..capture.inputs import FlatInputs, flatten_outputs
+from ..errors import FxInspectError
+from ..options import Options
+from ..records.communication import Communication
+from ..run.choose import Counted
+from ..run.passes.backward import default_loss
+from ..run.passes.one_run import counted_run
+from ..run.prepare import Prepared
+from ..run.program import InstrumentedProgram, Probe
+from ..run.resizes import follow_resizes
+from ..tensors import holds_dtensors
+from .collectives import CollectiveLog
+from .group import fake_world
+
+__all__ = ["StepProgram", "rank_counted"]
+
+_SKIPPED = frozenset({"prim", "profiler"})  # not recorded as nodes: queries and range markers
+
+
+class _Matched(TorchDispatchMode):
+    """Calls the probes at each op the recording saw, with that op's node."""
+
+    def __init__(self, order: list[torch.fx.Node], probe: Probe) -> None:
+        super().__init__()
+        self.order, self.probe, self.at = order, probe, 0
+        self.done = False  # the forward has returned
+        self.current: torch.fx.Node | None = None  # the node of the op running, or of the last one
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if holds_dtensors(types):
+            return NotImplemented  # (as the recording: DTensor's local ops come back here)
+        kwargs = kwargs or {}
+        if func.namespace in _SKIPPED:
+            return func(*args, **kwargs)
+        order, at = self.order, self.at
+        if at >= len(order) or order[at].target is not func:
+            if func is torch.ops.aten.detach.default:  # (autograd's own, pruned from the recording)
+                return func(*args, **kwargs)
+            expected = f"{order[at].target} in module {module_of(order[at])[0]!r}" if at < len(order) else "no more ops"
+            raise FxInspectError(
+                f"the analysed step ran {func} as its op {at}, where the recorded step ran {expected}: "
+                "the parallel step changes from one call to the next, so it cannot be analysed op by op"
+            )
+        self.at += 1
+        self.current = order[at]
+        out = func(*args, **kwargs)
+        if self.probe.after is not None:
+            self.probe.after(order[at].name, out)
+        if self.probe.before is not None and at + 1 < len(order):  # (before the next op's autograd node is made)
+            self.probe.before(order[at + 1].name)
+        return out
+
+
+class StepProgram(InstrumentedProgram):
+    """The recorded forward of a parallel step; running it runs the model itself.
+
+    The next node's ``before`` is called right after an op ends, not as it starts: the
+    autograd node of an op is made above the dispatcher, before the op reaches any mode,
+    and the node that owns it must already be open then.
+    """
+
+    runs_the_model = True
+
+    def __init__(self, capture: Any, model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        super().__init__(capture)
+        self.model, self.args, self.kwargs = model, args, kwargs
+        self.order = [
+            n
+            for n in capture.graph_module.graph.nodes
+            if n.op == "call_function"
+            and isinstance(n.target, torch._ops.OpOverload)
+            and n.target.namespace not in _SKIPPED
+        ]
+        self.running: _Matched | None = None
+
+    def run(self, inputs: list[Any], probe: Probe = Probe(), compiled: bool = False) -> Any:  # noqa: B008
+        """Run the model's step forward with ``probe`` at each recorded op (``inputs`` are
+        the prepared ones, always)."""
+        self.running = matched = _Matched(self.order, probe)
+        if self.order and probe.before is not None:
+            probe.before(self.order[0].name)
+        with matched:
+            out = self.model(*self.args, **self.kwargs)
+        matched.done = True
+        if matched.at != len(self.order):
+            raise FxInspectError(
+                f"the analysed step ran {matched.at} of the {len(self.order)} ops the recorded step ran: "
+                "the parallel step changes from one call to the next"
+            )
+        return tuple(flatten_outputs(out)[0])
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The model's parameters as it holds them between steps (sharded ones are
+        DTensors); the recording's constants are FSDP's own working tensors: the
+        gathered parameters, the sharded storage, the communication buffers."""
+        return list(self.model.parameters())
+
+    def buffers(self) -> list[torch.Tensor]:
+        """The model's buffers (see :meth:`parameters`)."""
+        return list(self.model.buffers())
+
+    def compile(self, probe: Probe = Probe()) -> Any:  # noqa: B008
+        raise FxInspectError("a parallel step runs the model itself: it has no generated code")
+
+
+@contextlib.contextmanager
+def _propagation_unseen() -> Iterator[None]:
+    """Keep DTensor's shape propagation out of the analysis.
+
+    On a cache miss DTensor runs each op once more on fake tensors of the *global*
+    shapes, to learn its output's shape; that is bookkeeping, not this rank's work, but
+    our dispatch modes would price it and follow its storages. While the block runs it
+    happens with no mode of ours on the stack.
+    """
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def unseen(self: Any, op_schema: Any) -> Any:
+        with _disable_current_modes():
+            return original(self, op_schema)
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = unseen
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original
+
+
+def _issuer(paths: dict[int, str]) -> str | None:
+    """The module whose FSDP parameter group is issuing a collective, found up the stack."""
+    frame = sys._getframe(2)
+    for _ in range(40):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        modules = getattr(owner, "modules", None) if type(owner).__name__ == "FSDPParamGroup" else None
+        if modules:
+            return paths.get(id(modules[0]))
+        frame = frame.f_back
+    return None
+
+
+def _finish(out: Any, model: torch.nn.Module, loss_fn: Any, backward: bool) -> None:
+    """The backward of a step whose forward gave ``out`` (FSDP expects one after each
+    forward that records for it), and the gradients dropped again."""
+    if backward:
+        loss_fn(out).backward()
+        for p in model.parameters():
+            p.grad = None
+
+
+def rank_counted(run: Prepared, opts: Options) -> Counted:
+    """The counting run (with the memory model and the backward) of one rank's step, on
+    the fake process group; its report carries the rank's :class:`Communication`."""
+    spec = opts.parallel
+    model = run.model
+    paths = {id(m): p for p, m in model.named_modules()}
+    loss_fn = opts.loss_fn or default_loss
+    with fake_world(spec) as mesh, _propagation_unseen():
+        spec.apply(model, mesh)
+        paths.update({id(m): p for p, m in model.named_modules()})  # (wrapping may swap classes, not objects)
+        _finish(model(*run.args, **run.kwargs), model, loss_fn, opts.backward)  # the warm-up step
+        kept: list[Any] = []  # the recorded step's output, to finish that step with its backward
+        handle = model.register_forward_hook(lambda _m, _a, out: kept.append(out))
+        try:
+            cap = trace_eager(model, FlatInputs.build(run.args, run.kwargs))
+        finally:
+            handle.remove()
+        _finish(kept.pop(), model, loss_fn, opts.backward)
+        program = StepProgram(dataclasses.replace(cap, model=model), model, run.args, run.kwargs)
+
+        def where() -> tuple[str, str, str | None]:
+            running = program.running
+            backward = torch._C._current_autograd_node() is not None or running is None or running.done
+            node = running.current if not backward else None
+            issuer = _issuer(paths)
+            module = issuer if issuer is not None else (module_of(node)[0] if node is not None else "")
+            return ("backward" if backward else "forward"), module, node.name if node is not None else None
+
+        log = CollectiveLog(where)
+        with follow_resizes(), log:
+            result = counted_run(program, opts, model)
+    result.report["communication"] = Communication(spec.rank, spec.world_size, spec.mesh, tuple(log.collectives))
+    notes = (
+        f"parallel: rank {spec.rank} of {spec.world_size} on mesh "
+        f"{' x '.join(f'{n}={s}' for n, s in spec.mesh)}, {spec.label}; run on the fake process group "
+        "(collectives move no data), after one warm-up step",
+    )
+    return Counted(program, result, notes=notes)
