@@ -88,6 +88,8 @@ def test_a_process_group_already_running_is_refused_and_bad_specs_named():
         fxinspect.analyze(_mlp(), torch.randn(4, 16), parallel=4)
     with pytest.raises(InputError, match="outside the world of 4 ranks"):
         fxinspect.Parallel.fsdp(4, rank=4)
+    with pytest.raises(InputError, match="do not take parallel= yet"):
+        fxinspect.sweep(_mlp(), lambda b: torch.randn(b, 16), [2, 4], parallel=fxinspect.Parallel.fsdp(2))
 
 
 def test_a_tensor_parallel_rank_computes_its_columns_and_rows_and_all_reduces_once():

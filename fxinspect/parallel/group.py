@@ -43,14 +43,24 @@ def fake_world(spec: Parallel, device_type: str = "cpu") -> Iterator[Any]:
             "already initialised in this process; analyse before init_process_group (or after "
             "destroy_process_group)"
         )
-    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
+    # a mesh's rank map is a real tensor, read with tolist(): meshes are made outside the
+    # fake mode, also those FSDP2 makes when it combines a data- and a tensor-parallel mesh
+    original = DeviceMesh.__init__
+
+    def outside_fake(self: Any, *args: Any, **kwargs: Any) -> None:
+        with unset_fake_temporarily():
+            original(self, *args, **kwargs)
+
     dist.init_process_group("fake", store=FakeStore(), rank=spec.rank, world_size=spec.world_size)
+    DeviceMesh.__init__ = outside_fake
     try:
         names = tuple(n for n, _ in spec.mesh)
-        with unset_fake_temporarily():  # (the mesh's rank map is a real tensor, read with tolist())
+        with unset_fake_temporarily():
             mesh = init_device_mesh(device_type, tuple(s for _, s in spec.mesh), mesh_dim_names=names)
         yield mesh
     finally:
+        DeviceMesh.__init__ = original
         dist.destroy_process_group()

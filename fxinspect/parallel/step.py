@@ -38,6 +38,7 @@ from ..errors import FxInspectError
 from ..options import Options
 from ..records.communication import Communication
 from ..run.choose import Counted
+from ..run.owners import AutogradOwners
 from ..run.passes.backward import default_loss
 from ..run.passes.one_run import counted_run
 from ..run.prepare import Prepared
@@ -79,9 +80,8 @@ class _Matched(TorchDispatchMode):
         self.at += 1
         self.current = order[at]
         out = func(*args, **kwargs)
-        if self.probe.after is not None:
-            self.probe.after(order[at].name, out)
-        if self.probe.before is not None and at + 1 < len(order):  # (before the next op's autograd node is made)
+        self.probe.after(order[at].name, out)
+        if at + 1 < len(order):  # (before the next op's autograd node is made)
             self.probe.before(order[at + 1].name)
         return out
 
@@ -107,13 +107,27 @@ class StepProgram(InstrumentedProgram):
             and n.target.namespace not in _SKIPPED
         ]
         self.running: _Matched | None = None
+        self.owners = AutogradOwners()
+        self.nodes = {n.name: n for n in self.order}
 
     def run(self, inputs: list[Any], probe: Probe = Probe(), compiled: bool = False) -> Any:  # noqa: B008
         """Run the model's step forward with ``probe`` at each recorded op (``inputs`` are
         the prepared ones, always)."""
-        self.running = matched = _Matched(self.order, probe)
-        if self.order and probe.before is not None:
-            probe.before(self.order[0].name)
+        owners = self.owners = AutogradOwners()  # (whose backward runs: for the collectives' modules)
+
+        def before(name: str) -> None:
+            owners.before(name)
+            if probe.before is not None:
+                probe.before(name)
+
+        def after(name: str, out: Any) -> None:
+            owners.after(name)
+            if probe.after is not None:
+                probe.after(name, out)
+
+        self.running = matched = _Matched(self.order, Probe(before, after))
+        if self.order:
+            before(self.order[0].name)
         with matched:
             out = self.model(*self.args, **self.kwargs)
         matched.done = True
@@ -209,7 +223,7 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
         def where() -> tuple[str, str, str | None]:
             running = program.running
             backward = torch._C._current_autograd_node() is not None or running is None or running.done
-            node = running.current if not backward else None
+            node = running.current if not backward else program.nodes.get(program.owners.running() or "")
             issuer = _issuer(paths)
             module = issuer if issuer is not None else (module_of(node)[0] if node is not None else "")
             return ("backward" if backward else "forward"), module, node.name if node is not None else None

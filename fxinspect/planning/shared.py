@@ -32,6 +32,7 @@ from torch.utils import _pytree as pytree
 
 from ..analyze import no_gc_pauses, report_of
 from ..capture import Method, flat_inputs, normalize
+from ..errors import InputError
 from ..options import Options
 from ..report import Report
 from ..run.choose import Counted, count_best, count_with
@@ -153,6 +154,11 @@ def shared_capture(
     every batch size it can serve (see the module)."""
     extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
     opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
+    if opts.parallel is not None:
+        raise InputError(
+            "sweep() and max_batch() do not take parallel= yet: analyse one rank's step at each batch with "
+            "fxinspect.analyze(model, inputs, parallel=...)"
+        )
     where = torch.device("meta") if str(options.get("device")) == "meta" else contextlib.nullcontext()
 
     def make(batch: int) -> Any:
