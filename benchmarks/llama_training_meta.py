@@ -37,11 +37,13 @@ def closed_form_params(
     return 2 * vocab * hidden + layers * (attention + 3 * hidden * intermediate + 2 * hidden) + hidden
 
 
-def meta_model(size: str = "70b") -> torch.nn.Module:
-    """A Llama-2-shaped ``LlamaForCausalLM`` of ``size`` on the meta device, in train mode."""
+def meta_model(size: str = "70b", layers: int | None = None) -> torch.nn.Module:
+    """A Llama-2-shaped ``LlamaForCausalLM`` of ``size`` on the meta device, in train mode
+    (with ``layers`` decoder layers instead of the published number, when given)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    hidden, intermediate, layers, heads, kv_heads = SIZES[size]
+    hidden, intermediate, published, heads, kv_heads = SIZES[size]
+    layers = layers or published
     config = LlamaConfig(
         hidden_size=hidden,
         intermediate_size=intermediate,

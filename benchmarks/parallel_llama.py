@@ -55,7 +55,7 @@ def fsdp_2d(dp: int, tp: int) -> fxinspect.Parallel:
 
 def run(layers: int, spec: fxinspect.Parallel, dp: int) -> None:
     hidden, intermediate, _, heads, kv_heads = SIZES["70b"]
-    model = meta_model("70b") if layers == 80 else _smaller(layers)
+    model = meta_model("70b", layers)
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
     start = time.perf_counter()
     report = fxinspect.analyze(
@@ -91,21 +91,6 @@ def run(layers: int, spec: fxinspect.Parallel, dp: int) -> None:
         f"   (fxinspect: {units.nbytes(reduced)})\n"
         f"  sent: each at (n_dp - 1) / n_dp = {dp - 1}/{dp}; tensor-parallel all-reduces at 2 (tp - 1) / tp"
     )
-
-
-def _smaller(layers: int) -> torch.nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    hidden, intermediate, _, heads, kv_heads = SIZES["70b"]
-    config = LlamaConfig(
-        hidden_size=hidden,
-        intermediate_size=intermediate,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-    )
-    with torch.device("meta"):
-        return LlamaForCausalLM(config).train()
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..capture.base import module_of
 from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs, flatten_outputs
-from ..errors import FxInspectError
+from ..errors import FxInspectError, InputError
 from ..options import Options
 from ..records.communication import Communication
 from ..run.choose import Counted
@@ -47,6 +47,7 @@ from ..run.resizes import follow_resizes
 from ..tensors import holds_dtensors
 from .collectives import CollectiveLog
 from .group import fake_world
+from .spec import Parallel
 
 __all__ = ["StepProgram", "rank_counted"]
 
@@ -204,6 +205,11 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
     """The counting run (with the memory model and the backward) of one rank's step, on
     the fake process group; its report carries the rank's :class:`Communication`."""
     spec = opts.parallel
+    if not isinstance(spec, Parallel):
+        raise InputError(
+            "parallel= expects a fxinspect.Parallel (Parallel.fsdp(8), Parallel.tp(4, plan), "
+            f"Parallel(mesh, apply)), got {type(spec).__name__}"
+        )
     model = run.model
     paths = {id(m): p for p, m in model.named_modules()}
     loss_fn = opts.loss_fn or default_loss
