@@ -59,6 +59,68 @@ def test_collectives_are_fsdp2s_and_counted_as_comm_debug_mode_counts_them():
     assert _comm_debug_counts() == collections.Counter(c.op.split(".")[-1] for c in comm.collectives)
 
 
+def test_sent_bytes_are_a_figure_of_the_nodes_summed_into_each_blocks_module():
+    report = _fsdp_report()
+    # each block's three collectives, charged to it wherever FSDP issued them (a prefetch
+    # runs in the next block's backward): 3 x 2176 B x 3/4 and 3 x 1056 B x 3/4
+    assert report.modules["0"].comm_bytes == 4896 and report.modules["2"].comm_bytes == 2376
+    assert report.modules["1"].comm_bytes == 0  # the ReLU has no parameters
+    assert sum(n.comm_bytes or 0 for n in report.nodes) == report.totals.comm_bytes == report.communication.wire_bytes
+    from fxinspect.views.explorer.payload import payload
+
+    assert payload(report)["colour_by"]["communication"] == "bytes sent in collectives"  # the explorer offers it
+    assert "communication" not in payload(fxinspect.analyze(_mlp(), torch.randn(4, 16), timing=False))["colour_by"]
+    boxes = report.to_networkx(level="diagram", depth=1)  # what plot(depth=1, color_by="communication") colours
+    assert {n: d["comm_bytes"] for n, d in boxes.nodes(data=True) if n in ("0", "1", "2")} == {
+        "0": 4896,
+        "1": 0,
+        "2": 2376,
+    }
+
+
+def test_collectives_are_timed_on_the_links_their_group_uses():
+    from fxinspect.devices import DeviceSpec, get
+
+    h100 = get("h100-sxm")  # NVLink 900 GB/s both ways: 450 GB/s a direction
+    report = fxinspect.analyze(
+        _mlp(),
+        torch.randn(4, 16),
+        backward=True,
+        parallel=fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear),
+        device_spec=h100,
+    )
+    comm = report.communication
+    assert all(c.predicted_time == c.wire_bytes / 450e9 for c in comm.collectives)  # 4 ranks: one node
+    assert comm.predicted_time == pytest.approx(7272 / 450e9)
+    # 16 ranks span two nodes of 8: the network's bandwidth, or no prediction without one
+    wide = fxinspect.Parallel.fsdp(16, blocks=torch.nn.Linear)
+    alone = fxinspect.analyze(_mlp(), torch.randn(4, 16), backward=True, parallel=wide, device_spec=h100)
+    assert alone.communication.predicted_time is None and "no 'network' bandwidth" in alone.communication.link_note
+    networked = DeviceSpec(
+        "h100+ib", h100.peak_flops, h100.memory_bandwidth, interconnect={**h100.interconnect, "network": 50e9}
+    )
+    timed = fxinspect.analyze(_mlp(), torch.randn(4, 16), backward=True, parallel=wide, device_spec=networked)
+    assert all(c.predicted_time == c.wire_bytes / 50e9 for c in timed.communication.collectives)
+
+
+def test_uneven_shards_are_said_and_each_rank_analysed_as_it_runs():
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    def rank(k: int) -> fxinspect.Report:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 10), torch.nn.ReLU())
+        plan = {"0": ColwiseParallel(output_layouts=Replicate())}
+        return fxinspect.analyze(model, torch.randn(4, 16), parallel=fxinspect.Parallel.tp(4, plan, rank=k))
+
+    first, last = rank(0), rank(3)
+    # 10 output features over 4 ranks: 3, 3, 3 and 1; a batch of 4 with 16 inputs
+    assert (first.totals.macs, last.totals.macs) == (4 * 16 * 3, 4 * 16 * 1)
+    (said,) = [n for n in first.capture.notes if n.startswith("ranks differ")]
+    assert "rank 3: 0.weight (1, 16) where rank 0 has (3, 16)" in said
+    assert not [n for n in _fsdp_report().capture.notes if n.startswith("ranks differ")]  # rows 32 and 8 split by 4
+
+
 def _comm_debug_counts() -> collections.Counter:
     """CommDebugMode's counts over the same FSDP2 step (a warm-up step first, as fxinspect's)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -73,6 +135,28 @@ def _comm_debug_counts() -> collections.Counter:
         with mode:
             model(x).sum().backward()
     return collections.Counter({str(op).split(".")[-1]: n for op, n in mode.get_comm_counts().items()})
+
+
+def test_the_users_model_is_left_as_it_was_and_their_wrapping_error_reaches_them():
+    from reference import assert_same_state, state_fingerprint
+
+    model = _mlp()
+    before = state_fingerprint(model)
+    _ = fxinspect.analyze(
+        model, torch.randn(4, 16), backward=True, parallel=fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear)
+    )
+    assert_same_state(before, state_fingerprint(model))
+    assert type(model[0]) is torch.nn.Linear and not isinstance(model[0].weight, torch.distributed.tensor.DTensor)
+
+    class Refused(Exception):
+        pass
+
+    def apply(model, mesh):
+        raise Refused("my wrapping")
+
+    with pytest.raises(Refused, match="my wrapping"):
+        fxinspect.analyze(model, torch.randn(4, 16), parallel=fxinspect.Parallel((("dp", 2),), apply))
+    assert not dist.is_initialized()
 
 
 def test_a_process_group_already_running_is_refused_and_bad_specs_named():

@@ -43,6 +43,7 @@ def test_of_builds_the_record_init_builds():
         24,
         24,
         None,
+        None,
         (call,),
         (meta,),
         (call,),
@@ -53,7 +54,7 @@ def test_of_builds_the_record_init_builds():
         "own",
     )
     # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures, latency and predicted latency,
-    # memory figures, aten, grads, backward aten, call, receptive field, its stride and padding, saves
+    # memory figures, bytes sent in collectives, aten, grads, backward aten, call, receptive field, its stride and padding, saves
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

@@ -186,6 +186,7 @@ def make_report(*, root_op=False, timed=False, uncounted=False, nonfinite=False)
         output_bytes=None,
         saved_bytes=None,
         measured_growth=None,  # nor the memory pass
+        comm_bytes=None,  # nor a parallel step
     )
     head = next(n for n in nodes if n.name == "head")  # its input's stats are those of act1's output
     head_inputs = tuple(

@@ -13,8 +13,8 @@ the same numbers the captured run drew).
 
 Also reproduced: grad-mode switches inside the forward (``torch.no_grad()`` regions,
 with the export tier's ``set_grad_enabled`` nodes). Left out: ``detach`` calls nothing
-used (autograd's own, when it saves an output for backward) and ``prim`` ops (fake
-tensors asking for their device). On meta/fake tensors the tier works until the model
+used (autograd's own, when it saves an output for backward), ``prim`` ops (fake
+tensors asking for their device) and ``profiler`` ops (``record_function`` ranges). On meta/fake tensors the tier works until the model
 needs a value (``.item()``, a data-dependent shape), and says so.
 
 Example
@@ -60,7 +60,8 @@ class _Recorder(TorchDispatchMode):
             return NotImplemented  # (DTensor runs it as local ops and collectives: those are recorded)
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func.namespace != "prim":  # prim.device & co: fake tensors asking about themselves
+        # prim.device & co: fake tensors asking about themselves; profiler: range markers
+        if func.namespace not in ("prim", "profiler"):
             self.builder.record(func, args, kwargs, out)
         return out
 

@@ -91,24 +91,23 @@ def wire(tensor_bytes: int, n: int, kind: str) -> tuple[int, str]:
     return tensor_bytes * num(n) // den(n), text
 
 
-def _group_size(func: Any, args: tuple, kwargs: dict) -> int:
-    """The size of the call's process group: a ``ProcessGroup`` argument (boxed as a
-    script object at the dispatcher), or a functional collective's group name."""
+def _group(func: Any, args: tuple, kwargs: dict) -> tuple[int, ...]:
+    """The global ranks of the call's process group: a ``ProcessGroup`` argument (boxed
+    as a script object at the dispatcher), or a functional collective's group name."""
+    import torch.distributed as dist
     from torch.distributed.distributed_c10d import ProcessGroup, _resolve_process_group
 
+    group = None
     for a in (*args, *kwargs.values()):
         if isinstance(a, torch.ScriptObject) and "ProcessGroup" in a._type().qualified_name():
-            return ProcessGroup.unbox(a).size()
-        if isinstance(a, ProcessGroup):
-            return a.size()
+            group = ProcessGroup.unbox(a)
+        elif isinstance(a, ProcessGroup):
+            group = a
     names = [a.name for a in func._schema.arguments]
-    if "group_size" in names:
-        at = names.index("group_size")
-        return int(args[at] if at < len(args) else kwargs["group_size"])
-    if "group_name" in names:
+    if group is None and "group_name" in names:
         at = names.index("group_name")
-        return _resolve_process_group(args[at] if at < len(args) else kwargs["group_name"]).size()
-    return 1
+        group = _resolve_process_group(args[at] if at < len(args) else kwargs["group_name"])
+    return tuple(dist.get_process_group_ranks(group)) if group is not None else (dist.get_rank(),)
 
 
 def _bytes(value: Any) -> tuple[int, str]:
@@ -135,10 +134,10 @@ class CollectiveLog(TorchDispatchMode):
         if found is not None:
             kind, at = found
             tensor_bytes, dtype = _bytes(out if at == "out" else args[at])
-            n = _group_size(func, args, kwargs)
-            sent, factor = wire(tensor_bytes, n, kind)
+            ranks = _group(func, args, kwargs)
+            sent, factor = wire(tensor_bytes, len(ranks), kind)
             phase, module, node = self.where()
             self.collectives.append(
-                Collective(kind, _name(func), phase, module, node, n, dtype, tensor_bytes, sent, factor)
+                Collective(kind, _name(func), phase, module, node, len(ranks), dtype, tensor_bytes, sent, factor, ranks)
             )
         return out

@@ -9,7 +9,8 @@ fake tensors over the fake process group:
 1. a warm-up step (forward and backward): the lazy initialisation (FSDP's buffers and
    state) happens here, as in a first training step;
 2. the forward recorded by the eager tier (:mod:`fxinspect.capture.eager`): the graph
-   the report is about, every op with its module;
+   the report is about, every op with its module (then its backward, which FSDP
+   expects after each forward);
 3. the analysed step: :class:`StepProgram` runs the model itself, and at each op the
    recording saw calls the passes' probes with that op's node, so the counting run,
    the backward and the memory model work as on any capture. Storages resized in place
@@ -18,6 +19,8 @@ fake tensors over the fake process group:
 
 The third step must run the ops the second recorded, in the same order; if it does not
 (a step that changes from one call to the next), the analysis stops and says where.
+The model run is the analysis's fake copy (:func:`~fxinspect.run.prepare.prepared`):
+the wrapping is applied to it, never to the user's model.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import devices
 from ..capture.base import module_of
 from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs, flatten_outputs
@@ -47,6 +51,8 @@ from ..run.resizes import follow_resizes
 from ..tensors import holds_dtensors
 from .collectives import CollectiveLog
 from .group import fake_world
+from .links import priced
+from .ranks import uneven
 from .spec import Parallel
 
 __all__ = ["StepProgram", "rank_counted"]
@@ -192,6 +198,21 @@ def _issuer(paths: dict[int, str]) -> str | None:
     return None
 
 
+def _last_nodes(order: list[torch.fx.Node]) -> dict[str, torch.fx.Node]:
+    """Per module path, the last op node that ran in the module itself (else in its
+    submodules): the one that makes its output (its first ones are often FSDP's own, on
+    its buffers, which a diagram leaves out as constant)."""
+    own: dict[str, torch.fx.Node] = {}
+    inner: dict[str, torch.fx.Node] = {}
+    for node in order:
+        path = module_of(node)[0]
+        own[path] = node
+        parts = path.split(".") if path else []
+        for depth in range(len(parts)):
+            inner[".".join(parts[:depth])] = node
+    return inner | own
+
+
 def _finish(out: Any, model: torch.nn.Module, loss_fn: Any, backward: bool) -> None:
     """The backward of a step whose forward gave ``out`` (FSDP expects one after each
     forward that records for it), and the gradients dropped again."""
@@ -226,21 +247,38 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
         _finish(kept.pop(), model, loss_fn, opts.backward)
         program = StepProgram(dataclasses.replace(cap, model=model), model, run.args, run.kwargs)
 
+        last = _last_nodes(program.order)
+
         def where() -> tuple[str, str, str | None]:
+            """The phase, the module and the node a collective is charged to: FSDP's are
+            its parameter group's (its last node), wherever they were issued from (a
+            prefetch runs in another module's backward); others the running node's."""
             running = program.running
             backward = torch._C._current_autograd_node() is not None or running is None or running.done
             node = running.current if not backward else program.nodes.get(program.owners.running() or "")
             issuer = _issuer(paths)
+            if issuer is not None:
+                node = last.get(issuer, node)
             module = issuer if issuer is not None else (module_of(node)[0] if node is not None else "")
             return ("backward" if backward else "forward"), module, node.name if node is not None else None
 
         log = CollectiveLog(where)
         with follow_resizes(), log:
             result = counted_run(program, opts, model)
-    result.report["communication"] = Communication(spec.rank, spec.world_size, spec.mesh, tuple(log.collectives))
+        differ = uneven(model, spec.rank)
+    comm = Communication(spec.rank, spec.world_size, spec.mesh, tuple(log.collectives))
+    if opts.device_spec is not None:
+        comm = priced(comm, devices.get(opts.device_spec))
+    result.report["communication"] = comm
+    for name in program.probe_points:  # (every node a figure, so that modules sum them)
+        result.nodes.setdefault(name, {})["comm_bytes"] = 0
+    for c in log.collectives:
+        if c.node is not None:
+            result.nodes[c.node]["comm_bytes"] += c.wire_bytes
     notes = (
         f"parallel: rank {spec.rank} of {spec.world_size} on mesh "
         f"{' x '.join(f'{n}={s}' for n, s in spec.mesh)}, {spec.label}; run on the fake process group "
         "(collectives move no data), after one warm-up step",
+        *([differ] if differ else []),
     )
     return Counted(program, result, notes=notes)

@@ -3,7 +3,7 @@
 Example
 -------
 >>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
-('nan+inf', 5)
+('nan+inf', 6)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .fields import Derived, with_figures
 from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6  # 6: comm_bytes per node, module and total; report.communication
 
 
 class NonFiniteKind(Choice):

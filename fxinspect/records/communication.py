@@ -36,6 +36,8 @@ class Collective:
     tensor_bytes: int
     wire_bytes: int  # sent by this rank, by the ring algorithm (see ``factor``)
     factor: str  # wire_bytes / tensor_bytes, as a formula of the group size n
+    ranks: tuple[int, ...] = ()  # the group's global ranks
+    predicted_time: float | None = None  # seconds on the device spec's link (see Communication.link_note)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,14 @@ class Communication:
     world_size: int
     mesh: tuple[tuple[str, int], ...]  # (dimension name, size), outermost first
     collectives: tuple[Collective, ...]
+    link_note: str = ""  # how predicted_time was found, when a device spec was given
+
+    @property
+    def predicted_time(self) -> float | None:
+        """The seconds of every collective on the spec's links, back to back (no overlap
+        with compute is assumed); ``None`` without a device spec or a link for some."""
+        times = [c.predicted_time for c in self.collectives]
+        return None if not times or None in times else sum(times)
 
     @property
     def tensor_bytes(self) -> int:

@@ -118,6 +118,15 @@ FIELDS: tuple[Field, ...] = (
         "alloc growth",
         "allocator bytes held after the node minus before (measured)",
     ),
+    # a parallel step's collectives (fxinspect.parallel): what this rank sent
+    Field(
+        "comm_bytes",
+        "int | None",
+        Unit.BYTE,
+        Aggregate.KNOWN,
+        "sent",
+        "bytes this rank sent in collectives issued as the node or its backward ran (parallel= only)",
+    ),
 )
 
 FIELD: dict[str, Field] = {f.name: f for f in FIELDS}

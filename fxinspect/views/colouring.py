@@ -30,6 +30,7 @@ COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
     "saved": ("saved_bytes", "bytes saved for the backward"),
     "backward_flops": ("backward_flops", "backward FLOPs"),
     "nonfinite": ("nonfinite", "NaN/Inf values"),
+    "communication": ("comm_bytes", "bytes sent in collectives"),
 }
 LABEL = {  # color_by= -> a box's figure as its label shows it
     "flops": lambda v: f"{fmt.count(v)} FLOPs",
@@ -40,6 +41,7 @@ LABEL = {  # color_by= -> a box's figure as its label shows it
     "saved": lambda v: f"{fmt.nbytes(v)} saved",
     "backward_flops": lambda v: f"{fmt.count(v)} bwd FLOPs",
     "nonfinite": lambda v: f"{fmt.count(v)} NaN/Inf",
+    "communication": lambda v: f"{fmt.nbytes(v)} sent",
 }
 TICK = {  # color_by= -> a value as the colour bar's scale writes it
     "flops": fmt.count,
@@ -50,6 +52,7 @@ TICK = {  # color_by= -> a value as the colour bar's scale writes it
     "saved": fmt.nbytes,
     "backward_flops": fmt.count,
     "nonfinite": fmt.count,
+    "communication": fmt.nbytes,
 }
 MEASURED_BY = {  # color_by= -> what makes the report carry it
     "flops": "every report has them",
@@ -60,6 +63,7 @@ MEASURED_BY = {  # color_by= -> what makes the report carry it
     "saved": "analyze(..., memory=True) measures it (with gradients on)",
     "backward_flops": "analyze(..., backward=True) counts them",
     "nonfinite": "analyze(..., check_finite=True) reads them (not on the meta device)",
+    "communication": "analyze(..., parallel=...) logs every collective",
 }
 
 

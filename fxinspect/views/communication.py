@@ -33,7 +33,12 @@ def communication_lines(comm: Communication) -> list[str]:
         f"{phase} {kind.replace('_', '-')} {calls}x {fmt.nbytes(tensor)}"
         for (phase, kind), (calls, tensor, _) in comm.by_kind().items()
     ]
-    return [head] + (["; ".join(parts)] if parts else [])
+    lines = [head] + (["; ".join(parts)] if parts else [])
+    if comm.link_note:
+        total = comm.predicted_time
+        known = fmt.seconds(total) if total is not None else "not every collective"
+        lines.append(f"predicted on the wire: {known} ({comm.link_note})")
+    return lines
 
 
 def communication_table(comm: Communication, by: str = "module", tablefmt: str = "simple") -> str:
@@ -41,29 +46,39 @@ def communication_table(comm: Communication, by: str = "module", tablefmt: str =
     row per call in the order the step issued them (``by="call"``)."""
     if by not in ("module", "call"):
         raise ValueError(f"communication_table(by=) expects 'module' or 'call', got {by!r}")
-    rows: dict[tuple, list[int]] = {}
+    timed = any(c.predicted_time is not None for c in comm.collectives)
+    rows: dict[tuple, list] = {}
     for i, c in enumerate(comm.collectives):
         key = (c.module_path or "(root)", c.phase, c.kind, c.group_size, c.dtype.replace("torch.", ""), c.factor)
         if by == "call":
             key = (i, *key)
-        acc = rows.setdefault(key, [0, 0, 0])
+        acc = rows.setdefault(key, [0, 0, 0, 0.0])
         acc[0] += 1
         acc[1] += c.tensor_bytes
         acc[2] += c.wire_bytes
+        acc[3] = None if acc[3] is None or c.predicted_time is None else acc[3] + c.predicted_time
     if by == "module":  # each module's calls together, the forward's first
         rows = dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "forward", kv[0][2])))
     cells = []
-    for key, (calls, tensor, wire) in rows.items():
+    for key, (calls, tensor, wire, seconds) in rows.items():
         *head, group, dtype, factor = key[1:] if by == "call" else key
         cells.append([*head, calls, group, dtype, fmt.nbytes(tensor), fmt.nbytes(wire), factor])
-    cells.append(
-        ["total", "", "", len(comm.collectives), "", "", fmt.nbytes(comm.tensor_bytes), fmt.nbytes(comm.wire_bytes), ""]
-    )
+        if timed:
+            cells[-1].append(fmt.seconds(seconds))
+    total = [
+        "total",
+        "",
+        "",
+        len(comm.collectives),
+        "",
+        "",
+        fmt.nbytes(comm.tensor_bytes),
+        fmt.nbytes(comm.wire_bytes),
+        "",
+    ]
+    cells.append(total + ([fmt.seconds(comm.predicted_time)] if timed else []))
     headers = ["module", "phase", "kind", "calls", "group", "dtype", "tensor", "sent (ring)", "factor"]
-    return tabulate(
-        cells,
-        headers=headers,
-        tablefmt=tablefmt,
-        disable_numparse=True,
-        colalign=("left",) * 3 + ("right",) * 2 + ("left", "right", "right", "left"),
-    )
+    align = ("left",) * 3 + ("right",) * 2 + ("left", "right", "right", "left")
+    if timed:
+        headers, align = headers + ["on the wire"], align + ("right",)
+    return tabulate(cells, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=align)
