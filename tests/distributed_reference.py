@@ -148,6 +148,18 @@ def mlp() -> tuple[torch.nn.Module, dict[str, Any], Any]:
     return model, {"input": torch.randn(8, 64)}, lambda out: out.sum()
 
 
+def resnet18() -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """torchvision's ResNet-18 (random weights, train mode: batch norm's statistics), a batch of 2."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return (
+        torchvision.models.resnet18(weights=None).train(),
+        {"input": torch.randn(2, 3, 64, 64)},
+        lambda out: out.sum(),
+    )
+
+
 def tp_plan() -> dict[str, Any]:
     """Column-wise then row-wise: the Megatron MLP."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -161,10 +173,14 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
 
     if case == "fsdp_gpt2":
         return fxinspect.Parallel.fsdp(world, rank=rank)
+    if case == "fsdp_resnet18":
+        import torchvision
+
+        return fxinspect.Parallel.fsdp(world, blocks=torchvision.models.resnet.BasicBlock, rank=rank)
     return fxinspect.Parallel.tp(world, tp_plan(), rank=rank)
 
 
-CASES = {"fsdp_gpt2": gpt2_like, "tp_mlp": mlp}
+CASES = {"fsdp_gpt2": gpt2_like, "tp_mlp": mlp, "fsdp_resnet18": resnet18}
 
 
 def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> None:

@@ -56,7 +56,8 @@ class Parallel:
         """FSDP2 over ``world_size`` ranks: ``fully_shard`` on each block, then on the root.
 
         ``blocks``: module classes (or a predicate on a module) to shard one by one; by
-        default every member of an ``nn.ModuleList`` (the layers of a transformer).
+        default every member of an outermost ``nn.ModuleList`` (the layers of a
+        transformer; a model without one is sharded as one unit, the root).
         """
 
         def apply(model: torch.nn.Module, mesh: Any) -> None:
@@ -83,8 +84,16 @@ class Parallel:
 def _blocks(model: torch.nn.Module, blocks: Any) -> Iterable[torch.nn.Module]:
     """The modules :meth:`Parallel.fsdp` shards one by one, innermost last is fine: FSDP2
     takes a parent after its children."""
-    if blocks is None:
-        return [m for lst in model.modules() if isinstance(lst, torch.nn.ModuleList) for m in lst]
+    if blocks is None:  # the members of the outermost ModuleLists (a layer's own lists stay in it)
+        found: list[torch.nn.Module] = []
+        inside: set[int] = set()
+        for m in model.modules():  # (parents before their children)
+            if id(m) in inside:
+                continue
+            if isinstance(m, torch.nn.ModuleList):
+                found.extend(m)
+                inside.update(id(sub) for member in m for sub in member.modules())
+        return found
     if isinstance(blocks, type) or (isinstance(blocks, tuple) and all(isinstance(b, type) for b in blocks)):
         return [m for m in model.modules() if isinstance(m, blocks) and m is not model]
     if callable(blocks):

@@ -275,9 +275,11 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
     for c in log.collectives:
         if c.node is not None:
             result.nodes[c.node]["comm_bytes"] += c.wire_bytes
+    units = [path or "the root" for path, m in model.named_modules() if hasattr(m, "_get_fsdp_state")]
+    fsdp = f"; {len(units)} FSDP unit(s): {', '.join(units[:3])}{', ...' if len(units) > 3 else ''}" if units else ""
     notes = (
         f"parallel: rank {spec.rank} of {spec.world_size} on mesh "
-        f"{' x '.join(f'{n}={s}' for n, s in spec.mesh)}, {spec.label}; run on the fake process group "
+        f"{' x '.join(f'{n}={s}' for n, s in spec.mesh)}, {spec.label}{fsdp}; run on the fake process group "
         "(collectives move no data), after one warm-up step",
         *([differ] if differ else []),
     )
