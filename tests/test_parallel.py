@@ -148,6 +148,18 @@ def test_fsdp_shards_the_outermost_layers_by_default_not_the_lists_inside_them()
     assert gathered == ["layers.0", "layers.1"]  # one unit per layer (the root holds no parameter of its own)
 
 
+def test_the_largest_batch_a_rank_fits_and_a_sweep_of_its_steps():
+    spec = fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear)
+    step = dict(backward=True, optimizer=torch.optim.AdamW, parallel=spec)
+    each = {b: fxinspect.analyze(_mlp(), torch.randn(b, 16), **step).memory.total_peak for b in (8, 16, 32, 64)}
+    sweep = fxinspect.sweep(_mlp(), lambda b: torch.randn(b, 16), [8, 16, 32, 64], **step)
+    assert {p.batch: p.total_peak for p in sweep.points} == each  # each point a rank's own analysis
+    assert any("each analysed on its own" in n for n in sweep.notes)
+    budget = (each[16] + each[32]) // 2
+    fit = fxinspect.max_batch(_mlp(), lambda b: torch.randn(b, 16), budget, lowest=8, highest=64, **step)
+    assert fit.peak <= budget < fit.next_peak and 16 <= fit.batch < 32
+
+
 def _comm_debug_counts() -> collections.Counter:
     """CommDebugMode's counts over the same FSDP2 step (a warm-up step first, as fxinspect's)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -199,8 +211,6 @@ def test_a_process_group_already_running_is_refused_and_bad_specs_named():
         fxinspect.analyze(_mlp(), torch.randn(4, 16), parallel=4)
     with pytest.raises(InputError, match="outside the world of 4 ranks"):
         fxinspect.Parallel.fsdp(4, rank=4)
-    with pytest.raises(InputError, match="do not take parallel= yet"):
-        fxinspect.sweep(_mlp(), lambda b: torch.randn(b, 16), [2, 4], parallel=fxinspect.Parallel.fsdp(2))
 
 
 def test_a_tensor_parallel_rank_computes_its_columns_and_rows_and_all_reduces_once():

@@ -32,15 +32,14 @@ from torch.utils import _pytree as pytree
 
 from ..analyze import no_gc_pauses, report_of
 from ..capture import Method, flat_inputs, normalize
-from ..errors import InputError
 from ..options import Options
 from ..report import Report
 from ..run.choose import Counted, count_best, count_with
 from ..run.passes.time_model import TimeModelPricing
 from ..run.prepare import prepared
-from .points import StepPoint, point_of
+from .points import StepPoint, analysed_point, point_of
 
-__all__ = ["Shared", "batch_dims", "shared_capture"]
+__all__ = ["EachOnItsOwn", "Shared", "batch_dims", "shared_capture"]
 
 
 def batch_dims(small: Any, large: Any, b_small: int, b_large: int) -> tuple[tuple[int, ...], ...] | None:
@@ -142,6 +141,25 @@ class Shared:
         return ["; ".join(said)]
 
 
+class EachOnItsOwn:
+    """Analyses every point with its own ``analyze`` call (a parallel step has no capture
+    to share: :mod:`fxinspect.parallel.step` runs the model itself, three times a point)."""
+
+    def __init__(self, model: torch.nn.Module, make_inputs: Callable[..., Any], seq: int | None, options: dict) -> None:
+        self.model, self.make_inputs, self.seq, self.options = model, make_inputs, seq, options
+        self.served: list[int] = []
+
+    def analysed(self, batch: int) -> tuple[Report, StepPoint]:
+        """The report and point of ``batch``."""
+        self.served.append(batch)
+        return analysed_point(self.model, self.make_inputs, batch, self.seq, self.options)
+
+    @property
+    def notes(self) -> list[str]:
+        batches = ", ".join(map(str, sorted(set(self.served))))
+        return [f"batches {batches} each analysed on its own: a parallel step is run, not captured"]
+
+
 @contextlib.contextmanager
 def shared_capture(
     model: torch.nn.Module,
@@ -149,16 +167,14 @@ def shared_capture(
     seq: int | None,
     options: dict[str, Any],
     batches: list[int],
-) -> Iterator[Shared]:
+) -> Iterator[Shared | EachOnItsOwn]:
     """Prepare ``model`` once and capture it once, at the largest of ``batches``, for
     every batch size it can serve (see the module)."""
     extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
     opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
-    if opts.parallel is not None:
-        raise InputError(
-            "sweep() and max_batch() do not take parallel= yet: analyse one rank's step at each batch with "
-            "fxinspect.analyze(model, inputs, parallel=...)"
-        )
+    if opts.parallel is not None:  # a parallel step runs the model itself: nothing to share
+        yield EachOnItsOwn(model, make_inputs, seq, options)
+        return
     where = torch.device("meta") if str(options.get("device")) == "meta" else contextlib.nullcontext()
 
     def make(batch: int) -> Any:
