@@ -160,6 +160,41 @@ def resnet18() -> tuple[torch.nn.Module, dict[str, Any], Any]:
     )
 
 
+def llama_small() -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """A small Llama (2 layers, 128 wide, 4 heads), a batch of 2 x 32 tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=512,
+    )
+    ids = torch.randint(0, 512, (2, 32))
+    return (
+        LlamaForCausalLM(config).train(),
+        {"input_ids": ids, "use_cache": False},
+        lambda out: out.logits.float().sum(),
+    )
+
+
+def llama_tp(model: torch.nn.Module, mesh: Any) -> None:
+    """The Megatron plan on every decoder layer: q, k, v, gate, up column-wise; o, down row-wise."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    plan = {f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"} | {
+        "self_attn.o_proj": RowwiseParallel(),
+        "mlp.gate_proj": ColwiseParallel(),
+        "mlp.up_proj": ColwiseParallel(),
+        "mlp.down_proj": RowwiseParallel(),
+    }
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, plan)
+
+
 def tp_plan() -> dict[str, Any]:
     """Column-wise then row-wise: the Megatron MLP."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -173,6 +208,8 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
 
     if case == "fsdp_gpt2":
         return fxinspect.Parallel.fsdp(world, rank=rank)
+    if case == "tp_llama":
+        return fxinspect.Parallel((("tp", world),), llama_tp, rank=rank, label="tensor parallel (Megatron plan)")
     if case == "fsdp_resnet18":
         import torchvision
 
@@ -180,7 +217,7 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
     return fxinspect.Parallel.tp(world, tp_plan(), rank=rank)
 
 
-CASES = {"fsdp_gpt2": gpt2_like, "tp_mlp": mlp, "fsdp_resnet18": resnet18}
+CASES = {"fsdp_gpt2": gpt2_like, "tp_mlp": mlp, "fsdp_resnet18": resnet18, "tp_llama": llama_small}
 
 
 def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> None:
