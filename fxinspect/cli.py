@@ -36,6 +36,7 @@ from .capture.base import one_line
 from .cli_planning import add_planning_options, check_planning, run_planning
 from .errors import FxInspectError
 from .factory import build, check_keywords
+from .parallel import Parallel
 from .views.columns import By, parse_column
 from .views.diagram import COLOR_BY
 
@@ -150,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--svg", metavar="PATH", help="the diagram as SVG")
     parser.add_argument("--html", metavar="PATH", help="also write the explorer: one HTML page to browse the report")
     parser.add_argument("--color-by", choices=sorted(COLOR_BY), default="flops", help="what colours the diagram")
+    parser.add_argument(
+        "--fsdp", type=_positive, metavar="N", help="one rank of FSDP2 over N ranks, on a fake process group"
+    )
+    parser.add_argument("--rank", type=int, default=None, help="with --fsdp: the rank analysed (default 0)")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     add_planning_options(parser)
     return parser
@@ -193,6 +198,8 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
             parser.error(str(exc))
     if opts.csv and opts.by == "op":
         parser.error("--csv writes nodes or modules: use --by node or --by module with it")
+    if opts.rank is not None and not opts.fsdp:
+        parser.error("--rank chooses a rank of --fsdp N: give --fsdp too")
     if opts.depth is not None and opts.by != "module" and not (opts.png or opts.svg):
         parser.error("--depth applies to --by module tables and to diagrams")
     check_planning(parser, opts)
@@ -221,11 +228,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backward=opts.backward,
                 memory=not opts.no_memory,
                 measure_memory=opts.measure_memory,
+                parallel=Parallel.fsdp(opts.fsdp, rank=opts.rank or 0) if opts.fsdp else None,
             )
         print(report)
         print()
         options = {"depth": opts.depth, "fold": not opts.no_fold} if opts.by == "module" else {}
         print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
+        if report.communication is not None:
+            print()
+            print(report.communication_table())
         if opts.json:
             report.to_json(opts.json)
         if opts.csv:

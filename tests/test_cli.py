@@ -77,6 +77,18 @@ def test_cli_a_file_factory_and_a_backward(tmp_path, capsys):
     assert "backward     " in capsys.readouterr().out  # 3*4*2 MACs of the weight gradient in the summary
 
 
+def test_cli_analyses_one_rank_of_fsdp(capsys):
+    argv = ["torch.nn:Linear", "--args", "[16, 8]", "--input-shape", "4,16", "--backward", "--fsdp", "4", "--rank", "3"]
+    assert main([*argv, "--no-timing"]) == 0
+    out = capsys.readouterr().out
+    # one unit, the root: gathered once (FSDP2 keeps the root's gathered through the backward), reduce-scattered
+    assert "rank 3 of 4 (dp=4): 2 collectives" in out
+    assert "all_gather" in out and "reduce_scatter" in out  # the communication table
+    with pytest.raises(SystemExit):
+        main(["torch.nn:Identity", "--input-shape", "1", "--rank", "1"])
+    assert "give --fsdp too" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
