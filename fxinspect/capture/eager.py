@@ -14,8 +14,9 @@ the same numbers the captured run drew).
 Also reproduced: grad-mode switches inside the forward (``torch.no_grad()`` regions,
 with the export tier's ``set_grad_enabled`` nodes). Left out: ``detach`` calls nothing
 used (autograd's own, when it saves an output for backward), ``prim`` ops (fake
-tensors asking for their device) and ``profiler`` ops (``record_function`` ranges). On meta/fake tensors the tier works until the model
-needs a value (``.item()``, a data-dependent shape), and says so.
+tensors asking for their device) and ``profiler`` ops (``record_function`` ranges).
+On meta/fake tensors the tier works until the model needs a value (``.item()``, a
+data-dependent shape), and says so.
 
 Example
 -------
