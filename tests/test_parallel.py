@@ -160,20 +160,33 @@ def test_the_largest_batch_a_rank_fits_and_a_sweep_of_its_steps():
     assert fit.peak <= budget < fit.next_peak and 16 <= fit.batch < 32
 
 
-def _comm_debug_counts() -> collections.Counter:
-    """CommDebugMode's counts over the same FSDP2 step (a warm-up step first, as fxinspect's)."""
+def _comm_debug_counts(spec=None, build=_mlp, x_shape=(4, 16), x_grad=False) -> collections.Counter:
+    """CommDebugMode's counts over the same step (a warm-up step first, as fxinspect's)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.tensor.debug import CommDebugMode
 
-    with FakeTensorMode(), fake_world(fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear)) as mesh:
-        model = _mlp()
-        fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear).apply(model, mesh)
-        x = torch.randn(4, 16)
+    spec = spec or fxinspect.Parallel.fsdp(4, blocks=torch.nn.Linear)
+    with FakeTensorMode(), fake_world(spec) as mesh:
+        model = build()
+        spec.apply(model, mesh)
+        x = torch.randn(*x_shape, requires_grad=x_grad)
         model(x).sum().backward()
         mode = CommDebugMode()
         with mode:
             model(x).sum().backward()
     return collections.Counter({str(op).split(".")[-1]: n for op, n in mode.get_comm_counts().items()})
+
+
+def test_tensor_parallel_collectives_are_counted_as_comm_debug_mode_counts_them():
+    from distributed_reference import mlp, tp_plan
+
+    spec = fxinspect.Parallel.tp(4, tp_plan())
+    model, inputs, _ = mlp()
+    x = inputs["input"].clone().requires_grad_()  # (the input's gradient is all-reduced in the backward too)
+    report = fxinspect.analyze(model, x, backward=True, parallel=spec)
+    ours = collections.Counter(c.op.split(".")[-1] for c in report.communication.collectives)
+    # the row-wise layer's partial sums in the forward, the column-wise layer's input gradient in the backward
+    assert ours == _comm_debug_counts(spec, lambda: mlp()[0], (8, 64), True) == collections.Counter({"all_reduce": 2})
 
 
 def test_the_users_model_is_left_as_it_was_and_their_wrapping_error_reaches_them():
