@@ -181,6 +181,13 @@ def llama_small() -> tuple[torch.nn.Module, dict[str, Any], Any]:
     )
 
 
+def llama_checkpointed() -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """The small Llama with activation checkpointing on every layer (transformers' own)."""
+    model, inputs, loss_fn = llama_small()
+    model.gradient_checkpointing_enable()
+    return model, inputs, loss_fn
+
+
 def llama_tp(model: torch.nn.Module, mesh: Any) -> None:
     """The Megatron plan on every decoder layer: q, k, v, gate, up column-wise; o, down row-wise."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -208,6 +215,8 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
 
     if case == "fsdp_gpt2":
         return fxinspect.Parallel.fsdp(world, rank=rank)
+    if case == "fsdp_llama_checkpointed":
+        return fxinspect.Parallel.fsdp(world, rank=rank)
     if case == "tp_llama":
         return fxinspect.Parallel((("tp", world),), llama_tp, rank=rank, label="tensor parallel (Megatron plan)")
     if case == "fsdp_resnet18":
@@ -217,7 +226,13 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
     return fxinspect.Parallel.tp(world, tp_plan(), rank=rank)
 
 
-CASES = {"fsdp_gpt2": gpt2_like, "tp_mlp": mlp, "fsdp_resnet18": resnet18, "tp_llama": llama_small}
+CASES = {
+    "fsdp_gpt2": gpt2_like,
+    "tp_mlp": mlp,
+    "fsdp_resnet18": resnet18,
+    "tp_llama": llama_small,
+    "fsdp_llama_checkpointed": llama_checkpointed,
+}
 
 
 def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> None:

@@ -275,7 +275,15 @@ def test_the_first_tensor_parallel_analysis_in_a_process_is_like_the_next():
 @pytest.mark.distributed
 @pytest.mark.parametrize(
     ("case", "world"),
-    [("fsdp_gpt2", 2), ("fsdp_gpt2", 4), ("tp_mlp", 2), ("tp_mlp", 4), ("fsdp_resnet18", 2), ("tp_llama", 2)],
+    [
+        ("fsdp_gpt2", 2),
+        ("fsdp_gpt2", 4),
+        ("tp_mlp", 2),
+        ("tp_mlp", 4),
+        ("fsdp_resnet18", 2),
+        ("tp_llama", 2),
+        ("fsdp_llama_checkpointed", 2),
+    ],
 )
 def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
     from distributed_reference import CASES, real_ranks, spec
@@ -289,8 +297,9 @@ def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
             model, given, backward=True, optimizer=torch.optim.AdamW, loss_fn=loss_fn, parallel=spec(case, world, rank)
         )
         # the peak within 3 %: equal to the byte under FSDP2 (GPT-2, ResNet-18 with batch
-        # norm) and on the tensor-parallel Llama; on the MLP, gloo's work objects hold the
-        # last all-reduce's two buffers (2 x 8x64 floats) a while longer
+        # norm) and on the tensor-parallel Llama, 0.2 % over with activation checkpointing;
+        # on the MLP, gloo's work objects hold the last all-reduce's two buffers (2 x 8x64
+        # floats) a while longer
         assert report.memory.total_peak == pytest.approx(measured["peak"], rel=0.03), rank
         ours = collections.Counter((c.kind, c.tensor_bytes, c.group_size) for c in report.communication.collectives)
         assert ours == collections.Counter(tuple(c) for c in measured["collectives"]), rank
