@@ -217,6 +217,11 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
         return fxinspect.Parallel.fsdp(world, rank=rank)
     if case == "fsdp_llama_checkpointed":
         return fxinspect.Parallel.fsdp(world, rank=rank)
+    if case == "fsdp_llama_mixed":  # parameters gathered in bfloat16, gradients reduced in float32
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        return fxinspect.Parallel.fsdp(world, rank=rank, mp_policy=policy)
     if case == "tp_llama":
         return fxinspect.Parallel((("tp", world),), llama_tp, rank=rank, label="tensor parallel (Megatron plan)")
     if case == "fsdp_resnet18":
@@ -232,6 +237,7 @@ CASES = {
     "fsdp_resnet18": resnet18,
     "tp_llama": llama_small,
     "fsdp_llama_checkpointed": llama_checkpointed,
+    "fsdp_llama_mixed": llama_small,
 }
 
 

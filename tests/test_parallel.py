@@ -283,6 +283,7 @@ def test_the_first_tensor_parallel_analysis_in_a_process_is_like_the_next():
         ("fsdp_resnet18", 2),
         ("tp_llama", 2),
         ("fsdp_llama_checkpointed", 2),
+        ("fsdp_llama_mixed", 2),
     ],
 )
 def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
@@ -297,7 +298,8 @@ def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
             model, given, backward=True, optimizer=torch.optim.AdamW, loss_fn=loss_fn, parallel=spec(case, world, rank)
         )
         # the peak within 3 %: equal to the byte under FSDP2 (GPT-2, ResNet-18 with batch
-        # norm) and on the tensor-parallel Llama, 0.2 % over with activation checkpointing;
+        # norm) and on the tensor-parallel Llama, 0.2 % over with activation checkpointing,
+        # 0.1 % over with mixed precision (bfloat16 gathers, float32 reductions);
         # on the MLP, gloo's work objects hold the last all-reduce's two buffers (2 x 8x64
         # floats) a while longer
         assert report.memory.total_peak == pytest.approx(measured["peak"], rel=0.03), rank
