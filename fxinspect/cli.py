@@ -228,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backward=opts.backward,
                 memory=not opts.no_memory,
                 measure_memory=opts.measure_memory,
+                optimizer=getattr(torch.optim, opts.optimizer) if opts.optimizer else None,
+                device_spec=opts.device_spec,
                 parallel=Parallel.fsdp(opts.fsdp, rank=opts.rank or 0) if opts.fsdp else None,
             )
         print(report)

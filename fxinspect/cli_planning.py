@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .errors import InputError
+from .parallel import Parallel
 from .planning import Budget, checkpoint_plan, max_batch, sweep
 
 __all__ = ["add_planning_options", "check_planning", "run_planning"]
@@ -59,6 +60,8 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         parser.error("--optimizer needs --backward (its step follows a backward)")
     if opts.budget is not None and not opts.sweep:
         parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
+    if opts.checkpoint_plan and opts.fsdp:
+        parser.error("--checkpoint-plan does not plan a parallel step yet: use it without --fsdp")
     if opts.checkpoint_plan and not opts.backward:
         parser.error("--checkpoint-plan plans a training step: add --backward")
     if modes:
@@ -90,6 +93,8 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
         options["kwargs"] = opts.kwargs
     if opts.optimizer is not None:
         options["optimizer"] = getattr(torch.optim, opts.optimizer)
+    if opts.fsdp:  # (each batch one rank's analysis)
+        options["parallel"] = Parallel.fsdp(opts.fsdp, rank=opts.rank or 0)
     if opts.device_spec is not None:
         options["device_spec"] = opts.device_spec
     reserve = _reserve(opts.reserve)

@@ -90,6 +90,11 @@ class Options:
         if self.parallel is not None:  # (what it is, is checked where it is run: fxinspect.parallel.step)
             if not self.memory or self.measure_memory:
                 raise InputError("parallel= models one rank's memory: it needs memory=True and measure_memory=False")
+            if self.method not in (Method.AUTO, Method.EAGER) or self.leaf_modules:
+                raise InputError(
+                    "parallel= runs the step itself, recorded op by op by the eager tier: it takes no "
+                    f"method={str(self.method)!r} or leaf_modules"
+                )
             fix(self, "device", self.device or torch.device("meta"))  # (one process stands in for any rank)
         if self.optimizer is not None and not (self.backward and self.memory):
             raise InputError(

@@ -79,11 +79,14 @@ def test_cli_a_file_factory_and_a_backward(tmp_path, capsys):
 
 def test_cli_analyses_one_rank_of_fsdp(capsys):
     argv = ["torch.nn:Linear", "--args", "[16, 8]", "--input-shape", "4,16", "--backward", "--fsdp", "4", "--rank", "3"]
-    assert main([*argv, "--no-timing"]) == 0
+    assert main([*argv, "--no-timing", "--optimizer", "AdamW", "--device-spec", "h100-sxm"]) == 0
     out = capsys.readouterr().out
+    assert "AdamW:" in out and "predicted on the wire" in out  # the optimizer and the links, not ignored
     # one unit, the root: gathered once (FSDP2 keeps the root's gathered through the backward), reduce-scattered
     assert "rank 3 of 4 (dp=4): 2 collectives" in out
     assert "all_gather" in out and "reduce_scatter" in out  # the communication table
+    assert main([*argv[:-4], "--fsdp", "2", "--sweep", "4,8"]) == 0  # a sweep of one rank's steps
+    assert "each analysed on its own" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["torch.nn:Identity", "--input-shape", "1", "--rank", "1"])
     assert "give --fsdp too" in capsys.readouterr().err

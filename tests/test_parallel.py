@@ -8,6 +8,7 @@ collectives against ``CommDebugMode`` counting the same step.
 from __future__ import annotations
 
 import collections
+import sys
 
 import pytest
 import torch
@@ -109,15 +110,18 @@ def test_uneven_shards_are_said_and_each_rank_analysed_as_it_runs():
 
     def rank(k: int) -> fxinspect.Report:
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(16, 10), torch.nn.ReLU())
-        plan = {"0": ColwiseParallel(output_layouts=Replicate())}
-        return fxinspect.analyze(model, torch.randn(4, 16), parallel=fxinspect.Parallel.tp(4, plan, rank=k))
+        model = torch.nn.Sequential(torch.nn.Linear(30, 30), torch.nn.Linear(30, 7))
+        plan = {"1": ColwiseParallel(output_layouts=Replicate())}
+        return fxinspect.analyze(
+            model, torch.randn(4, 30), backward=True, parallel=fxinspect.Parallel.tp(4, plan, rank=k)
+        )
 
+    # one after the other in a process (DTensor's caches of rank 0's plan must not serve rank 3)
     first, last = rank(0), rank(3)
-    # 10 output features over 4 ranks: 3, 3, 3 and 1; a batch of 4 with 16 inputs
-    assert (first.totals.macs, last.totals.macs) == (4 * 16 * 3, 4 * 16 * 1)
+    # the first layer whole (4 x 30 x 30); 7 output features of the second over 4 ranks: 2, 2, 2 and 1
+    assert (first.totals.macs, last.totals.macs) == (4 * 30 * 30 + 4 * 30 * 2, 4 * 30 * 30 + 4 * 30 * 1)
     (said,) = [n for n in first.capture.notes if n.startswith("ranks differ")]
-    assert "rank 3: 0.weight (1, 16) where rank 0 has (3, 16)" in said
+    assert "rank 3: 1.weight (1, 30) where rank 0 has (2, 30)" in said
     assert not [n for n in _fsdp_report().capture.notes if n.startswith("ranks differ")]  # rows 32 and 8 split by 4
     # FSDP2 pads an uneven shard and computes on the gathered whole: its ranks do not differ
     padded = fxinspect.analyze(
@@ -206,9 +210,12 @@ def test_the_users_model_is_left_as_it_was_and_their_wrapping_error_reaches_them
     def apply(model, mesh):
         raise Refused("my wrapping")
 
-    with pytest.raises(Refused, match="my wrapping"):
+    hook = sys.excepthook
+    with pytest.raises(Refused, match="my wrapping") as raised:
         fxinspect.analyze(model, torch.randn(4, 16), parallel=fxinspect.Parallel((("dp", 2),), apply))
+    assert raised.value.__notes__ == ["fxinspect: raised in apply(model, mesh) of parallel= (custom), rank 0 of 2"]
     assert not dist.is_initialized()
+    assert sys.excepthook is hook  # (init_process_group's, which prefixes tracebacks with a rank, is gone)
 
 
 def test_a_process_group_already_running_is_refused_and_bad_specs_named():
@@ -220,6 +227,8 @@ def test_a_process_group_already_running_is_refused_and_bad_specs_named():
             _fsdp_report()
     finally:
         dist.destroy_process_group()
+    with pytest.raises(InputError, match="it takes no method='symbolic'"):
+        fxinspect.analyze(_mlp(), torch.randn(4, 16), method="symbolic", parallel=fxinspect.Parallel.fsdp(2))
     with pytest.raises(InputError, match="expects a fxinspect.Parallel"):
         fxinspect.analyze(_mlp(), torch.randn(4, 16), parallel=4)
     with pytest.raises(InputError, match="outside the world of 4 ranks"):

@@ -19,9 +19,11 @@ False
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -54,6 +56,8 @@ def fake_world(spec: Parallel, device_type: str = "cpu") -> Iterator[Any]:
         with unset_fake_temporarily():
             original(self, *args, **kwargs)
 
+    hook = sys.excepthook  # (init_process_group installs one that prefixes every traceback with the rank)
+    _forget_sharding()  # (a plan found for another rank or world must not be reused)
     dist.init_process_group("fake", store=FakeStore(), rank=spec.rank, world_size=spec.world_size)
     DeviceMesh.__init__ = outside_fake
     try:
@@ -64,3 +68,19 @@ def fake_world(spec: Parallel, device_type: str = "cpu") -> Iterator[Any]:
     finally:
         DeviceMesh.__init__ = original
         dist.destroy_process_group()
+        sys.excepthook = hook
+        _forget_sharding()
+
+
+def _forget_sharding() -> None:
+    """Clear DTensor's caches of sharding decisions: they are keyed by specs that compare
+    equal across worlds of the same shape, while the local shards they imply depend on
+    the rank (an uneven shard of rank 0 was reused for rank 3)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._redistribute import _gen_transform_infos
+
+    clear = getattr(torch._C, "_clear_DTensor_sharding_propagator_cache", None)
+    if clear is not None:
+        clear()
+    _gen_transform_infos.cache_clear()
+    DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()

@@ -38,7 +38,7 @@ from .. import devices
 from ..capture.base import module_of
 from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs, flatten_outputs
-from ..errors import FxInspectError, InputError
+from ..errors import FxInspectError, InputError, add_where
 from ..options import Options
 from ..records.communication import Communication
 from ..run.choose import Counted
@@ -184,6 +184,16 @@ def _propagation_unseen() -> Iterator[None]:
         ShardingPropagator._propagate_tensor_meta_non_cached = original
 
 
+@contextlib.contextmanager
+def _noted(where: str) -> Iterator[None]:
+    """Let the user's own exception through, with a note saying where in the analysis."""
+    try:
+        yield
+    except Exception as exc:
+        add_where(exc, where)
+        raise
+
+
 def _issuer(paths: dict[int, str]) -> str | None:
     """The module whose FSDP parameter group is issuing a collective, found up the stack."""
     frame = sys._getframe(2)
@@ -234,10 +244,13 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
     model = run.model
     paths = {id(m): p for p, m in model.named_modules()}
     loss_fn = opts.loss_fn or default_loss
+    rank = f"rank {spec.rank} of {spec.world_size}"
     with fake_world(spec) as mesh, _propagation_unseen():
-        spec.apply(model, mesh)
+        with _noted(f"in apply(model, mesh) of parallel= ({spec.label}), {rank}"):
+            spec.apply(model, mesh)
         paths.update({id(m): p for p, m in model.named_modules()})  # (wrapping may swap classes, not objects)
-        _finish(model(*run.args, **run.kwargs), model, loss_fn, opts.backward)  # the warm-up step
+        with _noted(f"in the warm-up step of {rank} (parallel=, on fake tensors)"):
+            _finish(model(*run.args, **run.kwargs), model, loss_fn, opts.backward)
         kept: list[Any] = []  # the recorded step's output, to finish that step with its backward
         handle = model.register_forward_hook(lambda _m, _a, out: kept.append(out))
         try:
@@ -277,6 +290,8 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
             result.nodes[c.node]["comm_bytes"] += c.wire_bytes
     units = [path or "the root" for path, m in model.named_modules() if hasattr(m, "_get_fsdp_state")]
     fsdp = f"; {len(units)} FSDP unit(s): {', '.join(units[:3])}{', ...' if len(units) > 3 else ''}" if units else ""
+    if units == ["the root"]:
+        fsdp += " (the whole model gathered at once: Parallel.fsdp(n, blocks=...) shards it layer by layer)"
     notes = (
         f"parallel: rank {spec.rank} of {spec.world_size} on mesh "
         f"{' x '.join(f'{n}={s}' for n, s in spec.mesh)}, {spec.label}{fsdp}; run on the fake process group "

@@ -57,8 +57,9 @@ def communication_table(comm: Communication, by: str = "module", tablefmt: str =
         acc[1] += c.tensor_bytes
         acc[2] += c.wire_bytes
         acc[3] = None if acc[3] is None or c.predicted_time is None else acc[3] + c.predicted_time
-    if by == "module":  # each module's calls together, the forward's first
-        rows = dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "forward", kv[0][2])))
+    if by == "module":  # each module's calls together, modules in the order they first communicated
+        first = {key[0]: i for i, key in reversed(list(enumerate(rows)))}
+        rows = dict(sorted(rows.items(), key=lambda kv: (first[kv[0][0]], kv[0][1] != "forward", kv[0][2])))
     cells = []
     for key, (calls, tensor, wire, seconds) in rows.items():
         *head, group, dtype, factor = key[1:] if by == "call" else key
