@@ -93,6 +93,8 @@ def test_collectives_are_timed_on_the_links_their_group_uses():
     comm = report.communication
     assert all(c.predicted_time == c.wire_bytes / 450e9 for c in comm.collectives)  # 4 ranks: one node
     assert comm.predicted_time == pytest.approx(7272 / 450e9)
+    # the compute too, every node priced (the graph's items and grad-mode switches as well)
+    assert report.totals.predicted_latency > 0 and report.totals.backward_predicted_latency > 0
     # 16 ranks span two nodes of 8: the network's bandwidth, or no prediction without one
     wide = fxinspect.Parallel.fsdp(16, blocks=torch.nn.Linear)
     alone = fxinspect.analyze(_mlp(), torch.randn(4, 16), backward=True, parallel=wide, device_spec=h100)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -63,9 +64,10 @@ _SKIPPED = frozenset({"prim", "profiler"})  # not recorded as nodes: queries and
 class _Matched(TorchDispatchMode):
     """Calls the probes at each op the recording saw, with that op's node."""
 
-    def __init__(self, order: list[torch.fx.Node], probe: Probe) -> None:
+    def __init__(self, order: list[torch.fx.Node], probe: Probe, after: dict[str, list[torch.fx.Node]]) -> None:
         super().__init__()
         self.order, self.probe, self.at = order, probe, 0
+        self.following = after  # per op node, the graph's other nodes up to the next op (getitem, grad mode)
         self.done = False  # the forward has returned
         self.current: torch.fx.Node | None = None  # the node of the op running, or of the last one
 
@@ -88,9 +90,25 @@ class _Matched(TorchDispatchMode):
         self.current = order[at]
         out = func(*args, **kwargs)
         self.probe.after(order[at].name, out)
+        self._follow(order[at].name, out)
         if at + 1 < len(order):  # (before the next op's autograd node is made)
             self.probe.before(order[at + 1].name)
         return out
+
+    def _follow(self, name: str, out: Any) -> None:
+        """Probe the nodes that follow an op in the graph without being ops of their own:
+        its outputs' items (``getitem``) and grad-mode switches, as a graph's run would."""
+        extra = self.following.get(name)
+        if not extra:
+            return
+        values = {name: out}  # (held only while its items are probed)
+        for node in extra:
+            value = None
+            if node.target is operator.getitem and node.args[0].name in values:
+                value = values[node.args[0].name][node.args[1]]
+                values[node.name] = value
+            self.probe.before(node.name)
+            self.probe.after(node.name, value)
 
 
 class StepProgram(InstrumentedProgram):
@@ -113,6 +131,14 @@ class StepProgram(InstrumentedProgram):
             and isinstance(n.target, torch._ops.OpOverload)
             and n.target.namespace not in _SKIPPED
         ]
+        self.following: dict[str, list[torch.fx.Node]] = {}
+        ops = set(self.order)
+        current = None
+        for n in capture.graph_module.graph.nodes:
+            if n in ops:
+                current = n.name
+            elif n.op == "call_function":  # ("" : before the first op)
+                self.following.setdefault(current or "", []).append(n)
         self.running: _Matched | None = None
         self.owners = AutogradOwners()
         self.nodes = {n.name: n for n in self.order}
@@ -132,7 +158,8 @@ class StepProgram(InstrumentedProgram):
             if probe.after is not None:
                 probe.after(name, out)
 
-        self.running = matched = _Matched(self.order, Probe(before, after))
+        self.running = matched = _Matched(self.order, Probe(before, after), self.following)
+        matched._follow("", None)
         if self.order:
             before(self.order[0].name)
         with matched:
