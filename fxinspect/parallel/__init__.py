@@ -8,7 +8,9 @@ gradients and optimizer state, the gathered parameters while they live, its
 activations, and every collective it issued (``report.communication``).
 
 :mod:`.spec` says how the step is parallelised, :mod:`.group` makes the world,
-:mod:`.step` runs and probes the step, :mod:`.collectives` logs what it communicates.
+:mod:`.step` runs the step and :mod:`.program` probes it op by op, :mod:`.collectives`
+logs what it communicates, :mod:`.links` times it on a device's links and
+:mod:`.ranks` says when other ranks hold other shards.
 """
 
 from .spec import Parallel
