@@ -38,13 +38,15 @@ def priced(comm: Communication, spec: DeviceSpec, ranks_per_node: int = 8) -> Co
     inside = next(((name, spec.interconnect[name] / 2) for name in _NODE_LINKS if name in spec.interconnect), None)
     network = spec.interconnect.get("network")
     timed = []
+    across = False  # whether some group spans nodes
     for c in comm.collectives:
         one_node = len({r // ranks_per_node for r in c.ranks}) <= 1
-        rate = inside[1] if one_node and inside else (network if not one_node else None)
+        across = across or not one_node
+        rate = (inside[1] if inside else None) if one_node else network
         timed.append(dataclasses.replace(c, predicted_time=c.wire_bytes / rate if rate else None))
     said = [f"{spec.name}: groups within a node of {ranks_per_node} ranks"]
     said.append(f"on {inside[0]} at {inside[1] / 1e9:g} GB/s a direction" if inside else "have no link in the spec")
-    if any(len({r // ranks_per_node for r in c.ranks}) > 1 for c in comm.collectives):
+    if across:
         said.append(
             f"groups across nodes on the network at {network / 1e9:g} GB/s"
             if network

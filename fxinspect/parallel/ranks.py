@@ -49,6 +49,7 @@ def uneven(model: torch.nn.Module, rank: int) -> str | None:
     from torch.distributed.tensor import Replicate
 
     fsdp = _fsdp_dims(model)
+    meshes: dict[int, tuple[list, list]] = {}  # id(mesh) -> (coordinates, ranks), read once a mesh
     differ: dict[int, str] = {}
     for name, p in model.named_parameters():
         placements = getattr(p, "placements", None)
@@ -56,9 +57,11 @@ def uneven(model: torch.nn.Module, rank: int) -> str | None:
             continue
         placements = tuple(Replicate() if i < fsdp.get(id(p), 0) else q for i, q in enumerate(placements))
         mesh = p.device_mesh
-        coordinates = [list(c) for c in itertools.product(*(range(s) for s in mesh.shape))]
-        with unset_fake_temporarily():  # (the mesh's ranks are a real tensor)
-            ranks = mesh.mesh.flatten().tolist()
+        if id(mesh) not in meshes:
+            with unset_fake_temporarily():  # (the mesh's ranks are a real tensor)
+                ranks = mesh.mesh.flatten().tolist()
+            meshes[id(mesh)] = ([list(c) for c in itertools.product(*(range(s) for s in mesh.shape))], ranks)
+        coordinates, ranks = meshes[id(mesh)]
         shapes = {
             r: _local(tuple(p.shape), tuple(mesh.shape), tuple(placements), c) for r, c in zip(ranks, coordinates)
         }
