@@ -125,6 +125,23 @@ def test_graph_module_returns_the_output_leaves():
     assert not [n for n in cap.graph_module.graph.nodes if n.op == "call_module"]
 
 
+def test_export_takes_no_stack_traces_and_puts_the_setting_back():
+    """Nothing reads export's per-node Python stacks (a tenth of a large export): they are
+    not taken, and torch's own setting is as it was afterwards, after a failure too."""
+    assert torch.fx.config.do_not_emit_stack_traces is False
+    cap = trace_export(RowLoop(), FlatInputs.build((torch.randn(3, 5, 8),), {}))
+    assert [n.name for n in _ops(cap) if n.meta.get("stack_trace")] == []
+    assert torch.fx.config.do_not_emit_stack_traces is False
+
+    class Fails(nn.Module):
+        def forward(self, x):
+            raise ValueError("the user's own error")
+
+    with pytest.raises(ValueError, match="the user's own error"):
+        trace_export(Fails(), FlatInputs.build((torch.randn(2),), {}))
+    assert torch.fx.config.do_not_emit_stack_traces is False
+
+
 def test_module_called_twice_counts_two_calls_and_owns_both():
     x = torch.randn(2, 4)
     cap = trace_export(Twice(), FlatInputs.build((x,), {}))

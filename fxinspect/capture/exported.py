@@ -37,8 +37,9 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -59,6 +60,19 @@ _DROPPED = tuple(
     getattr(torch.ops.aten, name).default for name in ("_assert_tensor_metadata",) if hasattr(torch.ops.aten, name)
 )
 """Checks export inserts around ``.to()`` calls: not part of the model's computation."""
+
+
+@contextlib.contextmanager
+def _without_stack_traces() -> Iterator[None]:
+    """Export keeps each node's Python stack (``node.meta["stack_trace"]``), taken and
+    symbolised node by node: a tenth of the export of a large model. Nothing in the
+    analysis reads it, so it is not taken."""
+    before = fx.config.do_not_emit_stack_traces
+    fx.config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        fx.config.do_not_emit_stack_traces = before
 
 
 class _Root(torch.nn.Module):
@@ -164,7 +178,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
-    with checkpoints_traced_through(model) as lost:
+    with checkpoints_traced_through(model) as lost, _without_stack_traces():
         program = None
         if inputs.batch_dims is not None:
             program, inputs, said = _for_every_batch(root, inputs)
