@@ -1,25 +1,29 @@
 """Overhead of ``fxinspect.watch`` on a training loop, as a ratio to the same loop without it.
 
-Run: ``python benchmarks/watch.py [--repeats 5]``. One process. Two measures of the
-cost of ``every`` steps:
+Run: ``python benchmarks/watch.py [--cycles 30] [--only cnn|gpt2] [--threads 1]``. One process.
 
-* per kind of step: blocks of plain and watched steps alternate, and the cost comes
-  from the median plain, unlogged and logged step;
-* paired cycles: ``every`` watched steps (one logged, the rest not; the watch put on
-  and taken off outside the clock) and ``every`` plain ones alternate, their order
-  swapped each time; the median of the cycles' ratios. A noisy machine drifts less
-  within a pair than across blocks, so this is the figure held to the target.
+Two copies of the model, equal to the bit, train side by side on the same batch: one
+watched for the whole run (``watch(every=10)``: the first step of every ten logged, the
+rest not), one plain. A cycle is ``every`` steps of each, the order swapped from cycle to
+cycle; its ratio is the watched copy's time over the plain one's. The figure is the
+median ratio over the cycles, with the quartiles beside it: a shared, noisy machine
+drifts less within a cycle than across a run, and the spread says how far to trust the
+median.
 
-* a small CNN, 200 steps on synthetic 32x32 images, ``watch(every=10)``;
-* ``GPT2LMHeadModel(GPT2Config(n_layer=2))``, 200 steps at batch 2, sequence 64,
-  ``watch(every=10)``.
+* a small CNN, synthetic 32x32 images, batch 32;
+* ``GPT2LMHeadModel(GPT2Config(n_layer=2))``, batch 2, sequence 64.
 
-The target (issue 25): within 1.05x of the plain loop, for both.
+``--threads 1`` runs torch on one thread and times each copy's steps by the thread's own
+CPU clock (``time.thread_time``), which other processes on the machine disturb less.
+``--null`` watches neither copy: the ratio the measurement itself gives two equal loops
+(1.000 on a quiet machine; how far it strays says how much a ratio here can be trusted).
+The target (issue 25): within 1.05x of the plain loop, for both models.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -41,93 +45,72 @@ def cnn() -> torch.nn.Module:
     )
 
 
-def timed_steps(model, batch, loss_fn, steps: int) -> list[float]:
-    """Seconds of each of ``steps`` training steps."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model, batch).backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return times
+class Loop:
+    """One copy of the model and its optimizer: ``steps(n)`` trains ``n`` steps, timed."""
+
+    def __init__(self, model, batch, loss_fn, clock) -> None:
+        self.model, self.batch, self.loss_fn, self.clock = model, batch, loss_fn, clock
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def steps(self, n: int) -> float:
+        start = self.clock()
+        for _ in range(n):
+            self.opt.zero_grad(set_to_none=True)
+            self.loss_fn(self.model, self.batch).backward()
+            self.opt.step()
+        return self.clock() - start
 
 
-def measure(name, make, batch, loss_fn, every, steps, repeats, target) -> None:
-    """Blocks of ``steps`` plain steps and ``steps`` watched ones, alternating ``repeats``
-    times; the cost of ``every`` steps from the medians of plain, unlogged and logged
-    steps (a median per kind of step: a noisy machine moves a whole loop's time more)."""
+def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False) -> float:
+    """The median over ``cycles`` of (``every`` watched steps) / (``every`` plain steps)."""
+    torch.manual_seed(0)
     model = make()
-    timed_steps(model, batch, loss_fn, 3)  # warm-up
-    plain, logged, unlogged = [], [], []
-    for _ in range(repeats):
-        plain += timed_steps(model, batch, loss_fn, steps)
-        w = fxinspect.watch(model, every=every)
-        for i, t in enumerate(timed_steps(model, batch, loss_fn, steps)):
-            (logged if i % every == 0 else unlogged).append(t)
-        w.remove()
-    p, u, g = (statistics.median(v) for v in (plain, unlogged, logged))
-    by_kind = ((every - 1) * u + g) / (every * p)
+    twin = copy.deepcopy(model)
+    watched, plain = Loop(model, batch, loss_fn, clock), Loop(twin, batch, loss_fn, clock)
+    watcher = None if null else fxinspect.watch(model, every=every)
+    for loop in (watched, plain):  # warm-up: the watch's first logged step, allocations
+        loop.steps(2 * every)
     ratios = []
-    for cycle in range(repeats * steps // every):
-        times = {}
-        for watched in (cycle % 2 == 0, cycle % 2 == 1):
-            w = fxinspect.watch(model, every=every) if watched else None
-            times[watched] = sum(timed_steps(model, batch, loss_fn, every))
-            if w is not None:
-                w.remove()
-        ratios.append(times[True] / times[False])
-    paired = statistics.median(ratios)
+    for cycle in range(cycles):
+        order = (watched, plain) if cycle % 2 == 0 else (plain, watched)
+        times = {id(loop): loop.steps(every) for loop in order}
+        ratios.append(times[id(watched)] / times[id(plain)])
+    if watcher is not None:
+        watcher.remove()
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    step = plain.steps(every) / every
     print(
-        f"{name:28} every={every}: a plain step {p * 1e3:.1f} ms, unlogged {u * 1e3:.1f} ms, logged "
-        f"{g * 1e3:.1f} ms; {every} steps watched / plain: by kind of step {by_kind:.3f}, paired cycles "
-        f"{paired:.3f} (median of {len(ratios)}); target {target}: {'met' if paired <= target else 'NOT MET'}",
+        f"{name + (' (null: neither watched)' if null else ''):28} every={every}, a plain step {step * 1e3:.1f} ms: {every} steps watched / plain "
+        f"{median:.3f} (quartiles {q1:.3f}-{q3:.3f}, {cycles} cycles); target {target}: "
+        f"{'met' if median <= target else 'NOT MET'}",
         flush=True,
     )
+    return median
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20, help="steps per block")
+    parser.add_argument("--cycles", type=int, default=None, help="cycles per model (default: 60 CNN, 16 GPT-2)")
     parser.add_argument("--only", choices=["cnn", "gpt2"], default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (1: time by the thread's CPU clock)")
+    parser.add_argument("--null", action="store_true", help="watch neither copy: the measurement's own ratio")
     args = parser.parse_args()
-    torch.manual_seed(0)
+    clock = time.perf_counter
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        clock = time.thread_time if args.threads == 1 else clock
+    print(f"torch threads: {torch.get_num_threads()}, clock: {clock.__name__}")
     if args.only != "gpt2":
-        measure_cnn(args)
+        images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
+        loss = lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])  # noqa: E731
+        measure("small CNN", cnn, images, loss, 10, args.cycles or 60, clock, 1.05, args.null)
     if args.only != "cnn":
-        measure_gpt2(args)
+        from transformers import GPT2Config, GPT2LMHeadModel
 
-
-def measure_cnn(args) -> None:
-    images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
-    measure(
-        "small CNN",
-        cnn,
-        images,
-        lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
-        10,
-        args.steps,
-        args.repeats,
-        1.05,
-    )
-
-
-def measure_gpt2(args) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    ids = torch.randint(0, 50257, (2, 64))
-    measure(
-        "GPT2LMHeadModel(n_layer=2)",
-        lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train(),
-        ids,
-        lambda m, b: m(input_ids=b, labels=b).loss,
-        10,
-        args.steps,
-        args.repeats,
-        1.05,
-    )
+        ids = torch.randint(0, 50257, (2, 64))
+        make = lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train()  # noqa: E731
+        loss = lambda m, b: m(input_ids=b, labels=b).loss  # noqa: E731
+        measure("GPT2LMHeadModel(n_layer=2)", make, ids, loss, 10, args.cycles or 16, clock, 1.05, args.null)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,29 @@ def test_zeros_of_one_sign_beside_subnormals_are_counted_exactly(sign):
     assert list(counts) == [int((exps == h.low + i).sum()) for i in range(len(counts))]
 
 
+def test_a_tensor_binned_in_chunks_equals_numpy_value_by_value():
+    """A CPU tensor of 2.5 chunks: +0.0 in the first chunk only, -0.0 and NaN in the last
+    only, a subnormal in the middle one: each chunk's zeros are counted as it is binned,
+    and the counts add up to numpy's over the whole tensor."""
+    from fxinspect.training.binning import CHUNK
+
+    x = _values(5 * CHUNK // 2, torch.float32, seed=3)
+    x[:6] = 1.0  # (_values puts its special values at the front: place them by chunk here)
+    x[:1000] = 0.0
+    x[CHUNK + 5] = torch.finfo(torch.float32).tiny / 8
+    x[-1000:] = -0.0
+    x[-1] = float("nan")
+    scratch = {}
+    h = log2_histogram(x, scratch=scratch)
+    exps, signs, zeros, nan, pos_inf, neg_inf = _reference(x)
+    assert (h.zeros, h.nan, h.total) == (zeros, nan, x.numel()) == (1999, 1, 5 * CHUNK // 2)
+    for sign, counts in ((1, h.positive), (-1, h.negative)):
+        found = exps[signs == sign]
+        assert list(counts) == [int((found == h.low + i).sum()) for i in range(len(counts))]
+    assert h.low == -129  # the subnormal in the middle chunk, tiny / 8 = 2**-126 / 2**3, is the lowest bin
+    assert [b.numel() for b in scratch.values()] == [CHUNK]  # the buffer: one chunk, never the tensor
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
 def test_small_tensors_binned_together_equal_each_binned_alone_and_numpy(dtype):
     from fxinspect.training.binning import SmallBatch

@@ -95,7 +95,7 @@ class Watch(WatchHooks):
         # histograms binned this step, by tensor id: (weak reference, version, histogram)
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1
-        self._scratch: dict = {}  # log2_histogram's buffer, kept through a logged step
+        self._scratch: dict = {}  # log2_histogram's buffers (see WatchHooks._unhook_step)
         self._small = SmallBatch()  # copies of a logged step's small tensors, binned as the next begins
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:

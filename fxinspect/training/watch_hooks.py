@@ -19,7 +19,7 @@ import torch
 from ..errors import InputError
 from ..guard import in_analysis
 from ..tensors import tensors_in
-from .binning import SMALL, log2_histogram
+from .binning import CHUNK, SMALL, log2_histogram
 from .quantities import Quantity
 
 __all__ = ["WatchHooks"]
@@ -62,7 +62,9 @@ class WatchHooks:
         for handle in self._step_handles:
             handle.remove()
         self._step_handles.clear()
-        self._scratch.clear()  # the logged step's binning buffer, as large as its largest tensor
+        for where, buffer in list(self._scratch.items()):  # binning buffers: a CPU's (a chunk) is kept,
+            if buffer.numel() > CHUNK:  # a GPU's is as large as the step's largest tensor
+                del self._scratch[where]
         self._small.bin()  # its small tensors, together
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
