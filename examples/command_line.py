@@ -8,16 +8,31 @@ Inputs are ``--input-shape`` (positional, repeatable) and ``--input NAME=SHAPE``
 (keyword; names ending in ``ids``/``mask`` get integer tokens/ones), with ``--kwargs``
 for the rest. ``--json``, ``--csv``, ``--png`` and ``--svg`` write files;
 ``python -m fxinspect`` is the same. A mistake is one line on stderr and exit status 2.
+
+A training step: ``--backward`` with ``--optimizer AdamW`` (its state counts in the
+memory), ``--device meta`` to allocate nothing; ``--fsdp N [--rank K]`` analyses one
+rank of FSDP2 over N ranks on a fake process group, with its collectives listed.
+``--sweep``, ``--max-batch`` and ``--checkpoint-plan`` answer will-it-fit questions
+(see docs/will_it_fit.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shlex
 from pathlib import Path
 
 from fxinspect.cli import main as cli
+
+LLAMA = {
+    "num_hidden_layers": 2,
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_attention_heads": 4,
+    "vocab_size": 1000,
+}
 
 
 def _run(command: str) -> str:
@@ -37,6 +52,8 @@ def main(out_dir: Path = Path(".")) -> str:
         "--input attention_mask=1,64 --kwargs '{\"use_cache\": false}' --by op --no-timing --no-memory",
         "fxinspect torchvision.models:resnet18 --input-shape 1,3,224,224 --sort bogus",
         "fxinspect torchvision.models:resnet18 --input-shape 1,4,224,224 --no-timing",
+        f"fxinspect transformers:LlamaConfig --config '{json.dumps(LLAMA)}' --input input_ids=2,128 "
+        "--kwargs '{\"use_cache\": false}' --backward --optimizer AdamW --device meta --fsdp 8 --depth 1 --no-timing",
     ]
     text = "\n".join(_run(c) for c in commands)
     print(text)

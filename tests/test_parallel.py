@@ -40,6 +40,16 @@ def test_an_fsdp2_rank_holds_its_shard_of_parameters_gradients_and_adam_state():
     assert not dist.is_initialized()  # the fake world is gone
 
 
+def test_fsdps_profiler_ranges_are_listed_nowhere():
+    """FSDP2 opens ``record_function`` ranges around its work: they touch no tensor, so
+    neither the summary's ops outside the nodes nor any node lists them."""
+    report = _fsdp_report()
+    calls = [*report.unattributed, *report.backward_unattributed]
+    calls += [c for n in report.nodes for c in (*n.aten, *n.backward_aten)]
+    assert [c.op for c in calls if c.op.startswith("profiler.")] == []
+    assert "outside fwd" not in report.summary()
+
+
 def test_collectives_are_fsdp2s_and_counted_as_comm_debug_mode_counts_them():
     comm = _fsdp_report().communication
     got = [(c.phase, c.kind, c.module_path, c.tensor_bytes) for c in comm.collectives]
