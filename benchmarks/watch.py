@@ -1,6 +1,6 @@
 """Overhead of ``fxinspect.watch`` on a training loop, as a ratio to the same loop without it.
 
-Run: ``python benchmarks/watch.py [--cycles 30] [--only cnn|gpt2] [--threads 1]``. One process.
+Run: ``python benchmarks/watch.py [--cycles N] [--only cnn|gpt2] [--threads 1] [--null]``. One process.
 
 Two copies of the model, equal to the bit, train side by side on the same batch: one
 watched for the whole run (``watch(every=10)``: the first step of every ten logged, the
@@ -90,7 +90,12 @@ def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=None, help="cycles per model (default: 60 CNN, 16 GPT-2)")
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=None,
+        help="cycles per model (default: 200 CNN, about a minute; 40 GPT-2, about 11)",
+    )
     parser.add_argument("--only", choices=["cnn", "gpt2"], default=None)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (1: time by the thread's CPU clock)")
     parser.add_argument("--null", action="store_true", help="watch neither copy: the measurement's own ratio")
@@ -103,14 +108,14 @@ def main() -> None:
     if args.only != "gpt2":
         images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
         loss = lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])  # noqa: E731
-        measure("small CNN", cnn, images, loss, 10, args.cycles or 60, clock, 1.05, args.null)
+        measure("small CNN", cnn, images, loss, 10, args.cycles or 200, clock, 1.05, args.null)
     if args.only != "cnn":
         from transformers import GPT2Config, GPT2LMHeadModel
 
         ids = torch.randint(0, 50257, (2, 64))
         make = lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train()  # noqa: E731
         loss = lambda m, b: m(input_ids=b, labels=b).loss  # noqa: E731
-        measure("GPT2LMHeadModel(n_layer=2)", make, ids, loss, 10, args.cycles or 16, clock, 1.05, args.null)
+        measure("GPT2LMHeadModel(n_layer=2)", make, ids, loss, 10, args.cycles or 40, clock, 1.05, args.null)
 
 
 if __name__ == "__main__":

