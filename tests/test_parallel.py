@@ -34,6 +34,9 @@ def test_an_fsdp2_rank_holds_its_shard_of_parameters_gradients_and_adam_state():
     memory = report.memory
     # parameters 16*32+32 + 32*8+8 = 544 + 264 = 808 floats; each block's 544 and 264 split over 4 ranks
     assert memory.params == (544 // 4 + 264 // 4) * 4 == 808
+    # the summary's parameter figures are the whole model's; the next line says what the rank holds
+    assert "3.16 KiB of parameters" in report.summary()  # 808 floats * 4 B = 3,232 B
+    assert "rank 0 of 4 holds 808 B of the parameters (its shards)" in report.summary()
     assert memory.gradients == 808  # the reduce-scattered gradient: one shard
     assert memory.optimizer_state == 2 * 808 + 4 * 4  # exp_avg and exp_avg_sq per shard, a step scalar per parameter
     assert report.totals.macs == 4 * 16 * 32 + 4 * 32 * 8  # the local batch's forward: 2048 + 1024

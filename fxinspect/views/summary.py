@@ -57,6 +57,14 @@ def _params(report: ReportRecord) -> list[str]:
             f" + {fmt.nbytes(t.buffer_bytes)} of buffers",
         )
     ]
+    comm, memory = report.communication, report.memory
+    if comm is not None and memory is not None:  # the figures above are the whole model's
+        lines.append(
+            _line(
+                "",
+                f"rank {comm.rank} of {comm.world_size} holds {fmt.nbytes(memory.params)} of the parameters (its shards)",
+            )
+        )
     for s in report.shared:
         lines.append(_line("shared", f"{s.name} also as {_names(s.aliases)} ({fmt.count(s.numel)}, counted once)"))
     return lines
