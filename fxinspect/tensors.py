@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["forked_rng", "has_data", "tensors_in", "version"]
+__all__ = ["NOT_WORK", "forked_rng", "has_data", "holds_dtensors", "local_tensor", "tensors_in", "version"]
 
 
 def forked_rng():
@@ -44,6 +44,12 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
 def local_tensor(t: torch.Tensor) -> torch.Tensor:
     """The tensor this process holds: a ``DTensor``'s local shard, any other tensor itself."""
     return getattr(t, "_local_tensor", t) if type(t) is not torch.Tensor else t
+
+
+NOT_WORK = frozenset({"prim", "profiler"})
+"""Namespaces of ops that are no work the model asked for: ``prim`` (fake tensors asking
+for their own device or layout) and ``profiler`` (``record_function``'s range markers,
+which FSDP opens around its work). No capture records them and no run lists them."""
 
 
 def holds_dtensors(types: tuple) -> bool:

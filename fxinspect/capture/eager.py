@@ -38,7 +38,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..tensors import holds_dtensors
+from ..tensors import NOT_WORK, holds_dtensors
 from .base import Capture, Method, type_name
 from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
@@ -61,8 +61,7 @@ class _Recorder(TorchDispatchMode):
             return NotImplemented  # (DTensor runs it as local ops and collectives: those are recorded)
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        # prim.device & co: fake tensors asking about themselves; profiler: range markers
-        if func.namespace not in ("prim", "profiler"):
+        if func.namespace not in NOT_WORK:  # (fake tensors' queries, profiler ranges)
             self.builder.record(func, args, kwargs, out)
         return out
 

@@ -20,11 +20,9 @@ from ..capture.inputs import flatten_outputs
 from ..errors import FxInspectError
 from ..run.owners import AutogradOwners
 from ..run.program import InstrumentedProgram, Probe
-from ..tensors import holds_dtensors
+from ..tensors import NOT_WORK, holds_dtensors
 
 __all__ = ["StepProgram"]
-
-_SKIPPED = frozenset({"prim", "profiler"})  # not recorded as nodes: queries and range markers
 
 
 class _Matched(TorchDispatchMode):
@@ -41,7 +39,7 @@ class _Matched(TorchDispatchMode):
         if holds_dtensors(types):
             return NotImplemented  # (as the recording: DTensor's local ops come back here)
         kwargs = kwargs or {}
-        if func.namespace in _SKIPPED:
+        if func.namespace in NOT_WORK:
             return func(*args, **kwargs)
         order, at = self.order, self.at
         if at >= len(order) or order[at].target is not func:
@@ -95,7 +93,7 @@ class StepProgram(InstrumentedProgram):
             for n in capture.graph_module.graph.nodes
             if n.op == "call_function"
             and isinstance(n.target, torch._ops.OpOverload)
-            and n.target.namespace not in _SKIPPED
+            and n.target.namespace not in NOT_WORK
         ]
         self.following: dict[str, list[torch.fx.Node]] = {}
         ops = set(self.order)

@@ -28,8 +28,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import rules  # noqa: F401 - importing the package registers every formula family
 from ..records import OpStatus
 from ..rules._util import nbytes
-from ..rules.registry import FREE, FreeReason, free_reason, lookup
-from ..tensors import holds_dtensors
+from ..rules.registry import FREE, lookup
+from ..tensors import NOT_WORK, holds_dtensors
 
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
@@ -81,15 +81,12 @@ class CountingMode(TorchDispatchMode):
             return NotImplemented  # (DTensor runs it as local ops, which come back here)
         entry = self._rules.get(func)
         if entry is None:
-            # prim ops (prim.device, ...) are queries fake tensors make of themselves, not
-            # work the model asked for: a virtual run must list the same ops as a real one;
-            # a profiler's range markers (FSDP's) touch no tensor: neither is listed
-            rule = lookup(func)
-            unlisted = func.namespace == "prim" or (rule is FREE and free_reason(func) is FreeReason.MARKER)
-            key = None if unlisted else str(func)
+            # fake tensors' queries of themselves and profiler ranges are no work the model
+            # asked for (a virtual run must list the same ops as a real one): not listed
+            key = None if func.namespace in NOT_WORK else str(func)
             schema = getattr(func, "_schema", None)  # (without one, assume it may write)
             mutates = schema.is_mutable if schema is not None else True
-            entry = self._rules[func] = (rule, key, mutates, _written_not_returned(schema))
+            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema))
         rule, key, mutates, side_writes = entry
         if mutates and self.before_write is not None:
             self.before_write()

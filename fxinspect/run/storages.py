@@ -39,12 +39,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..records.memory import Phase, Saves
-from ..tensors import holds_dtensors, local_tensor, tensors_in
+from ..tensors import NOT_WORK, holds_dtensors, local_tensor, tensors_in
 from . import resizes
 
 __all__ = ["Allocation", "StorageTracker"]
-
-_NOT_WORK = frozenset({"profiler", "prim"})  # range markers and metadata queries
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
@@ -152,7 +150,7 @@ class StorageTracker(TorchDispatchMode):
         run models memory in the same dispatch that prices each op)."""
         # (runs for every aten op of the model: lookups hoisted, calls inlined for the
         # common case of one output tensor)
-        if func.namespace in _NOT_WORK:
+        if func.namespace in NOT_WORK:
             return
         self.ops += 1
         alive, resident, aliasing = self._alive, self._resident, self._aliasing
