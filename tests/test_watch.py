@@ -350,12 +350,15 @@ def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     watcher = fxinspect.watch(model, every=1, log=("io", "params", "params_grad"))
     model(ids).sum().backward()
     watcher.remove()
-    # embed's output, head's output (before the ReLU), the ReLU's (written in place: its
-    # version moved, so binned again; the model's output is that same tensor, not binned
-    # again), the tied weight once and its gradient once: 5, where 8 were binned before
-    assert sorted(binned) == sorted([(4, 6, 8), (4, 6, 32), (4, 6, 32), (32, 8), (32, 8)])
+    # embed's output, head's output (before the ReLU), the tied weight once and its
+    # gradient once: 4, where 8 were binned before. The ReLU wrote head's output in place
+    # (its version moved): its histogram is made from head's, and the model's output is
+    # that same tensor, not binned again
+    assert sorted(binned) == sorted([(4, 6, 8), (4, 6, 32), (32, 8), (32, 8)])
     head, act = watcher.histogram("head", "io", 0), watcher.histogram("act", "io", 0)
     assert sum(head.negative) > 0 and sum(act.negative) == 0  # the ReLU's own values, not the head's
+    with torch.no_grad():
+        assert act == log2_histogram(model(ids))  # made from head's, equal to binning the output
     assert watcher.histogram("", "io", 0) == act
     assert watcher.histogram("embed", "params", 0) == watcher.histogram("head", "params", 0)
 
@@ -416,3 +419,67 @@ def test_parameters_an_optimizer_writes_without_changing_are_frozen():
     watcher.remove()
     assert model[0].weight._version > 0  # written by every step ...
     assert "frozen parameters: '0'" in watcher.summary()  # ... and never changed
+
+
+class _Relus(torch.nn.Module):
+    """A ReLU in place and one not, after a layer whose outputs hold every kind of value."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Identity(), torch.nn.Identity()
+        self.relu_, self.relu = torch.nn.ReLU(inplace=True), torch.nn.ReLU()
+
+    def forward(self, x):
+        a = self.relu_(self.first(x * 1))  # (x * 1: not the user's tensor written in place)
+        return a + self.relu(self.second(x * 2))
+
+
+def test_a_relus_histogram_made_from_its_inputs_equals_binning_its_output(monkeypatch):
+    import importlib
+
+    watching = importlib.import_module("fxinspect.training.watch_hooks")
+    binned = []
+    binning = watching.WatchHooks._bin
+    monkeypatch.setattr(watching.WatchHooks, "_bin", lambda self, t: binned.append(t.numel()) or binning(self, t))
+    tiny = torch.finfo(torch.float32).tiny
+    special = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), tiny / 4, -tiny / 4, 3.0, -3.0, 1e30, -1e-30, 1.0]
+    x = torch.cat([torch.tensor(special), torch.randn(20000) * 100]).reshape(4, -1)  # 20,012 values: not small
+    model = _Relus().train()
+    watcher = fxinspect.watch(model, log=("io",))
+    model(x)
+    watcher.remove()
+    # the two Identity layers' outputs and the sum: 3 binned; both ReLUs' made from their inputs'
+    assert binned == [x.numel()] * 3
+    for relu, layer, scale in (("relu_", "first", 1), ("relu", "second", 2)):
+        made, direct = watcher.histogram(relu, "io", 0), log2_histogram(torch.relu(x * scale))
+        assert made == direct  # every bin, the zeros (-0.0, negatives, -Inf), NaN and +Inf
+        assert made.zeros == 2 + (x < 0).sum().item() and made.nan == 1 and made.pos_inf == 1
+        assert sum(watcher.histogram(layer, "io", 0).negative) > 0 and sum(made.negative) == 0
+
+
+def test_a_relu_whose_input_was_written_since_it_was_binned_is_binned_itself():
+    class Written(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer, self.relu = torch.nn.Identity(), torch.nn.ReLU()
+
+        def forward(self, x):
+            h = self.layer(x * 1)
+            h.add_(-1.0)  # after layer's histogram was taken: the ReLU's input is not what was binned
+            return self.relu(h)
+
+    x = torch.randn(64, 8)
+    model = Written().train()
+    watcher = fxinspect.watch(model, log=("io",))
+    model(x)
+    watcher.remove()
+    assert watcher.histogram("relu", "io", 0) == log2_histogram(torch.relu(x - 1.0))
+
+
+def test_merging_with_an_empty_histogram_equals_binning_the_values_together():
+    zeros, values = torch.zeros(5), torch.tensor([3.0, -0.5, float("nan")])
+    together = log2_histogram(torch.cat([zeros, values]))
+    # an all-zero tensor has no bin: it widens neither side (it did to 2**-149 before)
+    assert log2_histogram(zeros).merged(log2_histogram(values)) == together
+    assert log2_histogram(values).merged(log2_histogram(zeros)) == together
+    assert together.low == -1 and together.zeros == 5 and together.nan == 1

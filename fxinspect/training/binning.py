@@ -22,11 +22,14 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from .histograms import Histogram
 
-__all__ = ["CHUNK", "SMALL", "PendingHistogram", "SmallBatch", "log2_histogram"]
+__all__ = ["CHUNK", "SMALL", "Derived", "PendingHistogram", "SmallBatch", "log2_histogram"]
 
 SMALL = 1 << 14
 """Tensors of at most this many values are binned together by :class:`SmallBatch`."""
@@ -70,10 +73,23 @@ class PendingHistogram:
         nan, pos_inf, neg_inf = self.special.tolist() if self.special is not None else (0, 0, 0)
         used = [i for i in range(size) if negative[i] or positive[i]]
         lo, hi = (used[0], used[-1] + 1) if used else (0, 0)
-        low = 2 - fields // 2 - m  # the smallest subnormal's exponent: 1 - bias - m
+        low = 2 - fields // 2 - m if used else 0  # the smallest subnormal's exponent: 1 - bias - m
         return Histogram(
             low + lo, tuple(negative[lo:hi]), tuple(positive[lo:hi]), self.zeros, nan, pos_inf, neg_inf, self.total
         )
+
+
+class Derived:
+    """A histogram made from another one when read: ``transform(source)`` (``source``
+    pending or read), as a ReLU's output's from its input's."""
+
+    __slots__ = ("source", "transform")
+
+    def __init__(self, source: Any, transform: Callable[[Histogram], Histogram]) -> None:
+        self.source, self.transform = source, transform
+
+    def read(self) -> Histogram:
+        return self.transform(self.source if isinstance(self.source, Histogram) else self.source.read())
 
 
 def log2_histogram(t: torch.Tensor, pending: bool = False, scratch: dict | None = None) -> Histogram | PendingHistogram:

@@ -63,10 +63,27 @@ class Histogram:
                 return float(self.low + i)
         return None
 
+    def relu(self) -> Histogram:
+        """The histogram of ``max(x, 0)`` over this one's values, as ``torch.relu`` makes
+        them: negative values and -Inf become zeros, positive ones, +Inf and NaN stay."""
+        used = [i for i, c in enumerate(self.positive) if c]
+        lo, hi = (used[0], used[-1] + 1) if used else (0, 0)
+        return Histogram(
+            self.low + lo if used else 0,
+            (0,) * (hi - lo),
+            self.positive[lo:hi],
+            self.zeros + sum(self.negative) + self.neg_inf,
+            self.nan,
+            self.pos_inf,
+            0,
+            self.total,
+        )
+
     def merged(self, other: Histogram) -> Histogram:
         """The histogram of both tensors' values together."""
-        low = min(self.low, other.low)
-        high = max(self.low + len(self.positive), other.low + len(other.positive))
+        sides = [h for h in (self, other) if h.positive] or [self]  # (an empty one has no place)
+        low = min(h.low for h in sides)
+        high = max(h.low + len(h.positive) for h in sides)
 
         def add(a: tuple[int, ...], la: int, b: tuple[int, ...], lb: int) -> tuple[int, ...]:
             out = [0] * (high - low)

@@ -5,7 +5,8 @@ decides whether this one is logged, the second checks the model's output (and it
 gradient) for NaN/Inf. The selected modules' forward hooks and their parameters'
 gradient hooks are put on for a logged step only, and taken off as the next step begins.
 A tensor several modules hold (the model's output is its last layer's; a tied weight is
-two modules') is binned once a step.
+two modules') is binned once a step, and a ``torch.nn.ReLU``'s output is not binned at
+all when its input was: its histogram is made from the input's (:meth:`Histogram.relu`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import torch
 from ..errors import InputError
 from ..guard import in_analysis
 from ..tensors import tensors_in
-from .binning import CHUNK, SMALL, log2_histogram
+from .binning import CHUNK, SMALL, Derived, log2_histogram
+from .histograms import Histogram
 from .quantities import Quantity
 
 __all__ = ["WatchHooks"]
@@ -97,7 +99,7 @@ class WatchHooks:
             outputs = [t for t in tensors_in(output) if t.is_floating_point()]
             if Quantity.IO in self.log:
                 for t in outputs:
-                    self._keep(name, Quantity.IO, self._once(t))
+                    self._keep(name, Quantity.IO, self._once(t, module, args))
             if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
                 step = self.step
                 for t in outputs:
@@ -133,11 +135,12 @@ class WatchHooks:
                 return f"changed by step {self.step}"
             return sum(float(torch.linalg.vector_norm(f, 1, dtype=torch.float64)) for f in flat)
 
-    def _once(self, t: torch.Tensor) -> Any:
+    def _once(self, t: torch.Tensor, module: torch.nn.Module | None = None, args: tuple = ()) -> Any:
         """``t``'s histogram for this step, binned once whoever holds it: the model's
         output is its last layer's, a tied weight (and its gradient) two modules'. The
         same tensor is known by a weak reference and its version (a tensor written in
-        place since, as by an in-place ReLU, is binned again)."""
+        place since, as by an in-place ReLU, is binned again, unless :meth:`_derived`
+        makes its histogram from the one before)."""
         if self._binned_step != self.step:
             self._binned, self._binned_step = {}, self.step
         try:
@@ -147,9 +150,23 @@ class WatchHooks:
         found = self._binned.get(id(t))
         if found is not None and found[0]() is t and found[1] == version:
             return found[2]
-        histogram = self._bin(t)
+        histogram = self._derived(module, args, t) or self._bin(t)
         self._binned[id(t)] = (weakref.ref(t), version, histogram)
         return histogram
+
+    def _derived(self, module: torch.nn.Module | None, args: tuple, t: torch.Tensor) -> Derived | None:
+        """A ``torch.nn.ReLU``'s output histogram made from its input's, binned this step:
+        ``max(x, 0)`` keeps each positive value's bin and turns the rest into zeros, so
+        the output is not binned again (in a CNN, half the values a step bins). Only when
+        the input is the very tensor binned, unchanged since but for the ReLU itself."""
+        if type(module) is not torch.nn.ReLU or not args or not isinstance(args[0], torch.Tensor):
+            return None
+        source = args[0]
+        found = self._binned.get(id(source))
+        if found is None or found[0]() is not source or source.shape != t.shape or source.dtype != t.dtype:
+            return None
+        written = 1 if source is t else 0  # an in-place ReLU wrote its input once
+        return Derived(found[2], Histogram.relu) if found[1] + written == source._version else None
 
     def _bin(self, t: torch.Tensor) -> Any:
         """``t``'s histogram, pending: a small tensor's with the rest of the step's."""
