@@ -8,7 +8,9 @@ rest not), one plain. A cycle is ``every`` steps of each, the order swapped from
 cycle; its ratio is the watched copy's time over the plain one's. The figure is the
 median ratio over the cycles, with the quartiles beside it: a shared, noisy machine
 drifts less within a cycle than across a run, and the spread says how far to trust the
-median.
+median. Beside it, the ratio of the summed times, which also counts the rare long
+pauses the median leaves out (a full collection of Python's garbage collector, set off
+by what a logged step keeps, costs about 200 ms here; so does the machine's own load).
 
 * a small CNN, synthetic 32x32 images, batch 32;
 * ``GPT2LMHeadModel(GPT2Config(n_layer=2))``, batch 2, sequence 64.
@@ -70,18 +72,20 @@ def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False
     watcher = None if null else fxinspect.watch(model, every=every)
     for loop in (watched, plain):  # warm-up: the watch's first logged step, allocations
         loop.steps(2 * every)
-    ratios = []
+    ratios, totals = [], [0.0, 0.0]
     for cycle in range(cycles):
         order = (watched, plain) if cycle % 2 == 0 else (plain, watched)
         times = {id(loop): loop.steps(every) for loop in order}
         ratios.append(times[id(watched)] / times[id(plain)])
+        totals[0], totals[1] = totals[0] + times[id(watched)], totals[1] + times[id(plain)]
     if watcher is not None:
         watcher.remove()
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     step = plain.steps(every) / every
     print(
         f"{name + (' (null: neither watched)' if null else ''):28} every={every}, a plain step {step * 1e3:.1f} ms: {every} steps watched / plain "
-        f"{median:.3f} (quartiles {q1:.3f}-{q3:.3f}, {cycles} cycles); target {target}: "
+        f"{median:.3f} (quartiles {q1:.3f}-{q3:.3f}, {cycles} cycles; all cycles' times summed: "
+        f"{totals[0] / totals[1]:.3f}, with the collector's and the machine's pauses); target {target}: "
         f"{'met' if median <= target else 'NOT MET'}",
         flush=True,
     )
