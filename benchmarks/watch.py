@@ -1,6 +1,7 @@
 """Overhead of ``fxinspect.watch`` on a training loop, as a ratio to the same loop without it.
 
-Run: ``python benchmarks/watch.py [--cycles N] [--only cnn|gpt2] [--threads 1] [--null]``. One process.
+Run: ``python benchmarks/watch.py [--cycles N] [--only cnn|gpt2] [--threads 1] [--null] [--by-step]``.
+One process.
 
 Two copies of the model, equal to the bit, train side by side on the same batch: one
 watched for the whole run (``watch(every=10)``: the first step of every ten logged, the
@@ -17,6 +18,8 @@ by what a logged step keeps, costs about 200 ms here; so does the machine's own 
 
 ``--threads 1`` runs torch on one thread and times each copy's steps by the thread's own
 CPU clock (``time.thread_time``), which other processes on the machine disturb less.
+``--by-step`` times each step of a cycle alone, watched beside plain, and prints the
+median extra time of the logged step, of the one after it and of the others.
 ``--null`` watches neither copy: the ratio the measurement itself gives two equal loops
 (1.000 on a quiet machine; how far it strays says how much a ratio here can be trusted).
 The target (issue 25): within 1.05x of the plain loop, for both models.
@@ -63,8 +66,10 @@ class Loop:
         return self.clock() - start
 
 
-def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False) -> float:
-    """The median over ``cycles`` of (``every`` watched steps) / (``every`` plain steps)."""
+def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False, by_step=False) -> float:
+    """The median over ``cycles`` of (``every`` watched steps) / (``every`` plain steps);
+    ``by_step``: each step of a cycle timed alone, watched beside plain, and the median
+    extra time of the logged step, the one after it and the others printed."""
     torch.manual_seed(0)
     model = make()
     twin = copy.deepcopy(model)
@@ -72,10 +77,19 @@ def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False
     watcher = None if null else fxinspect.watch(model, every=every)
     for loop in (watched, plain):  # warm-up: the watch's first logged step, allocations
         loop.steps(2 * every)
-    ratios, totals = [], [0.0, 0.0]
+    ratios, totals, extra = [], [0.0, 0.0], []
     for cycle in range(cycles):
-        order = (watched, plain) if cycle % 2 == 0 else (plain, watched)
-        times = {id(loop): loop.steps(every) for loop in order}
+        if by_step:  # (the warm-up ended on a multiple of every: a cycle's first step is logged)
+            pairs = []
+            for i in range(every):
+                order = (watched, plain) if (cycle + i) % 2 == 0 else (plain, watched)
+                one = {id(loop): loop.steps(1) for loop in order}
+                pairs.append((one[id(watched)], one[id(plain)]))
+            extra.append([w - p for w, p in pairs])
+            times = {id(watched): sum(w for w, _ in pairs), id(plain): sum(p for _, p in pairs)}
+        else:
+            order = (watched, plain) if cycle % 2 == 0 else (plain, watched)
+            times = {id(loop): loop.steps(every) for loop in order}
         ratios.append(times[id(watched)] / times[id(plain)])
         totals[0], totals[1] = totals[0] + times[id(watched)], totals[1] + times[id(plain)]
     if watcher is not None:
@@ -89,6 +103,13 @@ def measure(name, make, batch, loss_fn, every, cycles, clock, target, null=False
         f"{'met' if median <= target else 'NOT MET'}",
         flush=True,
     )
+    if extra:
+        at = [statistics.median(e[i] for e in extra) * 1e3 for i in range(every)]
+        print(
+            f"  per step, watched - plain (median): the logged step {at[0]:.2f} ms, the next {at[1]:.2f} ms, "
+            f"the other {every - 2} {statistics.mean(at[2:]):.3f} ms each",
+            flush=True,
+        )
     return median
 
 
@@ -103,6 +124,9 @@ def main() -> None:
     parser.add_argument("--only", choices=["cnn", "gpt2"], default=None)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (1: time by the thread's CPU clock)")
     parser.add_argument("--null", action="store_true", help="watch neither copy: the measurement's own ratio")
+    parser.add_argument(
+        "--by-step", action="store_true", help="time each step alone: the extra of the logged step and of the others"
+    )
     args = parser.parse_args()
     clock = time.perf_counter
     if args.threads is not None:
@@ -112,14 +136,16 @@ def main() -> None:
     if args.only != "gpt2":
         images = (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
         loss = lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1])  # noqa: E731
-        measure("small CNN", cnn, images, loss, 10, args.cycles or 200, clock, 1.05, args.null)
+        measure("small CNN", cnn, images, loss, 10, args.cycles or 200, clock, 1.05, args.null, args.by_step)
     if args.only != "cnn":
         from transformers import GPT2Config, GPT2LMHeadModel
 
         ids = torch.randint(0, 50257, (2, 64))
         make = lambda: GPT2LMHeadModel(GPT2Config(n_layer=2)).train()  # noqa: E731
         loss = lambda m, b: m(input_ids=b, labels=b).loss  # noqa: E731
-        measure("GPT2LMHeadModel(n_layer=2)", make, ids, loss, 10, args.cycles or 40, clock, 1.05, args.null)
+        measure(
+            "GPT2LMHeadModel(n_layer=2)", make, ids, loss, 10, args.cycles or 40, clock, 1.05, args.null, args.by_step
+        )
 
 
 if __name__ == "__main__":
