@@ -14,7 +14,10 @@ training steps with SGD, a plan for budgets at 50 % and 75 % of the unplanned
 
 ``sweep`` (item 1): Llama-2-70B's training step with AdamW over 8 batch sizes on the
 meta device, with the wall time, the table and the sweep's notes (which points shared
-the capture, which were analysed and which derived).
+the capture, which were analysed and which derived). ``--workers N`` passes
+``workers=N`` (default: one a core; ``0`` analyses every point in this process). Each
+sweep runs in a fresh process: a sweep forks its workers only before the process's
+first backward on fake tensors (see ``fxinspect/planning/workers.py``).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def plans(gpt2: tuple[int, int]) -> None:
                 print(f"    note: {note}")
 
 
-def sweep_70b() -> None:
+def sweep_70b(workers: int | None) -> None:
     from llama_training_meta import meta_model  # (this folder is on the path when a benchmark runs)
 
     model = meta_model("70b")
@@ -94,22 +97,24 @@ def sweep_70b() -> None:
         device="meta",
         timing=False,
         budget="80GiB",
+        workers=workers,
     )
     print(result.table())
     for note in result.notes:
         print(f"  note: {note}")
-    print(f"Llama-2-70B, seq 2048, 8 batch sizes: {time.perf_counter() - start:.0f} s")
+    print(f"Llama-2-70B, seq 2048, 8 batch sizes, workers={workers}: {time.perf_counter() - start:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["plans", "sweep", "all"], default="all")
     parser.add_argument("--gpt2", default="4,512", help="GPT-2's batch,seq")
+    parser.add_argument("--workers", type=int, default=None, help="the sweep's workers= (default: one a core)")
     args = parser.parse_args()
     if args.part in ("plans", "all"):
         plans(tuple(int(x) for x in args.gpt2.split(",")))
     if args.part in ("sweep", "all"):
-        sweep_70b()
+        sweep_70b(args.workers)
 
 
 if __name__ == "__main__":

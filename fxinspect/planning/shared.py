@@ -25,19 +25,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 from ..analyze import no_gc_pauses, report_of
-from ..capture import Method, flat_inputs, normalize
+from ..capture import Capture, Method, flat_inputs, normalize
 from ..options import Options
 from ..report import Report
 from ..run.choose import Counted, count_best, count_with
 from ..run.passes.time_model import TimeModelPricing
 from ..run.prepare import prepared
 from .points import StepPoint, analysed_point, point_of
+
+if TYPE_CHECKING:  # (it imports this module)
+    from .ahead import Ahead
 
 __all__ = ["EachOnItsOwn", "Shared", "batch_dims", "shared_capture"]
 
@@ -74,67 +77,89 @@ class Shared:
         opts: Options,
         make: Callable[[int], tuple[tuple, dict]],
         first: int,
-        counted: Counted,
+        capture: Capture,
+        counted: Counted | None,
         seq: int | None,
         asked: bool,
     ) -> None:
         """``make(batch)``: the ``(args, kwargs)`` of a point, as ``run`` takes them;
+        ``counted``: ``capture`` counted at ``first`` (``None`` in a worker forked before
+        that count, which the counts it makes equal when that capture is kept);
         ``asked``: whether the capture was asked to serve every batch."""
-        self.run, self.opts, self.make, self.first, self.counted, self.seq = run, opts, make, first, counted, seq
-        self.asked = asked
+        self.run, self.opts, self.make, self.first, self.seq = run, opts, make, first, seq
+        self.capture, self.counted, self.asked = capture, counted, asked
         self.pricing = TimeModelPricing.planned(opts)
-        cap = counted.program.capture
-        self.general = cap.method != Method.EAGER and cap.inputs.batch_dims is not None
+        self.general = capture.method != Method.EAGER and capture.inputs.batch_dims is not None
         self.served: list[int] = []
         self.own: dict[int, str] = {}  # batch -> why it was captured on its own
 
     def analysed(self, batch: int) -> tuple[Report, StepPoint]:
         """The report and point of ``batch``."""
-        with no_gc_pauses():  # (as analyze: the collector runs between points, not inside one)
-            counted = self._counted(batch)
-            report = report_of(self.run, counted, self.opts, self.pricing)
-        return report, point_of(report, batch, self.seq)
+        report, point, why = self.computed(batch)
+        self.record(batch, why)
+        return report, point
 
-    def _counted(self, batch: int) -> Counted:
-        if batch == self.first:
+    def computed(self, batch: int) -> tuple[Report, StepPoint, str | None]:
+        """The report and point of ``batch``, and why it was captured on its own
+        (``None``: the capture served it), not yet recorded in the notes."""
+        with no_gc_pauses():  # (as analyze: the collector runs between points, not inside one)
+            counted, why = self._counted(batch)
+            report = report_of(self.run, counted, self.opts, self.pricing)
+        return report, point_of(report, batch, self.seq), why
+
+    def record(self, batch: int, why: str | None) -> None:
+        """Note that ``batch`` was served by the capture (``why is None``) or captured on its own."""
+        if why is None:
             self.served.append(batch)
-            return self.counted
+        else:
+            self.own[batch] = why
+
+    def _counted(self, batch: int) -> tuple[Counted, str | None]:
+        if batch == self.first and self.counted is not None:
+            return self.counted, None
+        args, kwargs, capture, why = self.route(batch)
+        if capture is None:
+            return count_best(self.run.model, args, kwargs, self.opts), why
+        counted = count_with(capture, self.run.model, self.opts)
+        if self.counted is None:  # (the first capture is kept only if its count chose no other)
+            return counted, None
+        return dataclasses.replace(counted, notes=self.counted.notes, failures=self.counted.failures), None
+
+    def route(self, batch: int) -> tuple[tuple, dict, Capture | None, str | None]:
+        """``batch``'s inputs, and the capture that serves them, or ``None`` and why not."""
         args, kwargs = self.make(batch)
         why = self._why_own(batch)
         if why is None:
-            cap = self.counted.program.capture
+            cap = self.capture
             inputs, _ = flat_inputs(self.run.model, args, kwargs)
             if inputs.names == cap.inputs.names:
-                shared = dataclasses.replace(cap, inputs=dataclasses.replace(inputs, batch_dims=cap.inputs.batch_dims))
-                counted = count_with(shared, self.run.model, self.opts)
-                self.served.append(batch)
-                return dataclasses.replace(counted, notes=self.counted.notes, failures=self.counted.failures)
+                serving = dataclasses.replace(cap, inputs=dataclasses.replace(inputs, batch_dims=cap.inputs.batch_dims))
+                return args, kwargs, serving, None
             why = "its inputs are named differently"
-        self.own[batch] = why
-        return count_best(self.run.model, args, kwargs, self.opts)
+        return args, kwargs, None, why
 
     def _why_own(self, batch: int) -> str | None:
         if not self.general:
-            cap = self.counted.program.capture
+            cap = self.capture
             if cap.method == Method.EAGER:
                 return "the eager tier's capture is one executed path"
             if self.asked:  # export could not keep the batch a symbol (its note says why)
                 return "the capture fixes the batch"
             return "the inputs' sizes do not follow the batch alone"
-        lowest = self.counted.program.capture.inputs.batch_min
+        lowest = self.capture.inputs.batch_min
         return f"the capture serves batches from {lowest}" if batch < lowest else None
 
     @property
     def notes(self) -> list[str]:
         """Which points the capture served, and which were captured on their own, why."""
-        method = self.counted.program.method
+        method = self.capture.method
         served = sorted(set(self.served))
         where = f" (sequence length {self.seq})" if self.seq is not None else ""
         said = [
             f"one {method} capture{where} served {'batches' if len(served) > 1 else 'batch'} {', '.join(map(str, served))}"
         ]
-        for why in dict.fromkeys(self.own.values()):
-            batches = [b for b, w in self.own.items() if w == why]
+        for why in dict.fromkeys(self.own[b] for b in sorted(self.own)):  # (in batch order, however computed)
+            batches = sorted(b for b, w in self.own.items() if w == why)
             said.append(
                 f"{'batches' if len(batches) > 1 else 'batch'} {', '.join(map(str, batches))} captured on its own ({why})"
             )
@@ -167,9 +192,11 @@ def shared_capture(
     seq: int | None,
     options: dict[str, Any],
     batches: list[int],
+    forks: Ahead | None = None,
 ) -> Iterator[Shared | EachOnItsOwn]:
     """Prepare ``model`` once and capture it once, at the largest of ``batches``, for
-    every batch size it can serve (see the module)."""
+    every batch size it can serve (see the module). ``forks`` (an :class:`~.ahead.Ahead`)
+    is told when the model is prepared, captured and counted, to fork its workers."""
     extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
     opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
     if opts.parallel is not None:  # a parallel step runs the model itself: nothing to share
@@ -188,7 +215,19 @@ def shared_capture(
     if len(sizes) >= 2:
         dims = batch_dims(normalize(make(sizes[-2]), extra), normalize(example, extra), sizes[-2], first)
     with prepared(model, example, extra, device=opts.device) as run:
-        with no_gc_pauses():
-            counted = count_best(run.model, run.args, run.kwargs, opts, batch_dims=dims)
         convert = lambda batch: run.converted(make(batch), extra)  # noqa: E731
-        yield Shared(run, opts, convert, first, counted, seq, dims is not None)
+        asked = dims is not None
+        if forks is not None:
+            forks.prepared(run, opts, convert, first, seq, asked)
+
+        def captured(capture: Capture) -> None:
+            forks.captured(Shared(run, opts, convert, first, capture, None, seq, asked))
+
+        with no_gc_pauses():
+            counted = count_best(
+                run.model, run.args, run.kwargs, opts, batch_dims=dims, captured=captured if forks else None
+            )
+        shared = Shared(run, opts, convert, first, counted.program.capture, counted, seq, asked)
+        if forks is not None:
+            forks.counted(shared)
+        yield shared

@@ -26,10 +26,12 @@ import torch
 from ..errors import InputError
 from ..formatting import units
 from ..optional import pandas
+from .ahead import Ahead
 from .budget import Budget
 from .derived import Analysed, Line
 from .points import StepPoint
 from .shared import Shared, shared_capture
+from .workers import Workers, can_fork, worker_count
 
 __all__ = ["Sweep", "sweep"]
 
@@ -127,6 +129,7 @@ def sweep(
     reserve: int | float | str = 0,
     device: str | None = "meta",
     derive: bool = True,
+    workers: int | None = None,
     **options: Any,
 ) -> Sweep:
     """Analyse one step per batch size (and per sequence length): a :class:`Sweep`.
@@ -150,7 +153,13 @@ def sweep(
     sequence length, at the largest batch, for every batch size (:mod:`.shared`: export
     keeps the batch a symbol); a point the capture cannot serve (batch 1, an eager or
     batch-fixed capture) is captured on its own, and the notes say so.
+
+    On the meta device (and Linux), ``workers`` forked copies of this process (``None``:
+    one a core) analyse the points the sweep will likely ask for beside it
+    (:mod:`.ahead`); the figures and notes are those of one process asking in turn.
+    ``workers=0`` analyses every point in this process.
     """
+    count = worker_count(workers)
     options = {"timing": device != "meta", **options, "device": device}
     batches = _positive(batch_sizes, "batch_sizes")
     seqs: list[int | None] = [None] if seq_lens is None else list(_positive(seq_lens, "seq_lens"))
@@ -158,7 +167,7 @@ def sweep(
     points: list[StepPoint] = []
     notes: list[str] = []
     for seq in seqs:
-        found, said = _swept(model, make_inputs, batches, seq, options, derivable)
+        found, said = _swept(model, make_inputs, batches, seq, options, derivable, count)
         points += found
         notes += said
     limit = None if budget is None else Budget.of(budget, reserve)
@@ -174,29 +183,40 @@ def _swept(
     seq: int | None,
     options: dict[str, Any],
     derivable: bool,
+    workers: int,
 ) -> tuple[list[StepPoint], list[str]]:
     """The points of one sequence length, in the order asked, and what was derived."""
-    with shared_capture(model, make_inputs, seq, options, batches) as shared:
-        found, notes = _points(shared, batches, seq, derivable)
+    ordered = sorted(set(batches))
+    derives = derivable and len(ordered) >= 4
+    # the smallest batch may be off the line (a size-1 dimension broadcasts and views
+    # differently): then the next one is tried, when a point is left to derive
+    lows = ordered[:2] if len(ordered) >= 5 else ordered[:1]
+    expected = [lows[0], ordered[-1], ordered[len(ordered) // 2], *lows[1:]] if derives else ordered
+    with Workers() as pool:
+        forking = workers > 0 and can_fork(options["device"])
+        ahead = Ahead(pool if forking else None, workers, expected)
+        with shared_capture(model, make_inputs, seq, options, batches, ahead) as shared:
+            found, notes = _points(shared, ahead, batches, seq, derives, lows)
     return found, notes + shared.notes
 
 
-def _points(shared: Shared, batches: list[int], seq: int | None, derivable: bool) -> tuple[list[StepPoint], list[str]]:
+def _points(
+    shared: Shared, ahead: Ahead, batches: list[int], seq: int | None, derives: bool, lows: list[int]
+) -> tuple[list[StepPoint], list[str]]:
     """The points of ``batches``: analysed on ``shared``, or derived on a checked line."""
     analysed: dict[int, Analysed] = {}
 
     def analyse(batch: int) -> Analysed:
         if batch not in analysed:
-            analysed[batch] = Analysed.of(*shared.analysed(batch))
+            steps = ahead.step if isinstance(shared, Shared) else lambda b: Analysed.of(*shared.analysed(b))
+            analysed[batch] = steps(batch)
         return analysed[batch]
 
     ordered = sorted(set(batches))
     line, why = None, ""
-    if derivable and len(ordered) >= 4:
-        high, middle = ordered[-1], ordered[len(ordered) // 2]
-        # the smallest batch may be off the line (a size-1 dimension broadcasts and views
-        # differently): then the next one is tried, when a point is left to derive
-        for low in ordered[:2] if len(ordered) >= 5 else ordered[:1]:
+    high, middle = ordered[-1], ordered[len(ordered) // 2]
+    if derives:
+        for low in lows:
             candidate = Line(analyse(low), analyse(high))
             if candidate.agrees(analyse(middle)):
                 line = candidate

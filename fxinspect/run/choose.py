@@ -9,6 +9,7 @@ when the first count is partial.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,14 @@ class Counted:
     failures: tuple[tuple[str, str], ...] = ()
 
 
-def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Options, batch_dims: Any = None) -> Counted:
+def count_best(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    options: Options,
+    batch_dims: Any = None,
+    captured: Callable[[Capture], None] | None = None,
+) -> Counted:
     """Capture and count ``model``: the first capture, unless its count is partial.
 
     ``method="auto"`` must not report partial totals when another tier counts every op
@@ -45,12 +53,16 @@ def count_best(model: torch.nn.Module, args: tuple, kwargs: dict, options: Optio
     uncounted, the remaining tiers are captured and counted in turn, and the first whose
     count is complete is kept; if none is, the first. Which, and why, goes to the
     notes. A count without uncounted ops (the common case) costs nothing more.
-    ``batch_dims``: as for :func:`~fxinspect.capture.captures`.
+    ``batch_dims``: as for :func:`~fxinspect.capture.captures`. ``captured(capture)`` is
+    called with the first capture before it is counted (a sweep forks its workers then).
     """
     attempts = captures(
         model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules, batch_dims=batch_dims
     )
-    first = count_with(next(attempts), model, options)
+    capture = next(attempts)
+    if captured is not None:
+        captured(capture)
+    first = count_with(capture, model, options)
     missing = uncounted(first.result)
     if not missing or options.method != Method.AUTO:
         return first

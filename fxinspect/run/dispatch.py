@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import rules  # noqa: F401 - importing the package registers every formula family
@@ -34,6 +36,8 @@ from ..tensors import NOT_WORK, holds_dtensors
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
 IGNORED = "<probes>"
+
+_DEVICE = torch.ops.prim.device.default
 """``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 
@@ -75,6 +79,10 @@ class CountingMode(TorchDispatchMode):
         self._rules: dict[Any, tuple[Any, str | None, bool, tuple]] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and type(args[0]) is FakeTensor and not args[0].fake_mode.in_kernel_invocation:
+            # a fake tensor's device, asked by autograd and meta functions thousands of
+            # times a step: answered as the fake mode would, without its dispatch
+            return args[0].fake_device
         if self.node is IGNORED:
             return func(*args, **kwargs) if kwargs else func(*args)
         if holds_dtensors(types):
