@@ -13,7 +13,7 @@ A training step: ``--backward`` with ``--optimizer AdamW`` (its state counts in 
 memory), ``--device meta`` to allocate nothing; ``--fsdp N [--rank K]`` analyses one
 rank of FSDP2 over N ranks on a fake process group, with its collectives listed.
 ``--sweep``, ``--max-batch`` and ``--checkpoint-plan`` answer will-it-fit questions
-(see docs/will_it_fit.md).
+(see docs/will_it_fit.md; ``--workers N`` sets a sweep's forked workers).
 """
 
 from __future__ import annotations

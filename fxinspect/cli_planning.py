@@ -41,6 +41,12 @@ def add_planning_options(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-plan", metavar="BUDGET", help="which modules to checkpoint for the step to fit, e.g. 24GiB"
     )
     group.add_argument("--budget", metavar="BYTES", help="with --sweep: mark the points that fit, e.g. 24GiB")
+    group.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="with --sweep: forked workers on the meta device (default: one a core)",
+    )
     group.add_argument("--reserve", default="0", help="bytes (or a fraction below 1) kept back from the budget")
     group.add_argument("--optimizer", default=None, help="a torch.optim class whose state the step holds, e.g. AdamW")
     group.add_argument("--device-spec", default=None, help="price steps on a device, e.g. h100-sxm or measured")
@@ -60,6 +66,10 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         parser.error("--optimizer needs --backward (its step follows a backward)")
     if opts.budget is not None and not opts.sweep:
         parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
+    if opts.workers is not None and not opts.sweep:
+        parser.error("--workers goes with --sweep")
+    if opts.workers is not None and opts.workers < 0:
+        parser.error(f"--workers expects a count of processes, 0 or more, got {opts.workers}")
     if opts.checkpoint_plan and opts.fsdp:
         parser.error("--checkpoint-plan does not plan a parallel step yet: use it without --fsdp")
     if opts.checkpoint_plan and not opts.backward:
@@ -105,6 +115,7 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
             opts.sweep,
             budget=opts.budget,
             reserve=reserve,
+            workers=opts.workers,
             **options,
         )
     elif opts.max_batch:

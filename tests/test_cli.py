@@ -204,6 +204,11 @@ LINEAR = ["torch.nn:Linear", "--args", "[64, 256]"]
         ([*LINEAR, "--input-shape", "1,64", "--optimizer", "AdamW"], "--optimizer needs --backward"),
         ([*LINEAR, "--input-shape", "1,64", "--checkpoint-plan", "1GiB"], "plans a training step: add --backward"),
         ([*LINEAR, "--input-shape", "1,64", "--budget", "1GiB"], "--budget goes with --sweep"),
+        ([*LINEAR, "--input-shape", "1,64", "--workers", "2"], "--workers goes with --sweep"),
+        (
+            [*LINEAR, "--input-shape", "1,64", "--sweep", "1,2", "--workers", "-1"],
+            "--workers expects a count of processes",
+        ),
         ([*LINEAR, "--input-shape", "1,64", "--max-batch", "24 gigs"], "budget expects bytes"),
         ([*LINEAR, "--input-shape", "1,64", "--max-batch", "1GiB", "--reserve", "1.5"], "a fraction below 1"),
         ([*LINEAR, "--input-shape", "1,64", "--reserve", "0.1"], "--reserve goes with a budget"),
