@@ -30,15 +30,8 @@ _SCRIPT = textwrap.dedent(
     result = workers.Job.result
     workers.Job.result = lambda job: taken.append(result(job)) or taken[-1]
 
-    class SingleApart(torch.nn.Module):  # symbolic tracing fails on the branch: export, batch 1 apart
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(16, 4)
-
-        def forward(self, x):
-            if x.shape[0] == 1:
-                return self.fc(x[0]).sum()
-            return self.fc(x).relu().sum(-1)
+    sys.path.insert(0, sys.argv[2])  # the tests' folder
+    from test_planning import _SingleApart as SingleApart  # symbolic tracing fails on its branch: export
 
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 2))
@@ -64,7 +57,8 @@ _SCRIPT = textwrap.dedent(
 def _forked(tmp_path, case: int) -> dict:
     script = tmp_path / "sweep_workers.py"
     script.write_text(_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(case)], capture_output=True, text=True, timeout=600)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, str(script), str(case), tests], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["same"], found  # figures and notes, point for point
