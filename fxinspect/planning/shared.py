@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils import _pytree as pytree
@@ -39,10 +39,7 @@ from ..run.passes.time_model import TimeModelPricing
 from ..run.prepare import prepared
 from .points import StepPoint, analysed_point, point_of
 
-if TYPE_CHECKING:  # (it imports this module)
-    from .ahead import Ahead
-
-__all__ = ["EachOnItsOwn", "Shared", "batch_dims", "shared_capture"]
+__all__ = ["EachOnItsOwn", "Forks", "Shared", "batch_dims", "shared_capture"]
 
 
 def batch_dims(small: Any, large: Any, b_small: int, b_large: int) -> tuple[tuple[int, ...], ...] | None:
@@ -66,6 +63,19 @@ def batch_dims(small: Any, large: Any, b_small: int, b_large: int) -> tuple[tupl
             return None
         dims.append(changed)
     return tuple(dims) if any(dims) else None
+
+
+class Forks(Protocol):
+    """What :func:`shared_capture` tells as it goes, to fork workers (:class:`~.ahead.Ahead`)."""
+
+    def prepared(self, run: Any, opts: Options, convert: Callable, first: int, seq: int | None, asked: bool) -> None:
+        """The model is prepared; ``asked``: whether the capture is asked to keep the batch a symbol."""
+
+    def captured(self, provisional: Shared) -> None:
+        """The capture is made, not yet counted (``provisional.counted`` is ``None``)."""
+
+    def counted(self, shared: Shared) -> None:
+        """The capture kept is counted at the largest batch."""
 
 
 class Shared:
@@ -192,11 +202,11 @@ def shared_capture(
     seq: int | None,
     options: dict[str, Any],
     batches: list[int],
-    forks: Ahead | None = None,
+    forks: Forks | None = None,
 ) -> Iterator[Shared | EachOnItsOwn]:
     """Prepare ``model`` once and capture it once, at the largest of ``batches``, for
-    every batch size it can serve (see the module). ``forks`` (an :class:`~.ahead.Ahead`)
-    is told when the model is prepared, captured and counted, to fork its workers."""
+    every batch size it can serve (see the module). ``forks`` is told when the model is
+    prepared, captured and counted (:class:`Forks`), to fork its workers."""
     extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
     opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
     if opts.parallel is not None:  # a parallel step runs the model itself: nothing to share
