@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -103,6 +104,17 @@ def test_a_worker_returns_its_value_or_nothing_and_is_killed_when_left():
     with pytest.raises(ChildProcessError):  # killed and reaped when the block ended
         os.waitpid(left.pid, os.WNOHANG)
     assert not os.path.exists(left.path)
+
+
+def test_a_fork_the_system_refuses_leaves_the_point_to_the_caller(monkeypatch, tmp_path):
+    def refuse():
+        raise BlockingIOError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with Workers() as pool:
+        assert pool.start(os.getpid) is None
+    assert list(tmp_path.iterdir()) == []  # its result file is gone too
 
 
 def test_no_worker_is_forked_where_autograd_could_not_run_in_it():

@@ -66,7 +66,7 @@ class Ahead:
     def prepared(self, run: Any, opts: Options, convert: Callable, first: int, seq: int | None, asked: bool) -> None:
         """The model is prepared: capture batch 1 on its own beside an export of the batch."""
         if self.pool is not None and asked and 1 in self.expected and first != 1:
-            self._jobs[1] = (self.pool.start(_own_step, run, opts, *convert(1), 1, seq), True)
+            self._fork(1, True, _own_step, run, opts, *convert(1), 1, seq)
 
     def captured(self, provisional: Shared) -> None:
         """The shared capture is made, not yet counted: fork the expected points on it."""
@@ -79,7 +79,12 @@ class Ahead:
                 del self._jobs[batch]
         left = [b for b in self.expected if b != provisional.first and b not in self._jobs]
         for batch in left[: self.workers]:
-            self._jobs[batch] = (self.pool.start(_shared_step, provisional, batch), False)
+            self._fork(batch, False, _shared_step, provisional, batch)
+
+    def _fork(self, batch: int, own: bool, call: Callable, *args: Any) -> None:
+        job = self.pool.start(call, *args)
+        if job is not None:
+            self._jobs[batch] = (job, own)
 
     def counted(self, shared: Shared) -> None:
         """The capture is counted: workers forked on a capture it did not keep are stopped."""

@@ -57,7 +57,8 @@ def can_fork(device: Any) -> bool:
         return False
     if _autograd_forks is not False:
         with Workers() as pool:
-            _autograd_forks = pool.start(_backward).result() is True
+            probe = pool.start(_backward)
+            _autograd_forks = probe is not None and probe.result() is True
     return _autograd_forks
 
 
@@ -116,12 +117,17 @@ class Workers:
         for job in self._jobs:
             job.kill()
 
-    def start(self, call: Callable[..., Any], *args: Any) -> Job:
-        """``call(*args)`` in a forked process."""
+    def start(self, call: Callable[..., Any], *args: Any) -> Job | None:
+        """``call(*args)`` in a forked process (``None`` if the system would not fork one)."""
         fd, path = tempfile.mkstemp(prefix="fxinspect-worker-")
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # (no memory or processes to spare: the caller analyses it itself)
+            os.close(fd)
+            os.unlink(path)
+            return None
         if pid == 0:  # the worker: compute, write, and leave without running the parent's exit code
             code = 1  # (nothing written: the caller computes it itself)
             try:
