@@ -12,7 +12,7 @@ step or allocating anything:
   memory and what holds it, and, timed or priced on a device (``device_spec=``), the
   step's time and inputs per second; a table, ``to_dataframe()`` and ``plot(path)``.
   On the meta device (Linux), forked workers analyse its points side by side
-  (``workers=``, one a core), if nothing in the process ran a backward on the meta
+  (``workers=``, one a core up to 4), if nothing in the process ran a backward on the meta
   device before: the first sweep of a script forks; a later one analyses in turn.
 * ``fxinspect.max_batch(model, make_inputs, budget, reserve=...)``: the largest batch
   whose step fits, its peak and the next batch's, and what dominates there.

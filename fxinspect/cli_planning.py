@@ -45,7 +45,7 @@ def add_planning_options(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=None,
-        help="with --sweep: forked workers on the meta device (default: one a core)",
+        help="with --sweep: forked workers on the meta device (default: one a core, at most 4)",
     )
     group.add_argument("--reserve", default="0", help="bytes (or a fraction below 1) kept back from the budget")
     group.add_argument("--optimizer", default=None, help="a torch.optim class whose state the step holds, e.g. AdamW")

@@ -155,7 +155,7 @@ def sweep(
     batch-fixed capture) is captured on its own, and the notes say so.
 
     On the meta device (and Linux), ``workers`` forked copies of this process (``None``:
-    one a core) analyse the points the sweep will likely ask for beside it
+    one a core, at most 4) analyse the points the sweep will likely ask for beside it
     (:mod:`.ahead`); the figures and notes are those of one process asking in turn.
     ``workers=0`` analyses every point in this process.
     """

@@ -42,7 +42,7 @@ import torch
 
 from ..errors import InputError
 
-__all__ = ["Job", "Workers", "can_fork", "worker_count"]
+__all__ = ["DEFAULT_MOST", "Job", "Workers", "can_fork", "worker_count"]
 
 _autograd_forks: bool | None = None  # whether a forked child can run a backward (once not, never again)
 
@@ -68,10 +68,18 @@ def _backward() -> bool:
     return True
 
 
+DEFAULT_MOST = 4
+"""The most workers a sweep forks unasked: each holds a copy of what it touches of this
+process (about 1 GB for Llama-2-70B on meta), and a sweep rarely has more points to
+analyse ahead."""
+
+
 def worker_count(workers: int | None) -> int:
-    """How many worker processes may analyse points beside this one: ``workers``, or one a core."""
+    """How many worker processes may analyse points beside this one: ``workers``, or one
+    a core this process may run on, at most :data:`DEFAULT_MOST`."""
     if workers is None:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return min(cores, DEFAULT_MOST)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise InputError(f"workers= expects an int >= 0 (or None: one a core), got {workers!r}")
     return workers
