@@ -44,13 +44,20 @@ _SCRIPT = textwrap.dedent(
     model, batches, derive = cases[int(sys.argv[1])]
     options = dict(backward=True, optimizer=torch.optim.AdamW, timing=False, device="meta")
     inputs = lambda b: torch.randn(b, 16)
+    from reference import assert_same_state, state_fingerprint
+    before = state_fingerprint(model)
     # workers first: nothing here has run a backward yet
     forked = fxinspect.sweep(model, inputs, batches, derive=derive, workers=2, **options)
+    try:
+        assert_same_state(before, state_fingerprint(model))
+        untouched = True
+    except AssertionError:
+        untouched = False
     used = sum(type(t).__name__ == "Analysed" for t in taken)  # (not can_fork's probe)
     alone = fxinspect.sweep(model, inputs, batches, derive=derive, workers=0, **options)
     same = forked.points == alone.points and forked.notes == alone.notes
     workers._autograd_forks = None  # (asked afresh: this process has run a backward on fake tensors now)
-    print(json.dumps({"same": same, "used": used, "notes": forked.notes, "forks_now": workers.can_fork("meta")}))
+    print(json.dumps({"same": same, "untouched": untouched, "used": used, "notes": forked.notes, "forks_now": workers.can_fork("meta")}))
     """
 )
 
@@ -63,6 +70,7 @@ def _forked(tmp_path, case: int) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["same"], found  # figures and notes, point for point
+    assert found["untouched"], found  # the user's model as it was (parameters, buffers, grads, flags, hooks)
     assert found["forks_now"] is False  # once a backward ran on fake tensors here, a forked child cannot
     return found
 

@@ -205,10 +205,10 @@ def _points(
 ) -> tuple[list[StepPoint], list[str]]:
     """The points of ``batches``: analysed on ``shared``, or derived on a checked line."""
     analysed: dict[int, Analysed] = {}
+    steps = ahead.step if isinstance(shared, Shared) else lambda b: Analysed.of(*shared.analysed(b))
 
     def analyse(batch: int) -> Analysed:
         if batch not in analysed:
-            steps = ahead.step if isinstance(shared, Shared) else lambda b: Analysed.of(*shared.analysed(b))
             analysed[batch] = steps(batch)
         return analysed[batch]
 

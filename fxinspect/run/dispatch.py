@@ -36,9 +36,9 @@ from ..tensors import NOT_WORK, holds_dtensors
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
 IGNORED = "<probes>"
+"""``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 _DEVICE = torch.ops.prim.device.default
-"""``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 
 def _written_not_returned(schema: Any) -> tuple[tuple[int, str], ...]:
