@@ -341,9 +341,9 @@ def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     binned = []
     binning = watching.WatchHooks._bin
 
-    def counting(self, t):
+    def counting(self, t, *rest):
         binned.append(tuple(t.shape))
-        return binning(self, t)
+        return binning(self, t, *rest)
 
     monkeypatch.setattr(watching.WatchHooks, "_bin", counting)
     model, ids = _Tied().train(), torch.randint(0, 32, (4, 6))
@@ -379,13 +379,18 @@ def test_histograms_of_narrow_floats_count_zeros_signed_zeros_and_subnormals(dty
 def test_modules_are_hooked_only_while_a_step_is_logged():
     model = cnn()
     watcher = fxinspect.watch(model, every=3)
-    train(model, 1)  # step 0: logged
-    assert model[0]._forward_hooks and next(model[0].parameters())._post_accumulate_grad_hooks
-    train(model, 1)  # step 1: not logged, nothing on the modules
-    assert not model[0]._forward_hooks and not next(model[0].parameters())._post_accumulate_grad_hooks
+    hooks = torch.nn.modules.module._global_forward_hooks
+    before = len(hooks)
+    train(model, 1)  # step 0: logged: one forward hook for all modules; no hook on a parameter
+    assert len(hooks) == before + 1 and not model[0]._forward_hooks
+    assert not next(model[0].parameters())._post_accumulate_grad_hooks  # (gradients are read as the backward ends)
+    train(model, 1)  # step 1: not logged, no hook but the root's two
+    assert len(hooks) == before and not model[0]._forward_hooks
+    assert len(model._forward_hooks) == len(model._forward_pre_hooks) == 1
     train(model, 2)  # steps 2 and 3: 3 is logged
     watcher.remove()
-    assert watcher.steps("0", "params_grad") == [0, 3] and not model[0]._forward_hooks
+    assert watcher.steps("0", "params_grad") == [0, 3] and not model[0]._forward_hooks and len(hooks) == before
+    assert not model._forward_hooks and not model._forward_pre_hooks
 
 
 def test_frozen_parameters_are_told_from_written_ones_also_through_data():
@@ -440,7 +445,9 @@ def test_a_relus_histogram_made_from_its_inputs_equals_binning_its_output(monkey
     watching = importlib.import_module("fxinspect.training.watch_hooks")
     binned = []
     binning = watching.WatchHooks._bin
-    monkeypatch.setattr(watching.WatchHooks, "_bin", lambda self, t: binned.append(t.numel()) or binning(self, t))
+    monkeypatch.setattr(
+        watching.WatchHooks, "_bin", lambda self, t, *rest: binned.append(t.numel()) or binning(self, t, *rest)
+    )
     tiny = torch.finfo(torch.float32).tiny
     special = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), tiny / 4, -tiny / 4, 3.0, -3.0, 1e30, -1e-30, 1.0]
     x = torch.cat([torch.tensor(special), torch.randn(20000) * 100]).reshape(4, -1)  # 20,012 values: not small

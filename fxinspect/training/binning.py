@@ -50,22 +50,25 @@ _LAYOUT = {  # dtype -> (integer view, mantissa bits, exponent bits)
 class PendingHistogram:
     """A histogram still on the device (counts not read yet): :meth:`read` makes it one.
 
-    ``counts``: the raw ``bincount`` over (sign bit, exponent field); ``zeros`` an int;
+    ``counts``: the raw ``bincount`` over (sign bit, exponent field), negatives' fields
+    first (the key is the value's bits shifted, arithmetically, plus ``fields``), a tensor or a list
+    (``row``: the row of a matrix of them, read only here); ``zeros`` an int;
     ``subnormal`` and ``special`` (NaN, +Inf, -Inf) counts, or ``None`` when there are none.
     """
 
-    __slots__ = ("counts", "mantissa", "fields", "zeros", "subnormal", "special", "total")
+    __slots__ = ("counts", "mantissa", "fields", "zeros", "subnormal", "special", "total", "row")
 
-    def __init__(self, counts, mantissa, fields, zeros, subnormal, special, total) -> None:
-        self.counts, self.mantissa, self.fields = counts, mantissa, fields
+    def __init__(self, counts, mantissa, fields, zeros, subnormal, special, total, row=None) -> None:
+        self.counts, self.mantissa, self.fields, self.row = counts, mantissa, fields, row
         self.zeros, self.subnormal, self.special, self.total = zeros, subnormal, special, total
 
     def read(self) -> Histogram:
-        raw, m, fields = self.counts.tolist(), self.mantissa, self.fields
+        raw = self.counts if self.row is None else self.counts[self.row]
+        raw, m, fields = raw if isinstance(raw, list) else raw.tolist(), self.mantissa, self.fields
         size = fields - 2 + m  # exponents from the smallest subnormal's to the largest finite one
         # normal numbers: field f holds exponent f - bias, slot f - 1 + m above the lowest
-        negative = [0] * m + raw[fields + 1 : 2 * fields - 1]
-        positive = [0] * m + raw[1 : fields - 1]
+        negative = [0] * m + raw[1 : fields - 1]
+        positive = [0] * m + raw[fields + 1 : 2 * fields - 1]
         if self.subnormal is not None:
             sub = self.subnormal.tolist()
             for i in range(m):
@@ -106,19 +109,27 @@ def log2_histogram(t: torch.Tensor, pending: bool = False, scratch: dict | None 
     fields = 1 << exponent_bits
     bits = x.view(view)
     n = bits.numel()
-    step = CHUNK if x.device.type == "cpu" else max(n, 1)
+    # (a CPU's counts are read at once, as a list: each op a step runs costs more than the values)
+    cpu = x.device.type == "cpu"
+    step = CHUNK if cpu else max(n, 1)
     counts, zeros, low, top = None, 0, 0, 0
     for start in range(0, max(n, 1), step):
-        part = bits[start : start + step]
+        part = bits if n <= step else bits[start : start + step]
         buffer = _buffer(scratch, part)
-        # (bincount takes the integer view's own type: no widening copy)
-        key = torch.bitwise_right_shift(part, mantissa, out=buffer).bitwise_and_(2 * fields - 1)
-        found = torch.bincount(key, minlength=2 * fields)  # positives: [0, fields), negatives: [fields, 2 * fields)
-        (pos_low, pos_top), (neg_low, neg_top) = found.view(2, fields)[:, :: fields - 1].tolist()
+        # the shift keeps the sign (a negative's key is its field - fields); bincount takes
+        # the integer view's own type: no widening copy
+        key = torch.bitwise_right_shift(part, mantissa, out=buffer).add_(fields)
+        found = torch.bincount(key, minlength=2 * fields)  # negatives: [0, fields), positives: [fields, 2 * fields)
+        if cpu:
+            found = found.tolist()
+            neg_low, neg_top, pos_low, pos_top = (found[i] for i in (0, fields - 1, fields, 2 * fields - 1))
+            counts = found if counts is None else [a + b for a, b in zip(counts, found)]
+        else:
+            (neg_low, neg_top), (pos_low, pos_top) = found.view(2, fields)[:, :: fields - 1].tolist()
+            counts = found if counts is None else counts.add_(found)
         if pos_low + neg_low:  # zeros or subnormals: count the zeros while the chunk is in cache
             zeros += _zeros(part, bool(neg_low), buffer)
         low, top = low + pos_low + neg_low, top + pos_top + neg_top
-        counts = found if counts is None else counts.add_(found)
     histogram = PendingHistogram(counts, mantissa, fields, zeros, None, None, n)
     _split_shared(histogram, x, low, top)
     return histogram if pending else histogram.read()
@@ -135,11 +146,14 @@ def _zeros(bits: torch.Tensor, signed: bool, buffer: torch.Tensor | None) -> int
 
 
 def _binnable(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s values, flat and contiguous, in a type :data:`_LAYOUT` knows."""
-    x = t.detach().reshape(-1)
+    """``t``'s values, flat and contiguous, in a type :data:`_LAYOUT` knows (as few ops as
+    it can: a logged step pays each)."""
+    x = t.detach() if t.requires_grad else t
+    if x.dim() != 1:
+        x = x.reshape(-1)
     if x.dtype not in _LAYOUT:  # integers, booleans, float8: their values as float64 / float32
         x = x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
-    return x.contiguous()
+    return x if x.is_contiguous() else x.contiguous()
 
 
 def _split_shared(found: PendingHistogram, x: torch.Tensor, low_field: int, top_field: int) -> None:
@@ -172,20 +186,27 @@ class SmallBatch:
     def __init__(self) -> None:
         self._waiting: list[tuple[torch.Tensor, _InBatch]] = []
 
-    def add(self, t: torch.Tensor) -> _InBatch:
+    def add(self, t: torch.Tensor, copy: bool = True) -> _InBatch:
+        """``t``'s histogram, binned at the next :meth:`bin`. ``copy=False`` keeps ``t``
+        itself, for a caller that knows nothing writes it before then (a gradient binned
+        as its backward ends, a tensor it made itself): then an add runs no op at all."""
         entry = _InBatch(self)
-        self._waiting.append((_binnable(t).clone(), entry))
+        if copy:
+            t = (t.detach() if t.requires_grad else t).clone()
+        self._waiting.append((t, entry))
         return entry
 
     def bin(self) -> None:
-        """Bin the copies added since the last call (and let them go)."""
+        """Bin the tensors added since the last call (and let them go)."""
         waiting, self._waiting = self._waiting, []
         groups: dict = {}
         for x, entry in waiting:
             groups.setdefault((x.dtype, x.device), []).append((x, entry))
-        for members in groups.values():
-            for (_, entry), found in zip(members, _bin_together([x for x, _ in members])):
-                entry.found = found
+        with torch.no_grad():  # (the tensors are read as they are: no op per tensor to detach them)
+            for (dtype, _), members in groups.items():
+                xs = [x if dtype in _LAYOUT else _binnable(x) for x, _ in members]
+                for (_, entry), found in zip(members, _bin_together(xs)):
+                    entry.found = found
 
 
 class _InBatch:
@@ -203,40 +224,56 @@ class _InBatch:
 
 
 def _bin_together(xs: list[torch.Tensor]) -> list[PendingHistogram]:
-    """The histograms of flat tensors of one type and device: each value's key is offset
-    by its tensor's place, so one ``bincount`` counts them all. Each tensor has one bin
-    more than the fields, its zeros' (a zero's bits but the sign are 0), so zeros need no
-    pass of their own."""
+    """The histograms of tensors of one type and device: each value's key is offset
+    by its tensor's place, so one ``bincount`` counts them all, in a few ops whatever
+    their number (no op per tensor: each costs a logged step more than its values). The
+    zeros, in the lowest field with the subnormals, are counted apart only when a
+    tensor has values there."""
     view, mantissa, exponent_bits = _LAYOUT[xs[0].dtype]
     fields, n = 1 << exponent_bits, len(xs)
-    bins = 2 * fields + 1
-    bits = torch.cat(xs).view(view)
-    field = torch.bitwise_right_shift(bits, mantissa).bitwise_and_(2 * fields - 1)
-    key = torch.where(torch.bitwise_left_shift(bits, 1) == 0, 2 * fields, field)
-    key = key + _offsets(tuple(x.numel() for x in xs), bits.device, bins)
-    counts = torch.bincount(key, minlength=n * bins).view(n, bins)
-    # pos low, pos top, neg low, neg top (zeros are not in the low fields here), zeros
-    edges = counts[:, [0, fields - 1, fields, 2 * fields - 1, 2 * fields]].tolist()
+    bits = torch._C._nn.flatten_dense_tensors(xs).view(view)  # (their values end to end, in one call)
+    offsets, owners = _offsets(tuple(x.numel() for x in xs), bits.device, fields)
+    # (a 16-bit view's key widens to int32 as the offsets are added)
+    key = torch.bitwise_right_shift(bits, mantissa) + offsets
+    counts = torch.bincount(key, minlength=n * 2 * fields).view(n, 2 * fields)
+    edges = counts.index_select(1, _edge_columns(fields, bits.device)).tolist()
+    zeros = [0] * n
+    if any(neg_low + pos_low for neg_low, _, pos_low, _ in edges):
+        zeros = torch.bincount(owners[torch.bitwise_left_shift(bits, 1) == 0], minlength=n).tolist()
     out = []
-    for x, row, (pos_low, pos_top, neg_low, neg_top, z) in zip(xs, counts, edges):
-        found = PendingHistogram(row[: 2 * fields], mantissa, fields, z, None, None, x.numel())
-        _split_shared(found, x, pos_low + neg_low + z, pos_top + neg_top)
+    for i, (x, (neg_low, neg_top, pos_low, pos_top)) in enumerate(zip(xs, edges)):
+        found = PendingHistogram(counts, mantissa, fields, zeros[i], None, None, x.numel(), row=i)
+        if neg_low + pos_low > zeros[i] or neg_top + pos_top:
+            _split_shared(found, x, neg_low + pos_low, neg_top + pos_top)
         out.append(found)
     return out
 
 
-_OFFSETS: dict[tuple, torch.Tensor] = {}
-"""Each value's key offset by the sizes of a batch's tensors: a watch bins the same
-tensors every logged step."""
+_OFFSETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+"""Each value's key offset, and its tensor's place, by the sizes of a batch's tensors: a
+watch bins the same tensors every logged step."""
 
 
-def _offsets(sizes: tuple[int, ...], device: torch.device, bins: int) -> torch.Tensor:
-    """For each value of tensors of ``sizes`` laid end to end, its tensor's place times ``bins``."""
-    key = (sizes, device, bins)
+def _offsets(sizes: tuple[int, ...], device: torch.device, fields: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each value of tensors of ``sizes`` laid end to end: its tensor's place times
+    ``2 * fields``, plus ``fields`` (a key's offset), and its tensor's place."""
+    key = (sizes, device, fields)
     found = _OFFSETS.get(key)
     if found is None:
         if len(_OFFSETS) >= 8:
             _OFFSETS.pop(next(iter(_OFFSETS)))
-        places = torch.arange(len(sizes), device=device, dtype=torch.int32) * bins
-        found = _OFFSETS[key] = torch.repeat_interleave(places, torch.tensor(sizes, device=device))
+        places = torch.arange(len(sizes), device=device, dtype=torch.int32)
+        owners = torch.repeat_interleave(places, torch.tensor(sizes, device=device))
+        found = _OFFSETS[key] = (owners * (2 * fields) + fields, owners)
     return found
+
+
+_COLUMNS: dict[tuple, torch.Tensor] = {}
+
+
+def _edge_columns(fields: int, device: torch.device) -> torch.Tensor:
+    """The columns of a row of counts: negatives' lowest and top fields, positives' lowest and top."""
+    key = (fields, device)
+    if key not in _COLUMNS:
+        _COLUMNS[key] = torch.tensor([0, fields - 1, fields, 2 * fields - 1], device=device)
+    return _COLUMNS[key]

@@ -9,14 +9,20 @@ NaN/±Inf/zero counted exactly):
 * ``"io"``: its outputs;
 * ``"io_grad"``: per-sample gradient norms of its outputs (l2 over all but the batch
   dimension), taken by a hook on the output tensor (in-place ops after it are fine);
-* ``"params"``: its own parameters (not its children's), at its forward;
-* ``"params_grad"``: their gradients, as they are accumulated.
+* ``"params"``: its own parameters (not its children's), as they were in the step's
+  forward (binned as its backward ends: nothing writes them before);
+* ``"params_grad"``: their gradients as the step's backward ends (before an optimizer
+  or a clipping reads them); a gradient the backward did not write is not logged.
 
-Steps in eval mode are not logged, and the modules and parameters are hooked for the
-logged steps only (from the step's forward until the next step begins): between them
-the model runs with two hooks on its root, a step counter and the finite checks. Memory grows with (non-empty bins × logged steps × tensors). ``remove()`` takes
-every hook off. ``summary()`` lists findings (:mod:`.watch_findings`), ``plot()`` draws
-heat maps, ``save()``/``Watch.load()`` keep a run, ``to_frame()`` tabulates it.
+Steps in eval mode are not logged, and the modules are hooked for the logged steps only
+(one global forward hook, from the step's forward until the next step begins; no
+parameter is ever hooked): between them the model runs with two hooks on its root, a
+step counter and the finite checks (:mod:`.checks`), and a step runs no op of
+fxinspect's unless its output is large. Memory grows with (non-empty bins × logged
+steps × tensors). ``remove()`` takes every hook off. ``summary()`` lists findings
+(:mod:`.findings`), ``plot()`` draws heat maps, ``save()``/``Watch.load()`` keep a
+run, ``to_frame()`` tabulates it. What a logged step costs, and why it is laid out so,
+is in :mod:`.watch_hooks`.
 
 Example
 -------
@@ -45,6 +51,7 @@ from ..optional import pandas
 from ..run.prepare import unwrapped
 from .binning import SmallBatch
 from .checks import FiniteChecks
+from .fingerprints import ParameterSamples
 from .histograms import Histogram, from_plain, to_plain
 from .quantities import Quantity
 from .watch_hooks import WatchHooks
@@ -84,19 +91,26 @@ class Watch(WatchHooks):
         self.logging = False
         self.order: list[str] = []  # module names in the order they first ran
         self.types: dict[str, str] = {}
-        # module -> (step, what its parameters were): see _fingerprint
+        self._seen: set[str] = set()  # (the same, to look up)
+        # module -> (step, what its parameters were): see ParameterSamples
         self.fingerprints: dict[str, list[tuple[int, float | str]]] = {}
-        self._samples: dict[str, torch.Tensor] = {}  # module -> a sample of its parameters' values
+        self._samples = ParameterSamples()
         self._records: dict[tuple[str, str], dict[int, list[Any]]] = {}
         self._handles: list[Any] = []  # the hooks on the model, every step
-        self._forward_hooks: list[tuple[torch.nn.Module, Any]] = []  # ... and those of logged steps
-        self._grad_hooks: list[tuple[torch.Tensor, Any]] = []
+        self._selected: dict[int, tuple[torch.nn.Module, str]] = {}  # id(module) -> (module, its name)
         self._step_handles: list[Any] = []
+        # the modules with parameters that ran in the logged step _ran_step, and their gradients before its backward
+        self._ran: dict[str, list[torch.Tensor]] = {}
+        self._ran_step = -1
+        self._grads_before: dict[int, tuple[torch.Tensor, int]] = {}
+        self._params_pending = False  # _ran's parameters are still to bin (as the backward ends)
         # histograms binned this step, by tensor id: (weak reference, version, histogram)
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1
         self._scratch: dict = {}  # log2_histogram's buffers (see WatchHooks._unhook_step)
-        self._small = SmallBatch()  # copies of a logged step's small tensors, binned as the next begins
+        self._small = SmallBatch()  # a logged step's small tensors, binned as its forward and backward end
+        self._in_forward = False  # inside a logged step's forward (of the model itself)
+        self._backward_queued = False  # binning the small tensors queued for this backward's end
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
         if model is not None:
             self._attach(model, include, exclude)

@@ -2,11 +2,27 @@
 
 Two hooks on the model's root are there every step: the first counts training steps and
 decides whether this one is logged, the second checks the model's output (and its
-gradient) for NaN/Inf. The selected modules' forward hooks and their parameters'
-gradient hooks are put on for a logged step only, and taken off as the next step begins.
-A tensor several modules hold (the model's output is its last layer's; a tied weight is
-two modules') is binned once a step, and a ``torch.nn.ReLU``'s output is not binned at
-all when its input was: its histogram is made from the input's (:meth:`Histogram.relu`).
+gradient) for NaN/Inf (:mod:`.checks`). A logged step adds one global forward hook,
+which logs the selected modules, from its forward until the next step begins.
+
+A logged step does each thing once, and as much as it can together. The Python and the
+ops a hook runs between a training step's own ops cost several times what they cost
+alone (the step's ops leave the caches cold: the first small op after a convolution
+takes 30-100 us here, against 3-5 us in a loop of them), so work that can wait is
+gathered where it runs once:
+
+* a module's outputs are binned by the forward hook (later ops may write them in
+  place); a tensor several modules hold (the model's output is its last layer's) is
+  binned once, and a ``torch.nn.ReLU``'s output is made from its input's
+  (:meth:`Histogram.relu`);
+* parameters are binned, and compared with the last logged step's
+  (:mod:`.fingerprints`), as the step's first backward ends (an autograd callback
+  queued by the first gradient hook of the step): nothing writes them before. With no
+  backward to wait for, as the forward ends;
+* parameter gradients are read then too, with no hook on any parameter: a gradient the
+  backward did not write is not logged;
+* small tensors (a bias, per-sample norms, the copies of small outputs) are binned
+  together then, in a few ops for all (:class:`~.binning.SmallBatch`).
 """
 
 from __future__ import annotations
@@ -16,6 +32,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch.nn.modules.module import register_module_forward_hook
 
 from ..errors import InputError
 from ..guard import in_analysis
@@ -26,7 +43,12 @@ from .quantities import Quantity
 
 __all__ = ["WatchHooks"]
 
-_SAMPLE = 4096  # values of each parameter compared between logged steps
+_ENGINE = torch.autograd.Variable._execution_engine  # (its callbacks run as a backward ends)
+
+
+def _own_parameters(module: torch.nn.Module) -> list[torch.Tensor]:
+    """``module.parameters(recurse=False)``, read from its table (10x faster)."""
+    return [p for p in module._parameters.values() if p is not None]
 
 
 class WatchHooks:
@@ -44,32 +66,27 @@ class WatchHooks:
             if (inc and not inc.search(name)) or (exc and exc.search(name)):
                 continue
             self.types[name] = type(module).__name__
-            self._forward_hooks.append((module, self._forward_hook(name)))
-            if Quantity.PARAMS_GRAD in self.log:
-                for p in module.parameters(recurse=False):
-                    if p.requires_grad:
-                        self._grad_hooks.append((p, self._param_grad_hook(name)))
+            self._selected[id(module)] = (module, name)
 
     def _hook_step(self) -> None:
-        """Hook the selected modules and parameters for this logged step only: the steps
-        between run the model without them (a hooked module takes torch's slower call
-        path, and every parameter's hook would be called in every backward)."""
-        handles = self._step_handles
-        for module, hook in self._forward_hooks:
-            handles.append(module.register_forward_hook(hook))
-        for p, hook in self._grad_hooks:
-            handles.append(p.register_post_accumulate_grad_hook(hook))
+        """Hook the selected modules for this logged step only: the steps between run the
+        model without the hook (a hooked module takes torch's slower call path). One
+        global forward hook, put on and taken off, serves every module: one hook per
+        module cost a registration and a removal each, every logged step."""
+        self._ran, self._ran_step, self._grads_before = {}, self.step, {}
+        self._step_handles = [register_module_forward_hook(self._module_ran)]
 
     def _unhook_step(self) -> None:
         for handle in self._step_handles:
             handle.remove()
-        self._step_handles.clear()
+        self._step_handles = []
         # binning buffers: a CPU's (one chunk) is kept for the next logged step; a GPU's,
         # as large as this step's largest tensor, is let go
         for where, buffer in list(self._scratch.items()):
             if buffer.numel() > CHUNK:
                 del self._scratch[where]
-        self._small.bin()  # its small tensors, together
+        self._parameters_logged()  # what a step whose forward or backward did not end left
+        self._small.bin()
 
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
         if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
@@ -77,65 +94,88 @@ class WatchHooks:
         if not module.training:  # evaluation: nothing logged
             self.logging = False
             return
+        if self._step_handles:  # the last logged step's hooks: its backward has run
+            self._unhook_step()
         self.step += 1
         self.logging = self.step % self.every == 0
-        self._unhook_step()  # the last logged step's hooks: its backward has run
         if self.logging:
             self._hook_step()
+        self._in_forward = self.logging
 
     def _check_step(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
-        if module.training and not in_analysis():
-            self.checks.output(self.step, tensors_in(output))
+        if not module.training or in_analysis():
+            return
+        outputs, gradient = tensors_in(output), None
+        if self._in_forward:  # a logged step's forward ended
+            self._in_forward = False
+            for params in self._ran.values():
+                self._note_gradients(params)
+            self._params_pending = Quantity.PARAMS in self.log and bool(self._ran)
+            if torch.is_grad_enabled() and any(t.requires_grad for t in outputs):
+                gradient = self._bin_as_backward_ends  # the rest waits for the backward: one pass for all
+            else:
+                self._backward_ended()
+        self.checks.output(self.step, outputs, gradient)
 
-    def _keep(self, name: str, quantity: str, histogram: Any) -> None:
-        self._records.setdefault((name, quantity), {}).setdefault(self.step, []).append(histogram)
+    def _parameters_logged(self) -> None:
+        """Bin the parameters of the modules that ran in the logged step, kept uncopied
+        (nothing writes them before its backward ends), and compare them with the last
+        logged step's: once, as its first backward ends (or, with none, its forward)."""
+        if not self._params_pending:
+            return
+        self._params_pending = False
+        step = self._ran_step
+        for name, params in self._ran.items():
+            for p in params:
+                self._keep(name, Quantity.PARAMS, self._once(p, copy=False), step)
+        for name, found in self._samples.fingerprints(step, self._ran).items():
+            self.fingerprints.setdefault(name, []).append((step, found))
 
-    def _forward_hook(self, name: str):
-        def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:
-            if not self.logging or in_analysis():
-                return
-            if name not in self.order:
-                self.order.append(name)
-            outputs = [t for t in tensors_in(output) if t.is_floating_point()]
-            if Quantity.IO in self.log:
-                for t in outputs:
-                    self._keep(name, Quantity.IO, self._once(t, module, args))
-            if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
-                step = self.step
-                for t in outputs:
-                    if t.requires_grad:
-                        t.register_hook(self._grad_hook(name, step))
-            params = [p for p in module.parameters(recurse=False)]
-            if Quantity.PARAMS in self.log and params:
-                for p in params:
-                    self._keep(name, Quantity.PARAMS, self._once(p))
-                self.fingerprints.setdefault(name, []).append((self.step, self._fingerprint(name, params)))
+    def _note_gradients(self, params: list[torch.Tensor]) -> None:
+        """Note the gradients ``params`` hold before the backward: those it writes are logged."""
+        if Quantity.PARAMS_GRAD in self.log:
+            for p in params:
+                if p.grad is not None:
+                    self._grads_before[id(p)] = (p.grad, p.grad._version)
 
-        return hook
+    def _keep(self, name: str, quantity: str, histogram: Any, step: int | None = None) -> None:
+        step = self.step if step is None else step
+        self._records.setdefault((name, quantity), {}).setdefault(step, []).append(histogram)
 
-    def _fingerprint(self, name: str, params: list[torch.Tensor]) -> Any:
-        """What tells whether a module's parameters changed since its last logged step.
+    def _module_ran(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
+        """The forward hook of a logged step (every module's: the selected ones are logged)."""
+        selected = self._selected.get(id(module))
+        if selected is None or selected[0] is not module or not self.logging or in_analysis():
+            return
+        name = selected[1]
+        if name not in self._seen:
+            self._seen.add(name)
+            self.order.append(name)
+        outputs = [t for t in tensors_in(output) if t.is_floating_point()]
+        if Quantity.IO in self.log:
+            for t in outputs:
+                self._keep(name, Quantity.IO, self._once(t, module, args))
+        if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
+            step = self.step
+            for t in outputs:
+                if t.requires_grad:
+                    t.register_hook(self._grad_hook(name, step))
+        if name not in self._ran:  # (a module called again: its parameters are the same)
+            params = _own_parameters(module)
+            if params:
+                self._ran[name] = params
+                if not self._in_forward:  # called outside the model's forward: bin them now
+                    self._parameters_now(name, params)
+                    self._note_gradients(params)
 
-        A strided sample of their values (at most ``_SAMPLE`` per parameter) is kept from
-        one logged step to the next: when it differs, they changed, and no pass over all
-        the values is made (a float64 sum of GPT-2's tied 38.6M-value embedding cost more
-        than the step). When it does not (frozen parameters, a dead network whose
-        optimizer adds zeros), the sum of ``|p|`` in float64 decides, so that a change the
-        sample missed still shows; parameters unchanged from their first logged step are
-        told from their third on.
-        """
-        with torch.no_grad():
-            flat = [p.detach().reshape(-1) for p in params]
-            sample = torch.cat([f[:: max(1, f.numel() // _SAMPLE)] for f in flat])
-            before = self._samples.get(name)
-            self._samples[name] = sample  # (cat copies: never a view of a parameter)
-            if before is None:
-                return f"first logged at step {self.step}"
-            if before.shape != sample.shape or not torch.equal(before, sample):
-                return f"changed by step {self.step}"
-            return sum(float(torch.linalg.vector_norm(f, 1, dtype=torch.float64)) for f in flat)
+    def _parameters_now(self, name: str, params: list[torch.Tensor]) -> None:
+        if Quantity.PARAMS in self.log:
+            for p in params:
+                self._keep(name, Quantity.PARAMS, self._once(p))
+            found = self._samples.fingerprints(self.step, {name: params})[name]
+            self.fingerprints.setdefault(name, []).append((self.step, found))
 
-    def _once(self, t: torch.Tensor, module: torch.nn.Module | None = None, args: tuple = ()) -> Any:
+    def _once(self, t: torch.Tensor, module: torch.nn.Module | None = None, args: tuple = (), copy: bool = True) -> Any:
         """``t``'s histogram for this step, binned once whoever holds it: the model's
         output is its last layer's, a tied weight (and its gradient) two modules'. The
         same tensor is known by a weak reference and its version (a tensor written in
@@ -146,11 +186,11 @@ class WatchHooks:
         try:
             version = t._version
         except RuntimeError:  # inference tensors keep no version: bin each time
-            return self._bin(t)
+            return self._bin(t, copy)
         found = self._binned.get(id(t))
         if found is not None and found[0]() is t and found[1] == version:
             return found[2]
-        histogram = self._derived(module, args, t) or self._bin(t)
+        histogram = self._derived(module, args, t) or self._bin(t, copy)
         self._binned[id(t)] = (weakref.ref(t), version, histogram)
         return histogram
 
@@ -169,23 +209,47 @@ class WatchHooks:
         written = 1 if source is t else 0  # an in-place ReLU wrote its input once
         return Derived(found[2], Histogram.relu) if found[1] + written == source._version else None
 
-    def _bin(self, t: torch.Tensor) -> Any:
-        """``t``'s histogram, pending: a small tensor's with the rest of the step's."""
+    def _bin(self, t: torch.Tensor, copy: bool = True) -> Any:
+        """``t``'s histogram, pending: a small tensor's with the rest of the step's (a
+        copy of it, unless ``copy=False`` says nothing writes it before they are binned)."""
         if t.numel() <= SMALL:
-            return self._small.add(t)
+            return self._small.add(t, copy)
         return log2_histogram(t, pending=True, scratch=self._scratch)
+
+    def _bin_as_backward_ends(self) -> None:
+        """Queue :meth:`_backward_ended` for the end of the backward running now."""
+        if not self._backward_queued:
+            self._backward_queued = True
+            _ENGINE.queue_callback(self._backward_ended)
+
+    def _backward_ended(self) -> None:
+        """Bin the gradients this backward wrote (before an optimizer, or a clipping, reads
+        or writes them) and the per-sample norms, together. A second backward in the same
+        step (another loss) logs the gradients as they are after it, in place of the first's."""
+        self._backward_queued = False
+        self._parameters_logged()
+        if Quantity.PARAMS_GRAD in self.log:
+            before = self._grads_before
+            for name, params in self._ran.items():
+                found = []
+                for p in params:
+                    grad, held = p.grad, before.get(id(p))
+                    if grad is None or (held is not None and held[0] is grad and held[1] == grad._version):
+                        continue  # not written by this backward
+                    before[id(p)] = (grad, grad._version)
+                    found.append(self._once(grad, copy=False))
+                if found:
+                    self._records.setdefault((name, Quantity.PARAMS_GRAD), {})[self._ran_step] = found
+        self._small.bin()
 
     def _grad_hook(self, name: str, step: int):
         def hook(grad: torch.Tensor) -> None:
-            norms = grad.detach().reshape(grad.shape[0], -1).norm(dim=1) if grad.dim() > 1 else grad.detach().abs()
-            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(self._bin(norms))
-
-        return hook
-
-    def _param_grad_hook(self, name: str):
-        def hook(p: torch.Tensor) -> None:
-            if self.logging and p.grad is not None and not in_analysis():
-                self._keep(name, Quantity.PARAMS_GRAD, self._once(p.grad))
+            # (one op: torch.norm's Python and a reshape cost a logged step more than the norm)
+            dims = tuple(range(1, grad.dim()))
+            norms = torch.linalg.vector_norm(grad.detach(), dim=dims) if dims else grad.detach().abs()
+            found = self._bin(norms, copy=False)  # (made here: nothing else holds them)
+            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(found)
+            self._bin_as_backward_ends()
 
         return hook
 
@@ -195,5 +259,4 @@ class WatchHooks:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        self._forward_hooks.clear()
-        self._grad_hooks.clear()
+        self._selected.clear()
