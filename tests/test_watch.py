@@ -341,9 +341,9 @@ def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
     binned = []
     binning = watching.WatchHooks._bin
 
-    def counting(self, t, *rest):
+    def counting(self, t, *rest, **kw):
         binned.append(tuple(t.shape))
-        return binning(self, t, *rest)
+        return binning(self, t, *rest, **kw)
 
     monkeypatch.setattr(watching.WatchHooks, "_bin", counting)
     model, ids = _Tied().train(), torch.randint(0, 32, (4, 6))
@@ -446,7 +446,9 @@ def test_a_relus_histogram_made_from_its_inputs_equals_binning_its_output(monkey
     binned = []
     binning = watching.WatchHooks._bin
     monkeypatch.setattr(
-        watching.WatchHooks, "_bin", lambda self, t, *rest: binned.append(t.numel()) or binning(self, t, *rest)
+        watching.WatchHooks,
+        "_bin",
+        lambda self, t, *rest, **kw: binned.append(t.numel()) or binning(self, t, *rest, **kw),
     )
     tiny = torch.finfo(torch.float32).tiny
     special = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), tiny / 4, -tiny / 4, 3.0, -3.0, 1e30, -1e-30, 1.0]

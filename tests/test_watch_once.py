@@ -195,3 +195,27 @@ def test_parameter_samples_compare_each_module_with_its_own_last_logged_step():
         big[3].add_(1.0)
     after = samples.fingerprints(5, {"big": [big]})["big"]
     assert isinstance(before, float) and isinstance(after, float) and after != before
+
+
+def test_a_gradient_several_modules_hold_is_normed_once(monkeypatch):
+    import importlib
+
+    hooks = importlib.import_module("fxinspect.training.watch_hooks")
+    binned = []
+    original = hooks.WatchHooks._bin
+    monkeypatch.setattr(
+        hooks.WatchHooks,
+        "_bin",
+        lambda self, t, *rest, **kw: binned.append(t.numel()) or original(self, t, *rest, **kw),
+    )
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(inplace=True))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)  # every output negative: the ReLU passes no gradient back
+    watcher = fxinspect.watch(model, every=1, log=("io_grad",))
+    model(torch.randn(5, 4)).sum().backward()
+    watcher.remove()
+    # the ReLU wrote the layer's output in place: the layer's gradient (before the ReLU) and
+    # the ReLU's (after it, the model's output too): two norms of 5 samples, not three
+    assert binned == [5, 5]
+    assert watcher.histogram("", "io_grad", 0) == watcher.histogram("1", "io_grad", 0)
+    assert watcher.histogram("0", "io_grad", 0).zeros == 5 and watcher.histogram("1", "io_grad", 0).zeros == 0

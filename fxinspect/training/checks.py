@@ -51,6 +51,7 @@ class FiniteChecks:
 
     def __init__(self) -> None:
         self._held: list[tuple[int, str, torch.Tensor]] = []
+        self._arriving: list[tuple[int, list[torch.Tensor]]] = []  # (step, its small gradients, as they come)
         # (which checks, a value each): a non-finite value marks its check as failed
         self._pending: list[tuple[list[tuple[int, str]], torch.Tensor]] = []
         self._found: list[tuple[int, str]] = []  # (step, "output" or "output gradient") that were not finite
@@ -61,11 +62,26 @@ class FiniteChecks:
         outs = [t for t in (tensors if isinstance(tensors, (list, tuple)) else [tensors]) if t.is_floating_point()]
         if not outs:
             return
+        self._arrived()
         self._add(step, "output", outs)
         if torch.is_grad_enabled():
             for t in outs:
-                if t.requires_grad:
+                if not t.requires_grad:
+                    continue
+                if also is None and t.numel() <= HELD:
+                    # the hook is the list's own append: no Python runs in the backward
+                    arriving: list[torch.Tensor] = []
+                    self._arriving.append((step, arriving))
+                    t.register_hook(arriving.append)
+                else:
                     t.register_hook(lambda grad, step=step: self._gradient(step, grad, also))
+
+    def _arrived(self) -> None:
+        """Hold the small gradients appended since the last step (detached, if a
+        double backward gave them a graph)."""
+        arriving, self._arriving = self._arriving, []
+        for step, grads in arriving:
+            self._add(step, "output gradient", grads)
 
     def _gradient(self, step: int, grad: torch.Tensor, also: Callable[[], None] | None) -> None:
         self._add(step, "output gradient", [grad])
@@ -111,6 +127,7 @@ class FiniteChecks:
 
     def nonfinite(self) -> list[tuple[int, str]]:
         """``(step, what)`` of every check that found NaN/Inf, in step order."""
+        self._arrived()
         self._check_held()
         self._read()
         return sorted(set(self._found))

@@ -73,7 +73,7 @@ class WatchHooks:
         model without the hook (a hooked module takes torch's slower call path). One
         global forward hook, put on and taken off, serves every module: one hook per
         module cost a registration and a removal each, every logged step."""
-        self._ran, self._ran_step, self._grads_before = {}, self.step, {}
+        self._ran, self._ran_step, self._grads_before, self._grad_hooked = {}, self.step, {}, {}
         self._step_handles = [register_module_forward_hook(self._module_ran)]
 
     def _unhook_step(self) -> None:
@@ -156,10 +156,9 @@ class WatchHooks:
             for t in outputs:
                 self._keep(name, Quantity.IO, self._once(t, module, args))
         if Quantity.IO_GRAD in self.log and torch.is_grad_enabled():
-            step = self.step
             for t in outputs:
                 if t.requires_grad:
-                    t.register_hook(self._grad_hook(name, step))
+                    self._hook_gradient(name, t)
         if name not in self._ran:  # (a module called again: its parameters are the same)
             params = _own_parameters(module)
             if params:
@@ -242,13 +241,26 @@ class WatchHooks:
                     self._records.setdefault((name, Quantity.PARAMS_GRAD), {})[self._ran_step] = found
         self._small.bin()
 
-    def _grad_hook(self, name: str, step: int):
+    def _hook_gradient(self, name: str, t: torch.Tensor) -> None:
+        """Hook ``t``'s gradient once whoever holds it (the model's output is its last
+        layer's): one norm for all of them. A tensor written in place since (by an
+        in-place ReLU) is another: its gradient is the one after the write."""
+        held = self._grad_hooked.get(id(t))
+        if held is not None and held[0]() is t and held[1] == t._version:
+            held[2].append(name)
+            return
+        names = [name]
+        self._grad_hooked[id(t)] = (weakref.ref(t), t._version, names)
+        t.register_hook(self._grad_hook(names, self.step))
+
+    def _grad_hook(self, names: list[str], step: int):
         def hook(grad: torch.Tensor) -> None:
             # (one op: torch.norm's Python and a reshape cost a logged step more than the norm)
             dims = tuple(range(1, grad.dim()))
             norms = torch.linalg.vector_norm(grad.detach(), dim=dims) if dims else grad.detach().abs()
             found = self._bin(norms, copy=False)  # (made here: nothing else holds them)
-            self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(found)
+            for name in names:
+                self._records.setdefault((name, Quantity.IO_GRAD), {}).setdefault(step, []).append(found)
             self._bin_as_backward_ends()
 
         return hook
