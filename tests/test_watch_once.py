@@ -219,3 +219,35 @@ def test_a_gradient_several_modules_hold_is_normed_once(monkeypatch):
     assert binned == [5, 5]
     assert watcher.histogram("", "io_grad", 0) == watcher.histogram("1", "io_grad", 0)
     assert watcher.histogram("0", "io_grad", 0).zeros == 5 and watcher.histogram("1", "io_grad", 0).zeros == 0
+
+
+class _WithAside(torch.nn.Module):
+    """``aside`` is not called by the forward: the loop calls it after, in the same step."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.aside = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_module_called_outside_the_forward_logs_its_parameters_once():
+    model = _WithAside()
+    watcher = fxinspect.watch(model, every=1, log=("params", "params_grad"))
+    out = model(torch.randn(3, 4))
+    (out.sum() + model.aside(out).sum()).backward()  # aside's parameters binned as it runs
+    watcher.remove()
+    assert watcher.histogram("aside", "params", 0).total == 4 * 2 + 2  # not again as the backward ends
+    assert watcher.histogram("aside", "params_grad", 0).total == 4 * 2 + 2
+    assert watcher.histogram("body", "params", 0).total == 4 * 4 + 4
+
+
+def test_an_output_that_views_a_larger_tensor_is_summed_not_held():
+    checks = FiniteChecks()
+    big = torch.zeros(4 * HELD)
+    big[3] = float("nan")
+    checks.output(0, big[:8])  # a view: holding it would hold all of big
+    checks.output(1, torch.ones(8))  # held
+    assert [t.numel() for _, _, t in checks._held] == [8]
+    assert checks.nonfinite() == [(0, "output")]

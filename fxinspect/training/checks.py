@@ -7,7 +7,7 @@ and the gradient that reaches it on *every* training step, and a step between lo
 ones runs no op for it:
 
 * an output or gradient of at most :data:`HELD` values (a classifier's logits, a
-  small model's) is held, detached, and checked with the next ones together, every
+  small model's; not a view of a larger tensor) is held, detached, and checked with the next ones together, every
   :data:`EVERY` of them, in a few ops for them all: each op a step runs costs it more
   than the values (the step's own ops leave the caches cold). An output written in
   place later in its step is checked as written;
@@ -46,6 +46,11 @@ EVERY = 64
 _BATCH = 256  # results read together (one synchronisation each)
 
 
+def _holdable(t: torch.Tensor) -> bool:
+    """Small, and not a view of a larger tensor (holding it would hold all of that)."""
+    return t.numel() <= HELD and (t._base is None or t._base.numel() <= HELD)
+
+
 class FiniteChecks:
     """Per-step finiteness of the model's output and its gradient; see the module."""
 
@@ -68,7 +73,7 @@ class FiniteChecks:
             for t in outs:
                 if not t.requires_grad:
                     continue
-                if also is None and t.numel() <= HELD:
+                if also is None and _holdable(t):
                     # the hook is the list's own append: no Python runs in the backward
                     arriving: list[torch.Tensor] = []
                     self._arriving.append((step, arriving))
@@ -93,7 +98,7 @@ class FiniteChecks:
             # (detached: a held output would hold its step's autograd graph; a detached sum
             # records none, and no grad mode is entered, which costs twice the sum)
             detached = t.detach() if t.requires_grad else t
-            if t.numel() <= HELD:
+            if _holdable(t):
                 self._held.append((step, kind, detached))
                 if len(self._held) >= EVERY:
                     self._check_held()

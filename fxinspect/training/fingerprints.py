@@ -59,7 +59,7 @@ class ParameterSamples:
             laid = [piece for n in names for piece in pieces[n]]
             sample = torch._C._nn.flatten_dense_tensors(laid) if len(laid) > 1 else laid[0].reshape(-1).clone()
             layout = tuple(zip(names, sizes))
-            if layout == self._layout and sample.dtype == self._sample.dtype:
+            if layout == self._layout and (sample.dtype, sample.device) == (self._sample.dtype, self._sample.device):
                 changed = self._changed_together(sample, len(names))
             else:
                 changed = [self._changed_alone(n, s) for n, s in zip(names, sample.split(sizes))]
@@ -83,7 +83,9 @@ class ParameterSamples:
         before = self._last.get(name)
         if before is None:
             return None
-        return before.shape != sample.shape or before.dtype != sample.dtype or not torch.equal(before, sample)
+        if (before.shape, before.dtype, before.device) != (sample.shape, sample.dtype, sample.device):
+            return True
+        return not torch.equal(before, sample)
 
     def _keep(self, layout: tuple, sample: torch.Tensor, names: list[str], sizes: list[int]) -> None:
         if layout != self._layout:

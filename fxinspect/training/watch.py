@@ -104,7 +104,7 @@ class Watch(WatchHooks):
         self._ran_step = -1
         self._grads_before: dict[int, tuple[torch.Tensor, int]] = {}
         self._grad_hooked: dict[int, tuple[weakref.ref, int, list[str]]] = {}  # id(tensor) -> (it, version, names)
-        self._params_pending = False  # _ran's parameters are still to bin (as the backward ends)
+        self._params_pending: list[tuple[str, list[torch.Tensor]]] = []  # parameters to bin as the backward ends
         # histograms binned this step, by tensor id: (weak reference, version, histogram)
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1

@@ -91,8 +91,10 @@ class WatchHooks:
     def _new_step(self, module: torch.nn.Module, args: tuple) -> None:
         if in_analysis():  # fxinspect running the model itself (inspect capturing it): not a step
             return
-        if not module.training:  # evaluation: nothing logged
+        if not module.training:  # evaluation: nothing logged, and no hook on every module
             self.logging = False
+            if self._step_handles:
+                self._unhook_step()
             return
         if self._step_handles:  # the last logged step's hooks: its backward has run
             self._unhook_step()
@@ -110,7 +112,7 @@ class WatchHooks:
             self._in_forward = False
             for params in self._ran.values():
                 self._note_gradients(params)
-            self._params_pending = Quantity.PARAMS in self.log and bool(self._ran)
+            self._params_pending = list(self._ran.items()) if Quantity.PARAMS in self.log else []
             if torch.is_grad_enabled() and any(t.requires_grad for t in outputs):
                 gradient = self._bin_as_backward_ends  # the rest waits for the backward: one pass for all
             else:
@@ -121,14 +123,14 @@ class WatchHooks:
         """Bin the parameters of the modules that ran in the logged step, kept uncopied
         (nothing writes them before its backward ends), and compare them with the last
         logged step's: once, as its first backward ends (or, with none, its forward)."""
-        if not self._params_pending:
+        pending, self._params_pending = self._params_pending, []
+        if not pending:
             return
-        self._params_pending = False
         step = self._ran_step
-        for name, params in self._ran.items():
+        for name, params in pending:
             for p in params:
                 self._keep(name, Quantity.PARAMS, self._once(p, copy=False), step)
-        for name, found in self._samples.fingerprints(step, self._ran).items():
+        for name, found in self._samples.fingerprints(step, dict(pending)).items():
             self.fingerprints.setdefault(name, []).append((step, found))
 
     def _note_gradients(self, params: list[torch.Tensor]) -> None:
