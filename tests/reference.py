@@ -187,3 +187,20 @@ def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
         held = step()
     del held
     return sum(storages.values()) + tracker.peak
+
+
+def count_binned(monkeypatch, measure=lambda t: t.numel()) -> list:
+    """What ``watch`` bins, as it bins it (``measure`` of each tensor, in order): the
+    list fills as the watched model runs."""
+    import importlib
+
+    hooks = importlib.import_module("fxinspect.training.watch_hooks")
+    binned: list = []
+    original = hooks.WatchHooks._bin
+
+    def counting(self, t, *rest, **kw):
+        binned.append(measure(t))
+        return original(self, t, *rest, **kw)
+
+    monkeypatch.setattr(hooks.WatchHooks, "_bin", counting)
+    return binned

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from reference import count_binned
 
 import fxinspect
 from fxinspect.training.binning import log2_histogram
@@ -334,18 +335,7 @@ class _Tied(torch.nn.Module):
 
 
 def test_watch_bins_each_tensor_once_whoever_holds_it(monkeypatch):
-    import importlib
-
-    watching = importlib.import_module("fxinspect.training.watch_hooks")
-
-    binned = []
-    binning = watching.WatchHooks._bin
-
-    def counting(self, t, *rest, **kw):
-        binned.append(tuple(t.shape))
-        return binning(self, t, *rest, **kw)
-
-    monkeypatch.setattr(watching.WatchHooks, "_bin", counting)
+    binned = count_binned(monkeypatch, lambda t: tuple(t.shape))
     model, ids = _Tied().train(), torch.randint(0, 32, (4, 6))
     watcher = fxinspect.watch(model, every=1, log=("io", "params", "params_grad"))
     model(ids).sum().backward()
@@ -440,16 +430,7 @@ class _Relus(torch.nn.Module):
 
 
 def test_a_relus_histogram_made_from_its_inputs_equals_binning_its_output(monkeypatch):
-    import importlib
-
-    watching = importlib.import_module("fxinspect.training.watch_hooks")
-    binned = []
-    binning = watching.WatchHooks._bin
-    monkeypatch.setattr(
-        watching.WatchHooks,
-        "_bin",
-        lambda self, t, *rest, **kw: binned.append(t.numel()) or binning(self, t, *rest, **kw),
-    )
+    binned = count_binned(monkeypatch)
     tiny = torch.finfo(torch.float32).tiny
     special = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), tiny / 4, -tiny / 4, 3.0, -3.0, 1e30, -1e-30, 1.0]
     x = torch.cat([torch.tensor(special), torch.randn(20000) * 100]).reshape(4, -1)  # 20,012 values: not small

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from reference import count_binned
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import fxinspect
@@ -198,16 +199,7 @@ def test_parameter_samples_compare_each_module_with_its_own_last_logged_step():
 
 
 def test_a_gradient_several_modules_hold_is_normed_once(monkeypatch):
-    import importlib
-
-    hooks = importlib.import_module("fxinspect.training.watch_hooks")
-    binned = []
-    original = hooks.WatchHooks._bin
-    monkeypatch.setattr(
-        hooks.WatchHooks,
-        "_bin",
-        lambda self, t, *rest, **kw: binned.append(t.numel()) or original(self, t, *rest, **kw),
-    )
+    binned = count_binned(monkeypatch)
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(inplace=True))
     with torch.no_grad():
         model[0].bias.fill_(-100.0)  # every output negative: the ReLU passes no gradient back
