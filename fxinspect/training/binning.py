@@ -29,7 +29,7 @@ import torch
 
 from .histograms import Histogram
 
-__all__ = ["CHUNK", "SMALL", "Derived", "PendingHistogram", "SmallBatch", "log2_histogram"]
+__all__ = ["CHUNK", "SMALL", "Derived", "PendingHistogram", "SmallBatch", "log2_histogram", "places"]
 
 SMALL = 1 << 14
 """Tensors of at most this many values are binned together by :class:`SmallBatch`."""
@@ -232,13 +232,14 @@ def _bin_together(xs: list[torch.Tensor]) -> list[PendingHistogram]:
     view, mantissa, exponent_bits = _LAYOUT[xs[0].dtype]
     fields, n = 1 << exponent_bits, len(xs)
     bits = torch._C._nn.flatten_dense_tensors(xs).view(view)  # (their values end to end, in one call)
-    offsets, owners = _offsets(tuple(x.numel() for x in xs), bits.device, fields)
+    sizes = tuple(x.numel() for x in xs)
     # (a 16-bit view's key widens to int32 as the offsets are added)
-    key = torch.bitwise_right_shift(bits, mantissa) + offsets
+    key = torch.bitwise_right_shift(bits, mantissa) + _offsets(sizes, bits.device, fields)
     counts = torch.bincount(key, minlength=n * 2 * fields).view(n, 2 * fields)
     edges = counts.index_select(1, _edge_columns(fields, bits.device)).tolist()
     zeros = [0] * n
     if any(neg_low + pos_low for neg_low, _, pos_low, _ in edges):
+        owners = places(sizes, bits.device)
         zeros = torch.bincount(owners[torch.bitwise_left_shift(bits, 1) == 0], minlength=n).tolist()
     out = []
     for i, (x, (neg_low, neg_top, pos_low, pos_top)) in enumerate(zip(xs, edges)):
@@ -249,22 +250,35 @@ def _bin_together(xs: list[torch.Tensor]) -> list[PendingHistogram]:
     return out
 
 
-_OFFSETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-"""Each value's key offset, and its tensor's place, by the sizes of a batch's tensors: a
-watch bins the same tensors every logged step."""
+_PLACES: dict[tuple, torch.Tensor] = {}
+"""Each value's tensor place, by the sizes of the tensors laid end to end: a watch lays
+the same tensors end to end every logged step."""
 
 
-def _offsets(sizes: tuple[int, ...], device: torch.device, fields: int) -> tuple[torch.Tensor, torch.Tensor]:
+def places(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """For each value of tensors of ``sizes`` laid end to end, its tensor's place (int32)."""
+    key = (sizes, device)
+    found = _PLACES.get(key)
+    if found is None:
+        if len(_PLACES) >= 16:
+            _PLACES.pop(next(iter(_PLACES)))
+        each = torch.arange(len(sizes), device=device, dtype=torch.int32)
+        found = _PLACES[key] = torch.repeat_interleave(each, torch.tensor(sizes, device=device))
+    return found
+
+
+_OFFSETS: dict[tuple, torch.Tensor] = {}
+
+
+def _offsets(sizes: tuple[int, ...], device: torch.device, fields: int) -> torch.Tensor:
     """For each value of tensors of ``sizes`` laid end to end: its tensor's place times
-    ``2 * fields``, plus ``fields`` (a key's offset), and its tensor's place."""
+    ``2 * fields``, plus ``fields`` (a key's offset)."""
     key = (sizes, device, fields)
     found = _OFFSETS.get(key)
     if found is None:
         if len(_OFFSETS) >= 8:
             _OFFSETS.pop(next(iter(_OFFSETS)))
-        places = torch.arange(len(sizes), device=device, dtype=torch.int32)
-        owners = torch.repeat_interleave(places, torch.tensor(sizes, device=device))
-        found = _OFFSETS[key] = (owners * (2 * fields) + fields, owners)
+        found = _OFFSETS[key] = places(sizes, device) * (2 * fields) + fields
     return found
 
 

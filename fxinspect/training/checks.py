@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from .binning import places
+
 __all__ = ["EVERY", "HELD", "FiniteChecks"]
 
 HELD = 1 << 15
@@ -117,9 +119,7 @@ class FiniteChecks:
         for device, entries in by_device.items():
             ts = [t for _, _, t in entries]
             values = torch._C._nn.flatten_dense_tensors(ts).to(torch.float32)
-            owners = torch.repeat_interleave(
-                torch.arange(len(ts), device=device), torch.tensor([t.numel() for t in ts], device=device)
-            )
+            owners = places(tuple(t.numel() for t in ts), device)
             sums = torch.zeros(len(ts), dtype=torch.float32, device=device).index_add_(0, owners, values)
             self._pending.append(([(s, k) for s, k, _ in entries], sums))
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import torch
 
+from .binning import places
+
 __all__ = ["SAMPLE", "ParameterSamples"]
 
 SAMPLE = 4096
@@ -42,7 +44,6 @@ class ParameterSamples:
         self._last: dict[str, torch.Tensor] = {}  # module -> its slice of the last sample
         self._layout: tuple | None = None  # (module, values) of the last sample, in order
         self._sample: torch.Tensor | None = None
-        self._owner: torch.Tensor | None = None  # for each sampled value, its module's place
 
     def fingerprints(self, step: int, modules: dict[str, list[torch.Tensor]]) -> dict[str, float | str]:
         """Per module, what its parameters were at ``step``: a string when they are seen
@@ -76,7 +77,8 @@ class ParameterSamples:
 
     def _changed_together(self, sample: torch.Tensor, modules: int) -> list[bool | None]:
         """Each module's sample against its last, in one pass (the same modules and sizes)."""
-        differs = torch.bincount(self._owner, weights=(sample != self._sample).to(torch.float32), minlength=modules)
+        owners = places(tuple(size for _, size in self._layout), sample.device)
+        differs = torch.bincount(owners, weights=(sample != self._sample).to(torch.float32), minlength=modules)
         return [count > 0 for count in differs.tolist()]
 
     def _changed_alone(self, name: str, sample: torch.Tensor) -> bool | None:
@@ -88,8 +90,5 @@ class ParameterSamples:
         return not torch.equal(before, sample)
 
     def _keep(self, layout: tuple, sample: torch.Tensor, names: list[str], sizes: list[int]) -> None:
-        if layout != self._layout:
-            places = torch.arange(len(names), device=sample.device)
-            self._owner = torch.repeat_interleave(places, torch.tensor(sizes, device=sample.device))
         self._layout, self._sample = layout, sample
         self._last.update(zip(names, sample.split(sizes)))

@@ -109,7 +109,7 @@ class Watch(WatchHooks):
         self._binned: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._binned_step = -1
         self._scratch: dict = {}  # log2_histogram's buffers (see WatchHooks._unhook_step)
-        self._small = SmallBatch()  # a logged step's small tensors, binned as its forward and backward end
+        self._small = SmallBatch()  # a logged step's small tensors, binned as its backward ends
         self._in_forward = False  # inside a logged step's forward (of the model itself)
         self._backward_queued = False  # binning the small tensors queued for this backward's end
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
