@@ -241,6 +241,8 @@ class _AuxInner(torch.nn.Module):
         self.seen = x  # an input of the graph, not an op's output
         y = self.fc(x)
         self.aux_loss = y.pow(2).mean()
+        self.losses = []  # a new list each call, filled below
+        self.losses.append({"max": y.amax(), "inputs": (x, self.fc.weight)})
         return y
 
 
@@ -269,10 +271,13 @@ def test_the_step_reads_what_the_forward_set_on_self_and_the_model_ends_as_a_pla
     assert ins.report.capture.method == method
     for (path, a), b in zip(mine.named_modules(), theirs.modules()):
         assert sorted(vars(a)) == sorted(vars(b)), path  # the same attributes as the plain step left
-        for key in ("aux_loss", "scale"):
+        for key in ("aux_loss", "scale", "losses"):
             if key in vars(a):
-                assert torch.equal(vars(a)[key], vars(b)[key]), (path, key)
-    assert theirs.block.seen is x  # the input itself, as the plain forward bound it
+                mine_leaves, spec = torch.utils._pytree.tree_flatten(vars(a)[key])
+                their_leaves, their_spec = torch.utils._pytree.tree_flatten(vars(b)[key])
+                assert spec == their_spec and all(map(torch.equal, mine_leaves, their_leaves)), (path, key)
+    # the input and the weight themselves, as the plain forward bound them
+    assert theirs.block.seen is x and theirs.block.losses[0]["inputs"][1] is theirs.block.fc.weight
     for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
         assert torch.equal(p.grad, q.grad), name  # the aux losses' backward reached the weights
     # their ops ran in the program, as the model's: the user's step adds and sums only
@@ -286,10 +291,11 @@ def test_the_step_reads_what_the_forward_set_on_self_and_the_model_ends_as_a_pla
 class _Counted(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc, self.calls = torch.nn.Linear(4, 2), 0
+        self.fc, self.calls, self.history = torch.nn.Linear(4, 2), 0, []
 
     def forward(self, x):
         self.calls += 1  # a Python number: no node of the graph computes it
+        self.history.append(x.mean())  # a list changed in place, not bound
         return self.fc(x)
 
 
@@ -298,5 +304,5 @@ def test_an_attribute_the_program_does_not_compute_is_named_in_the_notes(method)
     model = _Counted()
     with fxinspect.inspect(model, method=method) as ins:
         model(torch.randn(3, 4)).sum().backward()
-    assert model.calls == 0  # the capture's calls are undone, and the program cannot count
-    assert any("does not compute (calls)" in n for n in ins.report.capture.notes)
+    assert model.calls == 0 and model.history == []  # the capture's calls are undone; the program cannot redo them
+    assert any("does not compute (calls, history)" in n for n in ins.report.capture.notes)

@@ -6,9 +6,10 @@ not an op, so no graph holds it, and the guard removes it afterwards. A step ans
 by the captured program (``inspect``) sets it again from the graph's values, so the
 user's code after the forward reads it as after a plain call. :class:`AttributeWatch`
 notes each module's attributes before the forward and reports what the forward bound
-afresh; each tier says which graph node, if any, holds the value
-(:class:`AttributeWrite`). A value that no node holds (a Python number, a flag, a
-container) is listed with ``node=None``: the program does not compute it.
+afresh, and the list and dict attributes it changed in place; each tier says which
+graph node holds each tensor of a bound value (:class:`AttributeWrite`: a tensor, or a
+tuple, list or dict of them). A value with a leaf that no node holds (a Python number,
+a flag, an object) is not computed by the program, nor is a container changed in place.
 
 Example
 -------
@@ -26,12 +27,14 @@ Example
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx as fx
+from torch.utils import _pytree as pytree
 
 __all__ = ["AttributeWatch", "AttributeWrite", "named_writes"]
 
@@ -40,13 +43,29 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class AttributeWrite:
-    """``module.<name> = value`` made by the captured forward; ``node`` is the name of
-    the graph node whose value it is (an op, an input or an attribute read), ``None``
-    when no node holds it."""
+    """``module.<name> = value`` made by the captured forward.
+
+    ``nodes`` names, for each leaf of the value in pytree order, the graph node whose
+    value it is (an op, an input or an attribute read); ``spec`` rebuilds the value from
+    them. ``spec is None`` when the program does not compute the value (see the module).
+    """
 
     module: str  # dotted path in the user's model ("" for the model itself)
     name: str
-    node: str | None
+    nodes: tuple[str, ...] = ()
+    spec: Any = None
+
+    @property
+    def computed(self) -> bool:
+        """Whether the program computes the value (every leaf is a node's)."""
+        return self.spec is not None
+
+
+def _unchanged(saved: Any, value: Any) -> bool:
+    """A list or dict with the same items (by identity) as its copy ``saved``."""
+    if isinstance(value, dict):
+        return saved.keys() == value.keys() and all(saved[k] is value[k] for k in value)
+    return len(saved) == len(value) and all(a is b for a, b in zip(saved, value))
 
 
 class AttributeWatch:
@@ -54,6 +73,13 @@ class AttributeWatch:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self._before = [(path, m, dict(vars(m))) for path, m in model.named_modules()]
+        # list and dict attributes, copied: one the forward appends to is not rebound
+        self._containers = [
+            (path, key, value, copy.copy(value))
+            for path, _, attributes in self._before
+            for key, value in attributes.items()
+            if type(value) in (list, dict)
+        ]
 
     def written(self) -> list[tuple[str, str, Any]]:
         """``(module path, attribute, value)`` for each attribute added or rebound since
@@ -65,17 +91,31 @@ class AttributeWatch:
             if saved.get(key, _MISSING) is not value
         ]
 
-    def resolved(self, node_of: Callable[[Any], fx.Node | None]) -> list[tuple[str, str, fx.Node | None]]:
-        """:meth:`written` with each value's node (``node_of`` is the tier's lookup);
-        nodes, not names: a tier renames its nodes after tracing."""
-        return [(path, name, node_of(value)) for path, name, value in self.written()]
+    def changed_in_place(self) -> list[tuple[str, str]]:
+        """``(module path, attribute)`` of the lists and dicts the forward changed in place."""
+        return [(path, key) for path, key, value, saved in self._containers if not _unchanged(saved, value)]
+
+    def resolved(self, node_of: Callable[[Any], Any]) -> list[tuple[str, str, tuple, Any]]:
+        """Each write as ``(path, attribute, nodes, spec)``: what stands for each leaf of
+        the value (``node_of`` is the tier's lookup, ``None`` for a leaf no node holds;
+        nodes, not names: a tier renames its nodes after tracing) and its structure;
+        ``((), None)`` when a leaf stands for nothing."""
+        found = []
+        for path, name, value in self.written():
+            leaves, spec = pytree.tree_flatten(value)
+            nodes = tuple(node_of(leaf) for leaf in leaves)
+            found.append((path, name, nodes, spec) if None not in nodes else (path, name, (), None))
+        return found + [(path, name, (), None) for path, name in self.changed_in_place()]
 
 
-def named_writes(found: list[tuple[str, str, fx.Node | None]], graph: fx.Graph) -> tuple[AttributeWrite, ...]:
-    """The writes with node names, as they are once the tier is done renaming; a node that
-    is not in the final graph (removed as unused) holds nothing."""
+def named_writes(found: list[tuple[str, str, tuple, Any]], graph: fx.Graph) -> tuple[AttributeWrite, ...]:
+    """The writes with node names, as they are once the tier is done renaming; a value
+    with a node not in the final graph (removed as unused) is not computed."""
     alive = set(graph.nodes)
-    return tuple(
-        AttributeWrite(path, name, node.name if node is not None and node in alive else None)
-        for path, name, node in found
-    )
+    writes = []
+    for path, name, nodes, spec in found:
+        if spec is not None and all(node in alive for node in nodes):
+            writes.append(AttributeWrite(path, name, tuple(node.name for node in nodes), spec))
+        else:
+            writes.append(AttributeWrite(path, name))
+    return tuple(writes)

@@ -95,9 +95,9 @@ class _Root(torch.nn.Module):
         self._seen.spec = spec
         # tensors the forward set on its modules leave as extra outputs, so that the graph
         # says which nodes compute them (split off again by _attribute_writes)
-        written = attributes.written()
-        self._seen.written = [(path, name, isinstance(v, torch.Tensor)) for path, name, v in written]
-        return (*leaves, *(v for _, _, v in written if isinstance(v, torch.Tensor)))
+        written = attributes.resolved(lambda leaf: leaf if isinstance(leaf, torch.Tensor) else None)
+        self._seen.written = [(path, name, len(tensors), spec) for path, name, tensors, spec in written]
+        return (*leaves, *(t for _, _, tensors, _ in written for t in tensors))
 
     @property
     def out_spec(self) -> pytree.TreeSpec | None:
@@ -106,7 +106,7 @@ class _Root(torch.nn.Module):
 
 class _Seen:
     spec: pytree.TreeSpec | None = None
-    written: list[tuple[str, str, bool]] = []  # (module, attribute, whether a tensor: an extra output)
+    written: list[tuple[str, str, int, Any]] = []  # (module, attribute, its tensors: extra outputs, structure)
 
 
 def _for_every_batch(root: _Root, inputs: FlatInputs) -> tuple[Any, FlatInputs, str]:
@@ -154,15 +154,15 @@ def _rename(graph: fx.Graph, inputs: FlatInputs) -> None:
                 node._rename(node.name[len(ROOT_ATTR) + 1 :])
 
 
-def _attribute_writes(graph: fx.Graph, written: list[tuple[str, str, bool]]) -> list[tuple[str, str, Any]]:
+def _attribute_writes(graph: fx.Graph, written: list[tuple[str, str, int, Any]]) -> list[tuple[str, str, tuple, Any]]:
     """Split the attributes' tensors off the output (see ``_Root.forward``): each write
-    with the node that computes its value (``None`` for a value that is no tensor)."""
+    with the nodes that compute its tensors, as ``AttributeWatch.resolved`` gives them."""
     output = graph.output_node()
     leaves = list(output.args[0])
-    extra = sum(is_tensor for _, _, is_tensor in written)
+    extra = sum(count for _, _, count, _ in written)
     kept, nodes = leaves[: len(leaves) - extra], iter(leaves[len(leaves) - extra :])
     output.args = (tuple(kept),)
-    return [(path, name, next(nodes) if is_tensor else None) for path, name, is_tensor in written]
+    return [(path, name, tuple(next(nodes) for _ in range(count)), spec) for path, name, count, spec in written]
 
 
 def _user_targets(unlifted: fx.GraphModule, graph: fx.Graph) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     with checkpoints_traced_through(model) as lost, _without_stack_traces(), warnings.catch_warnings():
         # export asks for tensors the forward sets on self to be buffers: they are
         # attribute writes here (see _Root.forward), replayed by ``inspect``
-        warnings.filterwarnings("ignore", message=r"The tensor attributes .* were assigned during export")
+        warnings.filterwarnings("ignore", message=r"The tensor attributes? .* (was|were) assigned during export")
         program = None
         if inputs.batch_dims is not None:
             program, inputs, said = _for_every_batch(root, inputs)

@@ -21,13 +21,14 @@ Only the first call is analysed: later calls in the block run the model as usual
 their ops are listed as run outside the nodes.
 
 What the forward binds to a module attribute (``self.aux_loss = y.pow(2).mean()``, on
-the model or any submodule) is no op, so the program does not run that line; the
-capture notes each such write and the graph node that computes its value
-(:mod:`fxinspect.capture.attributes`), and the program's run sets it from that node's
-output as the node runs. The user's step then reads it as after a plain call, and it is
-left afterwards as a plain step leaves it: the write is the user's own forward's, in the
-user's own step (the guard undoes only what capturing did). A value no node computes (a
-Python counter, a flag, a list) is not set: the report's notes name it.
+the model or any submodule; a tensor, or a tuple, list or dict of them) is no op, so
+the program does not run that line: the capture notes each such write and the graph
+nodes that compute its value (:mod:`fxinspect.capture.attributes`), and the program's
+run sets it from their outputs as they run (:mod:`.forward_writes`). The user's step
+then reads it as after a plain call, and it is left afterwards as a plain step leaves
+it: the write is the user's own forward's, in the user's own step (the guard undoes only
+what capturing did). A value no node computes (a Python counter, a flag) and a list or
+dict changed in place are not set: the report's notes name them.
 
 Example
 -------
@@ -64,6 +65,7 @@ from ..run.passes.backward import Gradients, NonFiniteTurns, backward_result
 from ..run.passes.count import ForwardRecorder
 from ..run.prepare import Lazy, prepared, unwrapped
 from ..run.program import InstrumentedProgram, Probe
+from .forward_writes import ForwardWrites
 
 __all__ = ["Inspection", "inspect"]
 
@@ -92,47 +94,11 @@ class StepMode(CountingMode):
             self.costs, self.node = self.forward_costs, node
 
 
-class _Attributes:
-    """The attributes the forward sets on its modules (``self.aux_loss = ...``), set again
-    from the program's values: ``at[node name]`` lists the ``(module, attribute)`` that
-    take that op's output as it runs; inputs and attribute reads are set before the run."""
-
-    def __init__(self, model: torch.nn.Module, program: InstrumentedProgram, inputs: list[Any]) -> None:
-        self.at: dict[str, list[tuple[torch.nn.Module, str]]] = {}
-        self.now: list[tuple[torch.nn.Module, str, Any]] = []
-        self.unset: list[str] = []  # values no node computes: a plain call sets them, this one cannot
-        nodes = {n.name: n for n in program.graph.nodes}
-        placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
-        for write in program.capture.attribute_writes:
-            module, node = model.get_submodule(write.module), nodes.get(write.node or "")
-            if node is None:
-                self.unset.append(f"{write.module}.{write.name}" if write.module else write.name)
-            elif node.op == "placeholder":
-                self.now.append((module, write.name, inputs[placeholders.index(node)]))
-            elif node.op == "get_attr":
-                self.now.append((module, write.name, program.attribute(node)))
-            else:
-                self.at.setdefault(node.name, []).append((module, write.name))
-
-    def notes(self) -> tuple[str, ...]:
-        if not self.unset:
-            return ()
-        names = ", ".join(self.unset[:4]) + (f", … (+{len(self.unset) - 4})" if len(self.unset) > 4 else "")
-        return (
-            f"inspect: the forward set attributes to values the captured program does not compute ({names}): "
-            "the analysed call leaves them as they were, where a plain call would set them",
-        )
-
-    def set_before(self) -> None:
-        for module, name, value in self.now:
-            setattr(module, name, value)
-
-
 class _Live:
     """What the first call set running: the program and the recorders the block feeds."""
 
     def __init__(
-        self, program: InstrumentedProgram, check_finite: bool, notes: tuple[str, ...], attributes: _Attributes
+        self, program: InstrumentedProgram, check_finite: bool, notes: tuple[str, ...], attributes: ForwardWrites
     ) -> None:
         self.program, self.notes, self.attributes = program, (*notes, *attributes.notes()), attributes
         self.owners = AutogradOwners()
@@ -142,7 +108,7 @@ class _Live:
         self.turns: NonFiniteTurns | None = None  # set once the forward ran, when values are read
 
     def probe(self) -> Probe:
-        owners, recorder, gradients, sets = self.owners, self.recorder, self.gradients, self.attributes.at
+        owners, recorder, gradients, attributes = self.owners, self.recorder, self.gradients, self.attributes
 
         def before(name: str) -> None:
             owners.before(name)
@@ -152,8 +118,7 @@ class _Live:
             owners.after(name)
             recorder.probe.after(name, out)
             gradients.watch(name, out)
-            for module, attribute in sets.get(name, ()):  # as the forward's own line set it
-                setattr(module, attribute, out)
+            attributes.ran(name, out)  # what the forward set on self from it, set as its own line did
 
         return Probe(before, after)
 
@@ -209,11 +174,11 @@ class Inspection:
                 run.model.get_buffer(path).copy_(value)
         program = InstrumentedProgram(cap)
         inputs = program.flat_inputs(run.args, run.kwargs)
-        attributes = _Attributes(run.model, program, inputs)
+        attributes = ForwardWrites(run.model, program, inputs)
         live = _Live(program, opts.check_finite, (*self._notes, *run.notes), attributes)
         live.mode.__enter__()  # on until the block ends: the user's backward runs under it
         self._live = live
-        attributes.set_before()
+        attributes.before_run()
         output = program.run(inputs, live.probe())
         if live.recorder.reader is not None and torch.is_grad_enabled():
             live.turns = NonFiniteTurns(live.owners, output)  # which backward first makes NaN/Inf
