@@ -228,3 +228,81 @@ def test_a_step_inside_inspect_ends_with_the_models_own_buffer_writes(make):
     report = fxinspect.analyze(theirs, x, timing=False, memory=False)
     assert all(torch.equal(before[k], v) for k, v in theirs.state_dict().items())
     assert any("buffers written while tracing" in n for n in report.capture.notes)
+
+
+class _AuxInner(torch.nn.Module):
+    """A block that keeps an auxiliary loss and its input on itself, as MoE routers do."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.seen = x  # an input of the graph, not an op's output
+        y = self.fc(x)
+        self.aux_loss = y.pow(2).mean()
+        self.losses = []  # a new list each call, filled below
+        self.losses.append({"max": y.amax(), "inputs": (x, self.fc.weight)})
+        return y
+
+
+class _Aux(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block, self.head = _AuxInner(), torch.nn.Linear(4, 2)
+        self.aux_loss = None  # rebound by every forward
+
+    def forward(self, x):
+        y = self.block(x)
+        self.aux_loss = y.abs().mean()
+        self.head.scale = y.std()  # set on a leaf module it did not run in
+        return self.head(y)
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export", "eager"])
+def test_the_step_reads_what_the_forward_set_on_self_and_the_model_ends_as_a_plain_step_leaves_it(method):
+    torch.manual_seed(0)
+    mine, x = _Aux(), torch.randn(3, 4)
+    theirs = copy.deepcopy(mine)
+    for model, inspected in ((mine, False), (theirs, True)):
+        with fxinspect.inspect(model, method=method) if inspected else contextlib.nullcontext() as ins:
+            out = model(x)
+            (out.sum() + model.aux_loss + model.block.aux_loss + model.head.scale).backward()
+    assert ins.report.capture.method == method
+    for (path, a), b in zip(mine.named_modules(), theirs.modules()):
+        assert sorted(vars(a)) == sorted(vars(b)), path  # the same attributes as the plain step left
+        for key in ("aux_loss", "scale", "losses"):
+            if key in vars(a):
+                mine_leaves, spec = torch.utils._pytree.tree_flatten(vars(a)[key])
+                their_leaves, their_spec = torch.utils._pytree.tree_flatten(vars(b)[key])
+                assert spec == their_spec and all(map(torch.equal, mine_leaves, their_leaves)), (path, key)
+    # the input and the weight themselves, as the plain forward bound them
+    assert theirs.block.seen is x and theirs.block.losses[0]["inputs"][1] is theirs.block.fc.weight
+    for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
+        assert torch.equal(p.grad, q.grad), name  # the aux losses' backward reached the weights
+    # their ops ran in the program, as the model's: the user's step adds and sums only
+    assert not any("pow" in c.op or "std" in c.op for c in ins.report.unattributed)
+    # analyze runs the forward on its own: nothing it set outlives it
+    fresh = _Aux()
+    fxinspect.analyze(fresh, x, method=method, timing=False, memory=False)
+    assert fresh.aux_loss is None and "aux_loss" not in vars(fresh.block) and "scale" not in vars(fresh.head)
+
+
+class _Counted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.calls, self.history = torch.nn.Linear(4, 2), 0, []
+
+    def forward(self, x):
+        self.calls += 1  # a Python number: no node of the graph computes it
+        self.history.append(x.mean())  # a list changed in place, not bound
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export", "eager"])
+def test_an_attribute_the_program_does_not_compute_is_named_in_the_notes(method):
+    model = _Counted()
+    with fxinspect.inspect(model, method=method) as ins:
+        model(torch.randn(3, 4)).sum().backward()
+    assert model.calls == 0 and model.history == []  # the capture's calls are undone; the program cannot redo them
+    assert any("does not compute (calls, history)" in n for n in ins.report.capture.notes)

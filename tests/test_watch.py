@@ -473,3 +473,61 @@ def test_merging_with_an_empty_histogram_equals_binning_the_values_together():
     assert log2_histogram(zeros).merged(log2_histogram(values)) == together
     assert log2_histogram(values).merged(log2_histogram(zeros)) == together
     assert together.low == -1 and together.zeros == 5 and together.nan == 1
+
+
+class _PoisonGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("nan")
+
+
+class _PoisonBackward(_Poison):
+    """Passes its input through; on the steps listed its backward makes a NaN (the output
+    and the gradient reaching the model's output stay finite)."""
+
+    def forward(self, x):
+        self.step += 1
+        return _PoisonGradient.apply(x) if self.step in self.steps else x
+
+
+@pytest.mark.parametrize(
+    "poison, at, first, module",
+    [
+        # step 25 is logged: module '2' made it there, before module '3' received it
+        (_Poison, 25, "step 25, in the model's output (checked every step); module '2' (_Poison), io", "2"),
+        # step 23 is not: by step 25 the weights of every module are NaN, module '0' leads
+        (
+            _Poison,
+            23,
+            "step 23, in the model's output (checked every step); the module is unknown: step 23 was not logged",
+            None,
+        ),
+        # a backward at step 24 wrote NaN into the weights: the output at step 25 (logged) is
+        # the first NaN the checks see, and module '0' only the first to hold the weights
+        (
+            _PoisonBackward,
+            24,
+            "step 25, in the model's output (checked every step); the module is unknown: the parameters already held NaN/Inf at step 25",
+            None,
+        ),
+    ],
+)
+def test_a_nan_is_named_by_the_module_that_made_it_or_said_unknown_never_a_later_one(poison, at, first, module):
+    from fxinspect.training.watch_page import watch_data
+
+    torch.manual_seed(0)
+    bad = poison()
+    bad.steps = {at}
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), bad, torch.nn.Linear(8, 1))
+    w = fxinspect.watch(model, every=5)
+    _run(model, w, 30, skip_nonfinite=False)  # the NaN reaches the weights: every later step is NaN
+    w.remove()
+    line = w.summary().splitlines()[0]
+    assert line.startswith(f"first NaN/Inf: {first}"), line
+    if module is None:
+        assert "module '" not in line  # no module named: not the first to hold it at a later step
+    assert watch_data(w)["findings"][0]["module"] == module  # the page links the same module, or none

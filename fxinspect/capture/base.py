@@ -21,6 +21,7 @@ import torch.fx as fx
 
 from ..choices import Choice
 from ..errors import InputError
+from .attributes import AttributeWrite
 from .inputs import FlatInputs
 
 MODULE_KEY = "fxinspect_module"
@@ -76,6 +77,8 @@ class Capture:
     # buffers the capture itself wrote and the graph does not (path, value after one call):
     # a step answered by the program (``inspect``) writes them as the call would have
     trace_writes: tuple[tuple[str, torch.Tensor], ...] = ()
+    # attributes the forward set on its modules (``self.aux_loss = ...``): see attributes.py
+    attribute_writes: tuple[AttributeWrite, ...] = ()
 
     def __post_init__(self) -> None:
         # tiers build these as lists and sets; the record keeps them immutable

@@ -39,6 +39,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..tensors import NOT_WORK, holds_dtensors
+from .attributes import AttributeWatch, named_writes
 from .base import Capture, Method, type_name
 from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
@@ -100,6 +101,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     builder = GraphBuilder(model, inputs)
     modules = RunningModules(model, builder)
     rng = _rng_state()
+    attributes = AttributeWatch(model)
     try:
         with modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
             out = model(*inputs.args, **inputs.kwargs)
@@ -115,6 +117,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     leaves, spec = flatten_outputs(out)
     builder.finish_grad_mode()
     builder.graph.output(tuple(builder.value(leaf) for leaf in leaves))
+    written = attributes.resolved(builder.known)
     builder.prune()
     number_calls(builder.graph, lambda entry: entry[0])
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))
@@ -126,4 +129,5 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
         notes=_notes(builder) + lost_checkpoint_notes("eager", lost),
         out_spec=spec,
         lost_checkpoints=lost,
+        attribute_writes=named_writes(written, builder.graph),
     )

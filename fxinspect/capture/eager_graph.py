@@ -153,6 +153,12 @@ class GraphBuilder:
             ref.node = self.graph.get_attr(ref.target)
         return self._item(ref.node, ref.path) if ref.path else ref.node
 
+    def known(self, value: Any) -> fx.Node | None:
+        """The node whose value is ``value``, when it is a tensor the run made or was given."""
+        if not isinstance(value, torch.Tensor) or self._find(value) is None:
+            return None
+        return self.node_of(value)
+
     def _item(self, node: fx.Node, path: tuple[int, ...]) -> fx.Node:
         """``node[path[0]][path[1]]...``, added right after the producer once."""
         key = (node, path)

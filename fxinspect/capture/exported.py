@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -47,6 +48,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
+from .attributes import AttributeWatch, named_writes
 from .base import Capture, Method, one_line, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
@@ -88,9 +90,14 @@ class _Root(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> tuple:
         args, kwargs = self._inputs.rebuild(list(tensors))
+        attributes = AttributeWatch(self.model)
         leaves, spec = pytree.tree_flatten(self.model(*args, **kwargs))
         self._seen.spec = spec
-        return tuple(leaves)
+        # tensors the forward set on its modules leave as extra outputs, so that the graph
+        # says which nodes compute them (split off again by _attribute_writes)
+        written = attributes.resolved(lambda leaf: leaf if isinstance(leaf, torch.Tensor) else None)
+        self._seen.written = [(path, name, len(tensors), spec) for path, name, tensors, spec in written]
+        return (*leaves, *(t for _, _, tensors, _ in written for t in tensors))
 
     @property
     def out_spec(self) -> pytree.TreeSpec | None:
@@ -99,6 +106,7 @@ class _Root(torch.nn.Module):
 
 class _Seen:
     spec: pytree.TreeSpec | None = None
+    written: list[tuple[str, str, int, Any]] = []  # (module, attribute, its tensors: extra outputs, structure)
 
 
 def _for_every_batch(root: _Root, inputs: FlatInputs) -> tuple[Any, FlatInputs, str]:
@@ -146,6 +154,17 @@ def _rename(graph: fx.Graph, inputs: FlatInputs) -> None:
                 node._rename(node.name[len(ROOT_ATTR) + 1 :])
 
 
+def _attribute_writes(graph: fx.Graph, written: list[tuple[str, str, int, Any]]) -> list[tuple[str, str, tuple, Any]]:
+    """Split the attributes' tensors off the output (see ``_Root.forward``): each write
+    with the nodes that compute its tensors, as ``AttributeWatch.resolved`` gives them."""
+    output = graph.output_node()
+    leaves = list(output.args[0])
+    extra = sum(count for _, _, count, _ in written)
+    kept, nodes = leaves[: len(leaves) - extra], iter(leaves[len(leaves) - extra :])
+    output.args = (tuple(kept),)
+    return [(path, name, tuple(next(nodes) for _ in range(count)), spec) for path, name, count, spec in written]
+
+
 def _user_targets(unlifted: fx.GraphModule, graph: fx.Graph) -> dict[str, Any]:
     """Retarget attribute reads to the user's names (``"model.fc.weight"`` ->
     ``"fc.weight"``); returns ``{target: value}``, the new module's attributes (the
@@ -178,7 +197,10 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
-    with checkpoints_traced_through(model) as lost, _without_stack_traces():
+    with checkpoints_traced_through(model) as lost, _without_stack_traces(), warnings.catch_warnings():
+        # export asks for tensors the forward sets on self to be buffers: they are
+        # attribute writes here (see _Root.forward), replayed by ``inspect``
+        warnings.filterwarnings("ignore", message=r"The tensor attributes? .* (was|were) assigned during export")
         program = None
         if inputs.batch_dims is not None:
             program, inputs, said = _for_every_batch(root, inputs)
@@ -194,6 +216,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)
+    written = _attribute_writes(graph, root._seen.written)
     attributes = _user_targets(unlifted, graph)
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
@@ -211,4 +234,5 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes=notes,
         out_spec=root.out_spec,
         lost_checkpoints=lost,
+        attribute_writes=named_writes(written, graph),
     )

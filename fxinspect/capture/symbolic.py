@@ -33,6 +33,7 @@ from torch.utils import _pytree as pytree
 
 from ..records import OP_KINDS
 from . import fast_trace
+from .attributes import AttributeWatch, named_writes
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
 from .calls import number_calls
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
@@ -57,11 +58,19 @@ class _Root(torch.nn.Module):
         self.model = model
         self._inputs = inputs
         self.out_spec = None
+        self.written: list = []  # the attributes the traced forward set, with their nodes
 
     def run(self, tensors: list[Any]) -> tuple:
         args, kwargs = self._inputs.rebuild(tensors)
+        attributes = AttributeWatch(self.model)
         leaves, self.out_spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        self.written = attributes.resolved(_proxy_node)
         return tuple(leaves)
+
+
+def _proxy_node(value: Any) -> fx.Node | None:
+    """The node a traced value stands for (a value computed while tracing is no node's)."""
+    return value.node if isinstance(value, fx.Proxy) else None
 
 
 def _make_root(model: torch.nn.Module, inputs: FlatInputs) -> _Root:
@@ -201,6 +210,7 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         attr_prefix=ROOT_ATTR + ".",
         auto_leaves=auto_leaves,
         trace_writes=written,
+        attribute_writes=named_writes(root.written, graph),
     )
 
 

@@ -20,6 +20,16 @@ before the real call, so the model ends as the same step without fxinspect leave
 Only the first call is analysed: later calls in the block run the model as usual, and
 their ops are listed as run outside the nodes.
 
+What the forward binds to a module attribute (``self.aux_loss = y.pow(2).mean()``, on
+the model or any submodule; a tensor, or a tuple, list or dict of them) is no op, so
+the program does not run that line: the capture notes each such write and the graph
+nodes that compute its value (:mod:`fxinspect.capture.attributes`), and the program's
+run sets it from their outputs as they run (:mod:`.forward_writes`). The user's step
+then reads it as after a plain call, and it is left afterwards as a plain step leaves
+it: the write is the user's own forward's, in the user's own step (the guard undoes only
+what capturing did). A value no node computes (a Python counter, a flag) and a list or
+dict changed in place are not set: the report's notes name them.
+
 Example
 -------
 >>> import torch, fxinspect
@@ -55,6 +65,7 @@ from ..run.passes.backward import Gradients, NonFiniteTurns, backward_result
 from ..run.passes.count import ForwardRecorder
 from ..run.prepare import Lazy, prepared, unwrapped
 from ..run.program import InstrumentedProgram, Probe
+from .forward_writes import ForwardWrites
 
 __all__ = ["Inspection", "inspect"]
 
@@ -86,8 +97,10 @@ class StepMode(CountingMode):
 class _Live:
     """What the first call set running: the program and the recorders the block feeds."""
 
-    def __init__(self, program: InstrumentedProgram, check_finite: bool, notes: tuple[str, ...]) -> None:
-        self.program, self.notes = program, notes
+    def __init__(
+        self, program: InstrumentedProgram, check_finite: bool, notes: tuple[str, ...], attributes: ForwardWrites
+    ) -> None:
+        self.program, self.notes, self.attributes = program, (*notes, *attributes.notes()), attributes
         self.owners = AutogradOwners()
         self.mode = StepMode(self.owners)
         self.recorder = ForwardRecorder(program, check_finite, self.mode)
@@ -95,7 +108,7 @@ class _Live:
         self.turns: NonFiniteTurns | None = None  # set once the forward ran, when values are read
 
     def probe(self) -> Probe:
-        owners, recorder, gradients = self.owners, self.recorder, self.gradients
+        owners, recorder, gradients, attributes = self.owners, self.recorder, self.gradients, self.attributes
 
         def before(name: str) -> None:
             owners.before(name)
@@ -105,6 +118,7 @@ class _Live:
             owners.after(name)
             recorder.probe.after(name, out)
             gradients.watch(name, out)
+            attributes.ran(name, out)  # what the forward set on self from it, set as its own line did
 
         return Probe(before, after)
 
@@ -159,10 +173,13 @@ class Inspection:
             for path, value in cap.trace_writes:
                 run.model.get_buffer(path).copy_(value)
         program = InstrumentedProgram(cap)
-        live = _Live(program, opts.check_finite, (*self._notes, *run.notes))
+        inputs = program.flat_inputs(run.args, run.kwargs)
+        attributes = ForwardWrites(run.model, program, inputs)
+        live = _Live(program, opts.check_finite, (*self._notes, *run.notes), attributes)
         live.mode.__enter__()  # on until the block ends: the user's backward runs under it
         self._live = live
-        output = program.run(program.flat_inputs(run.args, run.kwargs), live.probe())
+        attributes.before_run()
+        output = program.run(inputs, live.probe())
         if live.recorder.reader is not None and torch.is_grad_enabled():
             live.turns = NonFiniteTurns(live.owners, output)  # which backward first makes NaN/Inf
         return program.output_structure(output)

@@ -23,11 +23,11 @@ Example
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ..views.explorer import page
+from .findings import linked_findings
 from .plot import grid
 from .quantities import Quantity
 
@@ -54,10 +54,12 @@ def watch_data(w: Any) -> dict[str, Any]:
             )
         modules.append({"name": name, "type": w.types.get(name, ""), "panels": panels})
     known = set(w.names())
-    findings = []
-    for line in w.summary().splitlines() if w.names() else []:
-        named = [m for m in re.findall(r"'([^']*)'", line) if m in known]
-        findings.append({"text": line, "module": named[0] if named else None})
+    # each finding links the module it is about, said by the finding itself: a first NaN
+    # whose module is unknown links none (a module merely quoted in its text is no lead)
+    findings = [
+        {"text": text, "module": module if module in known else None}
+        for text, module in (linked_findings(w) if w.names() else [])
+    ]
     return {"modules": modules, "findings": findings, "every": w.every}
 
 
