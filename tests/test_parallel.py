@@ -387,6 +387,29 @@ def test_uneven_fsdp_shards_are_padded_but_the_optimizer_state_is_not_and_a_note
     assert differ in said and "optimizer state" in said and "Parallel(..., rank=k)" in said
 
 
+def test_the_roots_collectives_are_charged_to_the_root_and_named_for_it():
+    report = _uneven_report(0)
+    root = [c for c in report.communication.collectives if c.module_path == ""]
+    # the root's unit (the head: 11 floats a shard, 33 gathered = 132 B): gathered in the
+    # forward, kept for the backward (FSDP2 reshards the root only after it), reduced once
+    assert sorted((c.phase, c.kind, c.tensor_bytes) for c in root) == [
+        ("backward", "reduce_scatter", 132),
+        ("forward", "all_gather", 132),
+    ]
+    nodes = {n.name: n for n in report.nodes}
+    assert {nodes[c.node].module_path for c in root} == {""}  # a node of the root's own ops
+    assert {nodes[c.node].label for c in root} == {"_allgather_base_"}  # its all-gather, not its last op
+    # the diagram's box of the root's own ops that sends them is named for the root:
+    # 2 x 132 B x 2/3 = 176 B sent
+    boxes = report.to_networkx(level="diagram", depth=1)
+    sending = {d["title"]: d["comm_bytes"] for _, d in boxes.nodes(data=True) if d.get("comm_bytes")}
+    # the two layers folded into one box: 2 x 3 collectives x 528 B x 2/3
+    assert sending == {"(root) collectives": 176, "layers.0–1": 2112}
+    ops = report.to_networkx(level="diagram", depth=None)  # a box per op: the all-gathers' own
+    assert sum(d["comm_bytes"] or 0 for _, d in ops.nodes(data=True)) == 176 + 2112
+    assert "(root)    forward   all_gather" in report.communication_table()
+
+
 @pytest.mark.distributed
 def test_uneven_fsdp_ranks_hold_what_a_real_gloo_run_holds():
     """The same step on 3 gloo processes: each rank's parameters, gradients, optimizer
