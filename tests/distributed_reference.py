@@ -7,6 +7,9 @@ real (a warm-up step, then the measured one) and reports, per rank:
   parameter shards, buffers, inputs, optimizer state), found by following every storage
   the step allocated, resized storages too (``StorageTracker`` under ``follow_resizes``),
   as the single-device memory tests measure a real step;
+* ``params``, ``gradients``, ``optimizer_state``: the bytes of the storages the rank
+  holds for them after the step (a shard that is a view of a padded buffer holds the
+  whole buffer);
 * ``collectives``: ``(kind, tensor bytes, group size)`` of every collective, counted by
   wrapping the Python calls that reach the process group (``dist.all_gather_single``
   and the like, which FSDP2 calls, and the functional collectives DTensor calls), not by
@@ -148,6 +151,26 @@ def mlp() -> tuple[torch.nn.Module, dict[str, Any], Any]:
     return model, {"input": torch.randn(8, 64)}, lambda out: out.sum()
 
 
+class LinearStack(torch.nn.Module):
+    """Two 10 x 10 layers in a ModuleList and a 10 -> 2 head: no dimension divides by 3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(10, 10) for _ in range(2)])
+        self.head = torch.nn.Linear(10, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x).relu()
+        return self.head(x)
+
+
+def linear_stack() -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """:class:`LinearStack`, a batch of 4."""
+    torch.manual_seed(0)
+    return LinearStack(), {"input": torch.randn(4, 10)}, lambda out: out.sum()
+
+
 def resnet18() -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """torchvision's ResNet-18 (random weights, train mode: batch norm's statistics), a batch of 2."""
     import torchvision
@@ -213,7 +236,7 @@ def spec(case: str, world: int, rank: int = 0) -> Any:
     """The ``fxinspect.Parallel`` of a case."""
     import fxinspect
 
-    if case == "fsdp_gpt2":
+    if case in ("fsdp_gpt2", "fsdp_uneven"):
         return fxinspect.Parallel.fsdp(world, rank=rank)
     if case == "fsdp_llama_checkpointed":
         return fxinspect.Parallel.fsdp(world, rank=rank)
@@ -238,6 +261,7 @@ CASES = {
     "tp_llama": llama_small,
     "fsdp_llama_checkpointed": llama_checkpointed,
     "fsdp_llama_mixed": llama_small,
+    "fsdp_uneven": linear_stack,
 }
 
 
@@ -281,6 +305,11 @@ def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> Non
                 kept = step()
             del kept
         report = {"rank": rank, "peak": sum(held.values()) + tracker.peak, "collectives": calls}
+        # what the rank holds after the step: its storages (a padded shard's whole storage)
+        params = list(model.parameters())
+        for key, tensors in (("params", params), ("gradients", [p.grad for p in params]), ("optimizer_state", state)):
+            local = [_local(t) for t in tensors if t is not None]
+            report[key] = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in local}.values())
         (Path(out_dir) / f"{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()

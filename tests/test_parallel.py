@@ -136,13 +136,18 @@ def test_uneven_shards_are_said_and_each_rank_analysed_as_it_runs():
     # the first layer whole (4 x 30 x 30); 7 output features of the second over 4 ranks: 2, 2, 2 and 1
     assert (first.totals.macs, last.totals.macs) == (4 * 30 * 30 + 4 * 30 * 2, 4 * 30 * 30 + 4 * 30 * 1)
     (said,) = [n for n in first.capture.notes if n.startswith("ranks differ")]
-    assert "rank 3: 1.weight (1, 30) where rank 0 has (2, 30)" in said
+    assert (
+        "compute on parameter shards of other shapes, for example rank 3: 1.weight (1, 30) where rank 0 has (2, 30)"
+        in said
+    )
     assert not [n for n in _fsdp_report().capture.notes if n.startswith("ranks differ")]  # rows 32 and 8 split by 4
-    # FSDP2 pads an uneven shard and computes on the gathered whole: its ranks do not differ
+    # FSDP2 pads an uneven shard and computes on the gathered whole: its ranks compute
+    # alike, and only their optimizer state differs (rows 10 over 4: 3, 3, 3 and 1)
     padded = fxinspect.analyze(
         torch.nn.Sequential(torch.nn.Linear(16, 10)), torch.randn(4, 16), parallel=fxinspect.Parallel.fsdp(4)
     )
-    assert not [n for n in padded.capture.notes if n.startswith("ranks differ")]
+    (said,) = [n for n in padded.capture.notes if n.startswith("ranks differ")]
+    assert "rank 3: 0.weight (1, 16) where rank 0 has (3, 16)" in said and "compute on" not in said
 
 
 def test_fsdp_shards_the_outermost_layers_by_default_not_the_lists_inside_them():
@@ -329,3 +334,96 @@ def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
         assert report.memory.total_peak == pytest.approx(measured["peak"], rel=0.03), rank
         ours = collections.Counter((c.kind, c.tensor_bytes, c.group_size) for c in report.communication.collectives)
         assert ours == collections.Counter(tuple(c) for c in measured["collectives"]), rank
+
+
+# -- uneven FSDP shards (issue 39, item 13): 10 and 2 rows over 3 ranks
+
+
+def _uneven_report(rank: int) -> fxinspect.Report:
+    from distributed_reference import linear_stack, spec
+
+    model, inputs, loss_fn = linear_stack()
+    step = dict(backward=True, optimizer=torch.optim.AdamW, loss_fn=loss_fn)
+    return fxinspect.analyze(model, inputs["input"], parallel=spec("fsdp_uneven", 3, rank), **step)
+
+
+@pytest.mark.parametrize(
+    ("rank", "optimizer_state", "differ"),
+    [
+        # AdamW's exp_avg and exp_avg_sq are like the unpadded shard, plus a 4 B step per
+        # parameter (6): ranks 0 and 1 hold per layer 4 x 10 + 4 = 44 floats and 1 x 10 + 1 = 11
+        # of the head; rank 2 per layer 2 x 10 + 2 = 22 and none of the head
+        (
+            0,
+            2 * (2 * 44 + 11) * 4 + 6 * 4,
+            "1 rank(s) hold FSDP shards of other shapes, for example rank 2: "
+            "head.weight (0, 10) where rank 0 has (1, 10)",
+        ),
+        (
+            1,
+            2 * (2 * 44 + 11) * 4 + 6 * 4,
+            "1 rank(s) hold FSDP shards of other shapes, for example rank 2: "
+            "head.weight (0, 10) where rank 1 has (1, 10)",
+        ),
+        (
+            2,
+            2 * (2 * 22 + 0) * 4 + 6 * 4,
+            "2 rank(s) hold FSDP shards of other shapes, for example rank 0: "
+            "head.weight (1, 10) where rank 2 has (0, 10)",
+        ),
+    ],
+)
+def test_uneven_fsdp_shards_are_padded_but_the_optimizer_state_is_not_and_a_note_says_so(rank, optimizer_state, differ):
+    report = _uneven_report(rank)
+    memory = report.memory
+    # torch.chunk's split, as FSDP2's: 10 rows over 3 ranks are 4, 4, 2; the head's 2 rows 1, 1, 0.
+    # FSDP2 allocates every shard padded to ceil(rows / 3) rows (rank 2's is a view of the
+    # padded storage), so every rank holds per layer (4 x 10 + 4) floats = 176 B and for the
+    # head (1 x 10 + 1) floats = 44 B: 2 x 176 + 44 = 396 B, as a real gloo run holds (below)
+    assert memory.params == 2 * (4 * 10 + 4) * 4 + (1 * 10 + 1) * 4 == 396
+    assert memory.gradients == 396  # views of the padded reduce-scatter output
+    assert memory.optimizer_state == optimizer_state  # 816, 816, 376
+    (said,) = [n for n in report.capture.notes if n.startswith("ranks differ")]
+    assert differ in said and "optimizer state" in said and "Parallel(..., rank=k)" in said
+
+
+def test_the_roots_collectives_are_charged_to_the_root_and_named_for_it():
+    report = _uneven_report(0)
+    root = [c for c in report.communication.collectives if c.module_path == ""]
+    # the root's unit (the head: 11 floats a shard, 33 gathered = 132 B): gathered in the
+    # forward, kept for the backward (FSDP2 reshards the root only after it), reduced once
+    assert sorted((c.phase, c.kind, c.tensor_bytes) for c in root) == [
+        ("backward", "reduce_scatter", 132),
+        ("forward", "all_gather", 132),
+    ]
+    nodes = {n.name: n for n in report.nodes}
+    assert {nodes[c.node].module_path for c in root} == {""}  # a node of the root's own ops
+    assert {nodes[c.node].label for c in root} == {"_allgather_base_"}  # its all-gather, not its last op
+    # the diagram's box of the root's own ops that sends them is named for the root:
+    # 2 x 132 B x 2/3 = 176 B sent
+    boxes = report.to_networkx(level="diagram", depth=1)
+    sending = {d["title"]: d["comm_bytes"] for _, d in boxes.nodes(data=True) if d.get("comm_bytes")}
+    # the two layers folded into one box: 2 x 3 collectives x 528 B x 2/3
+    assert sending == {"(root) collectives": 176, "layers.0–1": 2112}
+    ops = report.to_networkx(level="diagram", depth=None)  # a box per op: the all-gathers' own
+    assert sum(d["comm_bytes"] or 0 for _, d in ops.nodes(data=True)) == 176 + 2112
+    assert "(root)    forward   all_gather" in report.communication_table()
+
+
+@pytest.mark.distributed
+def test_uneven_fsdp_ranks_hold_what_a_real_gloo_run_holds():
+    """The same step on 3 gloo processes: each rank's parameters, gradients, optimizer
+    state, peak and collectives, read off the real run."""
+    from distributed_reference import real_ranks
+
+    for measured in real_ranks("fsdp_uneven", 3):
+        report = _uneven_report(measured["rank"])
+        memory = report.memory
+        assert (memory.params, memory.gradients, memory.optimizer_state, memory.total_peak) == (
+            measured["params"],
+            measured["gradients"],
+            measured["optimizer_state"],
+            measured["peak"],
+        ), measured["rank"]
+        ours = collections.Counter((c.kind, c.tensor_bytes, c.group_size) for c in report.communication.collectives)
+        assert ours == collections.Counter(tuple(c) for c in measured["collectives"]), measured["rank"]

@@ -45,7 +45,7 @@ from ..run.passes.backward import default_loss
 from ..run.passes.one_run import counted_run
 from ..run.prepare import Prepared
 from ..run.resizes import follow_resizes
-from .collectives import CollectiveLog
+from .collectives import CollectiveLog, kind_of
 from .group import fake_world
 from .links import priced
 from .program import StepProgram
@@ -104,19 +104,23 @@ def _issuer(paths: dict[int, str]) -> str | None:
     return None
 
 
-def _last_nodes(order: list[torch.fx.Node]) -> dict[str, torch.fx.Node]:
-    """Per module path, the last op node that ran in the module itself (else in its
-    submodules): the one that makes its output (its first ones are often FSDP's own, on
-    its buffers, which a diagram leaves out as constant)."""
+def _charged_nodes(order: list[torch.fx.Node]) -> dict[str, torch.fx.Node]:
+    """Per module path, the node its FSDP unit's collectives are charged to: the first
+    collective op that ran in the module itself (the unit's forward all-gather, a node
+    of the module's own ops, the root's too), else the last op node that ran in the
+    module itself (else in its submodules): the one that makes its output."""
     own: dict[str, torch.fx.Node] = {}
     inner: dict[str, torch.fx.Node] = {}
+    gathers: dict[str, torch.fx.Node] = {}
     for node in order:
         path = module_of(node)[0]
         own[path] = node
+        if kind_of(node.target) is not None:
+            gathers.setdefault(path, node)  # (a prefetch issued in another module is not this one's node)
         parts = path.split(".") if path else []
         for depth in range(len(parts)):
             inner[".".join(parts[:depth])] = node
-    return inner | own
+    return inner | own | gathers
 
 
 def _finish(out: Any, model: torch.nn.Module, loss_fn: Any, backward: bool) -> None:
@@ -156,18 +160,19 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
         _finish(kept.pop(), model, loss_fn, opts.backward)
         program = StepProgram(dataclasses.replace(cap, model=model), model, run.args, run.kwargs)
 
-        last = _last_nodes(program.order)
+        charged = _charged_nodes(program.order)
 
         def where() -> tuple[str, str, str | None]:
             """The phase, the module and the node a collective is charged to: FSDP's are
-            its parameter group's (its last node), wherever they were issued from (a
+            its parameter group's (the node of its forward all-gather, so the root's are
+            the root's own, not its last op's), wherever they were issued from (a
             prefetch runs in another module's backward); others the running node's."""
             running = program.running
             backward = torch._C._current_autograd_node() is not None or running is None or running.done
             node = running.current if not backward else program.nodes.get(program.owners.running() or "")
             issuer = _issuer(paths)
             if issuer is not None:
-                node = last.get(issuer, node)
+                node = charged.get(issuer, node)
             module = issuer if issuer is not None else (module_of(node)[0] if node is not None else "")
             return ("backward" if backward else "forward"), module, node.name if node is not None else None
 

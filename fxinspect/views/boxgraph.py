@@ -204,7 +204,14 @@ def _module_key(n: NodeRecord, depth: int, folds: Folds, modules: Any) -> str:
 
 def _own_ops_title(nodes: list[NodeRecord]) -> str:
     """A title for a module's own ops: the costliest kind (FLOPs, then bytes moved), and
-    how many other kinds run with it (a norm's ``batch_norm``, not its first ``getattr``)."""
+    how many other kinds run with it (a norm's ``batch_norm``, not its first ``getattr``).
+    Ops that send collectives (a parallel step's: FSDP's gather of the module's
+    parameters) are the module's, named for it (``(root) collectives``), not for an op,
+    with the ops that compute beside them."""
+    if any(n.comm_bytes for n in nodes):
+        owner = nodes[0].module_path or "(root)"
+        computing = [n for n in nodes if n.flops]
+        return f"{owner} collectives" + (f", {_own_ops_title(computing)}" if computing else "")
     cost: dict[str, tuple[int, int]] = {}
     for n in nodes:  # (dicts keep first appearance: the order among equal costs)
         flops, moved = cost.get(n.label, (0, 0))

@@ -34,7 +34,9 @@ def op_boxes(report: ReportRecord, folds: Folds) -> tuple[dict[str, Box], dict[s
     and the constant nodes (drawn inside the box that uses them, without edges)."""
     by_name = {n.name: n for n in report.nodes}
     order = {n.name: i for i, n in enumerate(report.nodes)}
-    constants = constant_nodes(report)
+    # a collective on constants (FSDP's all-gather of a unit's parameters) sends bytes
+    # the rank pays for: a box of its own, with what it gathers from drawn inside
+    constants = {name for name in constant_nodes(report) if not by_name[name].comm_bytes}
     first_user = _first_users(report, constants, by_name)
     found: dict[str, Box] = {}
     box_of: dict[str, str] = {}

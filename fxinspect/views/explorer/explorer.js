@@ -139,7 +139,12 @@
       const kinds = [...cost.keys()];
       const top = kinds.reduce((a, b) => (cost.get(b) > cost.get(a) ? b : a));
       const owner = nodes[box.nodes[0]].module;
-      info.lines = [[top + (kinds.length > 1 ? ` +${kinds.length - 1} more` : ""), "b"], [`${owner ? modules[owner].type : "model"} ops (${box.nodes.length})`, ""], [last.shape, ""]];
+      let title = top + (kinds.length > 1 ? ` +${kinds.length - 1} more` : "");
+      if (box.nodes.some((i) => nodes[i].values.communication)) {  // the module's collectives, named for it
+        const computing = kinds.filter((label) => cost.get(label) > 0);
+        title = `${owner || "(root)"} collectives` + (computing.length ? `, ${top}` + (computing.length > 1 ? ` +${computing.length - 1} more` : "") : "");
+      }
+      info.lines = [[title, "b"], [`${owner ? modules[owner].type : "model"} ops (${box.nodes.length})`, ""], [last.shape, ""]];
       info.kind = "ops";
       info.attr = ` data-ops="${esc(k.slice(2))}"`;
     } else {
