@@ -24,6 +24,9 @@ from .fields import Derived, with_figures
 _R = TypeVar("_R")
 
 OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
+
+RECEPTIVE_STOPS = "receptive field: stops at "
+"""How the capture note naming where receptive fields were lost begins (the summary reads it)."""
 """torch.fx node kinds that run something (the others: placeholder, get_attr, output)."""
 
 _R = TypeVar("_R")
