@@ -403,3 +403,35 @@ def test_positions_reordered_along_a_spatial_dimension_stop_the_field(reorder):
     channels = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Identity())
     channels[1].forward = lambda x: x.flip(1).roll(1, 1)  # channels reordered: the same field
     assert _field(channels, torch.randn(1, 1, 8, 8))[0] == (3, 3)
+
+
+class _Flat(torch.nn.Module):
+    """A flat input ``(N, C·H·W)`` (or channels last, ``(N, H·W·C)``) viewed as an image."""
+
+    def __init__(self, channels: int, side: int, last: bool):
+        super().__init__()
+        self.shape, self.last = (channels, side), last
+        self.a = torch.nn.Conv2d(channels, 4, 5)  # 5, jump 1
+        self.pool = torch.nn.MaxPool2d(2)  # 5 + 1 = 6, jump 2
+        self.b = torch.nn.Conv2d(4, 2, 3)  # 6 + 2 * 2 = 10, jump 2
+
+    def forward(self, flat):
+        c, s = self.shape
+        image = flat.view(-1, s, s, c).permute(0, 3, 1, 2) if self.last else flat.view(-1, c, s, s)
+        return self.b(self.pool(self.a(image)))
+
+
+@pytest.mark.parametrize(("channels", "last"), [(1, False), (3, False), (3, True)])
+def test_a_flat_input_viewed_as_an_image_is_counted_in_the_images_positions(channels, last):
+    side = 28
+    model = _Flat(channels, side, last)
+    size, stride, padding, report = _field(model, torch.randn(2, channels * side * side))
+    assert (size, stride, padding) == ((10, 10), (2, 2), (0, 0))
+    assert any("flat input's positions" in note and "28×28" in note for note in report.capture.notes)
+    # the gradient of output (3, 4), on the input read back as the image
+    flat = torch.rand(1, channels * side * side, dtype=torch.float64, requires_grad=True)
+    _positive(model)(flat)[0, :, 3, 4].sum().backward()
+    grad = flat.grad.view(side, side, channels).permute(2, 0, 1) if last else flat.grad.view(channels, side, side)
+    touched = grad.abs().sum(0) != 0
+    rows, cols = touched.any(1).nonzero().flatten(), touched.any(0).nonzero().flatten()
+    assert (int(rows.min()), int(rows.max()), int(cols.min()), int(cols.max())) == (6, 6 + 9, 8, 8 + 9)

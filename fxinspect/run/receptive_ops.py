@@ -25,10 +25,17 @@ __all__ = ["HANDLERS", "SPLITS", "WINDOW_OPS"]
 
 def _spatial(tracker: Any, t: Any, n: int) -> Field | str | None:
     """``t``'s field when its positions lie on its trailing ``n`` dimensions, one each (a
-    trailing dimension with none: the 1 that ``max_pool1d`` adds to run a 2-D kernel)."""
+    trailing dimension with none: the 1 that ``max_pool1d`` adds to run a 2-D kernel).
+    A flat input read as an image (see ``_read_as``) keeps the positions the kernel
+    slides over; its channels are channels."""
     state = tracker.state(t)
     if isinstance(state, Field):
         first = t.dim() - n
+        if state.candidate and len(state.windows) > 1:
+            kept = [(w, a, e) for w, a, e in zip(state.windows, state.axes, state.extents) if a >= first]
+            if kept and len(kept) < len(state.windows):
+                windows, axes, extents = zip(*kept)
+                state = replace(state, windows=windows, axes=axes, extents=extents)
         if len(set(state.axes)) != len(state.axes) or any(a < first for a in state.axes):
             return None  # positions moved or merged: a window op on them is not one we can follow
     return state
@@ -161,25 +168,6 @@ def stack(tracker, args, kwargs, out):
     return state
 
 
-def reordered(at: int):
-    """flip(input, dims) (``at`` 1) and roll(input, shifts, dims) (``at`` 2): positions
-    reordered along a spatial dimension are no window (a rule is needed: the kept shape
-    would pass the field on unchanged). A roll without ``dims`` rolls them all."""
-
-    def rule(tracker, args, kwargs, out):
-        x = args[0]
-        field = tracker.state(x)
-        if not isinstance(field, Field):
-            return field
-        dims = args[at] if len(args) > at else kwargs.get("dims", ())
-        dims = [dims] if isinstance(dims, int) else list(dims)
-        if not dims or {d % x.dim() for d in dims} & set(field.axes):
-            return None
-        return field
-
-    return rule
-
-
 def reduced(tracker, args, kwargs, out):
     """Reductions and softmax over ``dim``: global when a spatial axis is reduced."""
     x = args[0]
@@ -248,8 +236,6 @@ HANDLERS: dict[str, Any] = {
     **{f"{kind}_pad{n}d": pad for kind in ("reflection", "replication") for n in (1, 2, 3)},
     "cat": cat,
     "stack": stack,
-    "flip": reordered(1),
-    "roll": reordered(2),
     **VIEWS,
     **dict.fromkeys(
         (

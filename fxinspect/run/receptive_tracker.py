@@ -66,6 +66,8 @@ class FieldTracker:
         self._ops: dict[Any, tuple[str, Any, bool]] = {}  # an aten op -> its name, rule, whether it splits
         self._states: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
         self.stops: dict[tuple[str, str | None], None] = {}  # (op, node) where a field was lost
+        self.read_as: dict[str | None, tuple[int, ...]] = {}  # node -> the shape a flat input's positions took
+        self.promoted = False  # whether a convolution or pooling read an (N, T) input's field
         self.disagree = WeakTensorKeyDictionary()  # outputs of joins whose branches' jumps differ
         # whether a convolution or pooling ran on a field: a rank-3 input read as (N, C, L)
         # that none reaches is a sequence of features (N, T, D), and its fields mean nothing
@@ -117,7 +119,9 @@ class FieldTracker:
                 found = handler(self, args, kwargs or {}, outs)
             else:
                 state = handler(self, args, kwargs or {}, outs[0]) if handler else _shaped_alike(self, tensors, outs[0])
-                self.windowed |= name in WINDOW_OPS and isinstance(state, Field) and not state.candidate
+                if name in WINDOW_OPS and isinstance(state, Field) and not state.candidate:
+                    self.windowed = True
+                    self.promoted |= any(_candidate(g) for g in given)  # an (N, T) input is a signal
                 # an op with a rule gives its first output's field (the others, as max
                 # pooling's indices, have none); one without, a pointwise op's, gives it to
                 # every output of the same rank
@@ -153,6 +157,10 @@ class FieldTracker:
         if first in self.disagree:
             self._apart.append(name)
 
+    def named(self) -> set[str | None]:
+        """The nodes the notes name (their modules are wanted by ``results``)."""
+        return {node for _, node in self.stops} | set(self.read_as)
+
     def results(self, modules: dict[str, str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The nodes' figures and the notes on them (``modules``: each node's module
         path); nothing when no convolution or pooling read a field (see ``windowed``)."""
@@ -163,6 +171,14 @@ class FieldTracker:
             notes.append(
                 f"receptive field: the branches joined at {', '.join(self._apart)} have different effective "
                 "strides (the field given is their union, at the larger stride)"
+            )
+        if self.read_as and self.promoted:
+            shapes = [
+                f"{'×'.join(map(str, shape))} at node {node} (module {modules.get(node) or 'the root'})"
+                for node, shape in self.read_as.items()
+            ]
+            notes.append(
+                f"receptive field: a flat input's positions are counted as the model reshapes them: {listing(shapes)}"
             )
         if self.stops:
             places = [

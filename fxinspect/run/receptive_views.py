@@ -1,8 +1,9 @@
 """Receptive-field rules for the ops that move positions without mixing them (see :mod:`.receptive`).
 
 Views, reshapes, permutes, slices and splits: where each spatial dimension of the input
-lies after them. Positions merged into one dimension keep their window until an op
-mixes along it; a dimension split again is told apart by its extent.
+lies after them (and flips and rolls, which no window follows). Positions merged into
+one dimension keep their window until an op mixes along it; a dimension split again is
+told apart by its extent; a flat ``(N, T)`` input split into several is read as an image.
 """
 
 from __future__ import annotations
@@ -90,7 +91,28 @@ def viewed(tracker, args, kwargs, out):
     field = tracker.state(x)
     if not isinstance(field, Field):
         return field
-    return _reshaped(field, list(x.shape), list(out.shape))
+    before, after = list(x.shape), list(out.shape)
+    moved = _reshaped(field, before, after)
+    if moved is None and field.candidate:
+        return _read_as(tracker, field, before, after)
+    return moved
+
+
+def _read_as(tracker, field: Field, before: list[int], after: list[int]) -> Field | None:
+    """A raw ``(N, T)`` input's positions split over several dimensions (a flat image
+    viewed as ``(N, C, H, W)``): read from here on as positions of the reshaped input, a
+    window each (a convolution keeps those its kernel slides over; see ``_spatial``)."""
+    unit = Window(1, 1, 0)
+    (axis,) = field.axes
+    if field.windows != (unit,) or field.extents != (before[axis],):
+        return None  # not the input's own positions any more: no window says how they split
+    groups = _groups(before, after) or []
+    taken = next((gj for gi, gj in groups if gi == [axis]), None)
+    if taken is None:
+        return None  # (merged with the batch: not the input's positions alone)
+    real = tuple(d for d in taken if after[d] != 1)
+    tracker.read_as[tracker.node] = tuple(after[d] for d in real)
+    return Field((unit,) * len(real), real, tuple(after[d] for d in real), candidate=True)
 
 
 def permuted(tracker, args, kwargs, out):
@@ -154,6 +176,25 @@ def split(tracker, args, kwargs, outs):
     return found
 
 
+def reordered(at: int):
+    """flip(input, dims) (``at`` 1) and roll(input, shifts, dims) (``at`` 2): positions
+    reordered along a spatial dimension are no window (a rule is needed: the kept shape
+    would pass the field on unchanged). A roll without ``dims`` rolls them all."""
+
+    def rule(tracker, args, kwargs, out):
+        x = args[0]
+        field = tracker.state(x)
+        if not isinstance(field, Field):
+            return field
+        dims = args[at] if len(args) > at else kwargs.get("dims", ())
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        if not dims or {d % x.dim() for d in dims} & set(field.axes):
+            return None
+        return field
+
+    return rule
+
+
 VIEWS = {
     "slice": slice_,
     **dict.fromkeys(("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "flatten", "alias"), viewed),
@@ -161,6 +202,8 @@ VIEWS = {
     "transpose": transposed,
     "t": transposed,
     "expand": expanded,
+    "flip": reordered(1),
+    "roll": reordered(2),
 }
 """Rules giving the (first) output's field."""
 

@@ -145,8 +145,8 @@ class ForwardRecorder:
         result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
         if self.fields is not None:
-            stopped = {node for _, node in self.fields.stops}
-            modules = {n.name: module_of(n)[0] for n in program.graph.nodes if n.name in stopped}
+            named = self.fields.named()
+            modules = {n.name: module_of(n)[0] for n in program.graph.nodes if n.name in named}
             found, notes = self.fields.results(modules)
             for name, figures in found.items():
                 if name in result.nodes:
