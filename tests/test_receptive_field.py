@@ -74,16 +74,31 @@ def test_padding_upsampling_a_strided_slice_and_a_global_end_by_hand():
     assert report.modules["head"].receptive_field == "global"
 
 
+_MAX = {
+    torch.nn.MaxPool1d: torch.nn.AvgPool1d,
+    torch.nn.MaxPool2d: torch.nn.AvgPool2d,
+    torch.nn.MaxPool3d: torch.nn.AvgPool3d,
+}
+_ADAPTIVE_MAX = {
+    torch.nn.AdaptiveMaxPool1d: torch.nn.AdaptiveAvgPool1d,
+    torch.nn.AdaptiveMaxPool2d: torch.nn.AdaptiveAvgPool2d,
+    torch.nn.AdaptiveMaxPool3d: torch.nn.AdaptiveAvgPool3d,
+}
+_SWITCHES = (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.Hardswish, torch.nn.SiLU, torch.nn.GELU)
+
+
 def _positive(model: torch.nn.Module) -> torch.nn.Module:
     """A copy that no path switches off: positive weights, average pooling, identities."""
     net = copy.deepcopy(model).double().eval()
 
     def swap(parent):
         for name, child in parent.named_children():
-            if isinstance(child, torch.nn.MaxPool2d):
+            if type(child) in _MAX:
                 k, s, p = child.kernel_size, child.stride, child.padding
-                setattr(parent, name, torch.nn.AvgPool2d(k, s, p, ceil_mode=child.ceil_mode))
-            elif isinstance(child, (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.Hardswish, torch.nn.SiLU)):
+                setattr(parent, name, _MAX[type(child)](k, s, p, ceil_mode=child.ceil_mode))
+            elif type(child) in _ADAPTIVE_MAX:
+                setattr(parent, name, _ADAPTIVE_MAX[type(child)](child.output_size))
+            elif isinstance(child, _SWITCHES):
                 setattr(parent, name, torch.nn.Identity())
             else:
                 swap(child)
@@ -93,7 +108,7 @@ def _positive(model: torch.nn.Module) -> torch.nn.Module:
         for p in net.parameters():
             p.copy_(p.abs() + 0.01)
         for m in net.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
                 m.running_mean.zero_()
                 m.running_var.fill_(1.0)
     return net
@@ -132,9 +147,21 @@ def _features(name: str) -> torch.nn.Module:
     return torch.nn.Sequential(*list(model.children())[:-2])  # up to the last spatial stage
 
 
+# ShuffleNetV2 (x0.5; its channel split is a chunk, its shuffle a view-transpose-view):
+# conv1 3 s2 -> 3, jump 2; maxpool 3 s2 -> 3 + 2 * 2 = 7, jump 4; per stage the first block's
+# depthwise 3 s2 adds 2 * jump and doubles it, each other block's depthwise 3 adds 2 * jump
+# (the half passed through is within it): stage2 (4 blocks) 7 + 2 * 4 = 15, jump 8,
+# + 3 * 2 * 8 = 63; stage3 (8) 63 + 2 * 8 = 79, jump 16, + 7 * 2 * 16 = 303; stage4 (4)
+# 303 + 2 * 16 = 335, jump 32, + 3 * 2 * 32 = 527
 @pytest.mark.parametrize(
     ("name", "side", "known"),
-    [("vgg16", 224, 212), ("resnet18", 512, 435), ("resnet50", 512, 427), ("mobilenet_v2", 512, 491)],
+    [
+        ("vgg16", 224, 212),
+        ("resnet18", 512, 435),
+        ("resnet50", 512, 427),
+        ("mobilenet_v2", 512, 491),
+        ("shufflenet_v2_x0_5", 576, 527),
+    ],
 )
 def test_torchvision_fields_equal_the_gradients_reach(name, side, known):
     model = _features(name)
@@ -201,3 +228,210 @@ def test_upsampling_keeps_the_exact_size_and_each_start_within_one_input_stride(
     inside = [(o, lo, hi) for o, (lo, hi) in enumerate(spans) if lo > 0 and hi < side - 1]
     assert max(hi - lo + 1 for _, lo, hi in inside) == size[0]
     assert all(abs(lo - (o * stride[0] - padding[0])) < 2 for o, lo, _ in inside)  # (the input stride is 2)
+
+
+def test_shufflenet_gets_its_field_and_the_summary_its_last_stage():
+    """Its channel split (``chunk``) once lost the field, and the summary showed stage2's
+    15×15 as the model's. 527 and 32: by hand above, and the gradient's reach."""
+    model = torchvision.models.shufflenet_v2_x0_5(weights=None)
+    size, stride, _, report = _field(model, torch.randn(1, 3, 224, 224), device="meta")
+    assert size == "global" and report.modules["conv5"].receptive_field == (527, 527)
+    assert report.modules["conv5"].effective_stride == (32, 32)
+    assert not any("receptive" in note for note in report.capture.notes)
+    (line,) = [line for line in str(report).splitlines() if line.startswith("receptive")]
+    assert "527×527" in line and "global from mean" in line
+
+
+def _pooled(dims: int, adaptive: str) -> torch.nn.Module:
+    nn = torch.nn
+    conv = getattr(nn, f"Conv{dims}d")
+    return nn.Sequential(
+        conv(1, 2, 3),  # 3, jump 1
+        getattr(nn, f"MaxPool{dims}d")(2),  # 3 + 1 * 1 = 4, jump 2
+        getattr(nn, f"AvgPool{dims}d")(3, stride=2, padding=1),  # 4 + 2 * 2 = 8, jump 4, padding 1 * 2 = 2
+        getattr(nn, f"Adaptive{adaptive}Pool{dims}d")(4),  # 8 -> 4: window 2, 8 + 1 * 4 = 12, jump 8
+        conv(2, 1, 3),  # 12 + 2 * 8 = 28, jump 8
+    )
+
+
+@pytest.mark.parametrize("adaptive", ["Avg", "Max"])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_pooling_in_one_to_three_dimensions_by_hand_and_by_the_gradient(dims, adaptive):
+    """1-D pooling runs as a 2-D kernel on an added dimension of 1 (unsqueeze, pool, squeeze)."""
+    model = _pooled(dims, adaptive)
+    shape = (32,) * dims  # conv 30, max 15, avg (15 + 2 - 3) // 2 + 1 = 8, adaptive 4, conv 2
+    size, stride, padding, _ = _field(model, torch.randn(1, 1, *shape))
+    assert (size, stride, padding) == ((28,) * dims, (8,) * dims, (2,) * dims)
+    at = (1,) * dims
+    assert _seen(_positive(model), shape, at, channels=1) == _expected(size, stride, padding, at, shape)
+
+
+class _Waveform(torch.nn.Module):
+    """A wav2vec-style feature extractor on a raw waveform ``(N, T)``: Conv1d(1, C, 10, 5),
+    Conv1d(C, C, 3, 2) ×4, Conv1d(C, C, 2, 2) ×2, a group norm after the first."""
+
+    def __init__(self, channels: int = 8):
+        super().__init__()
+        specs = [(10, 5)] + [(3, 2)] * 4 + [(2, 2)] * 2
+        self.convs = torch.nn.ModuleList(
+            torch.nn.Conv1d(1 if i == 0 else channels, channels, k, s, bias=False) for i, (k, s) in enumerate(specs)
+        )
+        self.norm = torch.nn.GroupNorm(channels, channels)
+
+    def forward(self, wave):
+        x = wave[:, None]  # (N, 1, T): the input's one dimension is the signal's
+        for i, conv in enumerate(self.convs):
+            x = torch.nn.functional.gelu(self.norm(conv(x)) if i == 0 else conv(x))
+        return x
+
+
+def test_a_raw_waveform_unsqueezed_in_the_model_has_wav2vecs_field():
+    # r = 10 + (3 - 1) * 5 + (3 - 1) * 10 + (3 - 1) * 20 + (3 - 1) * 40 + (2 - 1) * 80 + (2 - 1) * 160 = 400,
+    # stride 5 * 2 ** 6 = 320, no padding (wav2vec 2.0's 25 ms window and 20 ms hop at 16 kHz)
+    model = _Waveform()
+    size, stride, padding, report = _field(model, torch.randn(2, 16000), device="meta")
+    assert (size, stride, padding) == ((400,), (320,), (0,))
+    assert report.modules["convs.1"].receptive_field == (20,)  # 10 + (3 - 1) * 5
+    assert "400 input positions" in str(report)
+    # and where one output position's gradient reaches on a waveform: 400 samples from 320 * i
+    net = _positive(model)
+    net.norm = torch.nn.Identity()  # (its statistics read every position: no field, by the convention)
+    wave = torch.rand(1, 4000, dtype=torch.float64, requires_grad=True)
+    net(wave)[0, :, 5].sum().backward()
+    hit = wave.grad[0].nonzero().flatten()
+    assert (int(hit.min()), int(hit.max())) == (5 * 320, 5 * 320 + 399)
+
+
+def test_a_vector_of_features_has_no_field_and_leaves_an_images_alone():
+    """An ``(N, D)`` input is a signal only when a convolution or pooling reads it: an MLP's
+    has no field, and a conditioning vector mixed into an image model changes nothing."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    report = fxinspect.analyze(mlp, torch.randn(2, 8), timing=False, memory=False)
+    assert all(n.receptive_field is None for n in report.nodes) and "receptive" not in str(report)
+
+    class Conditioned(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 4, 3)  # 3, jump 1
+            self.scale = torch.nn.Linear(5, 4)
+
+        def forward(self, image, vector):
+            return self.conv(image) * self.scale(vector)[:, :, None, None] + vector.sum()
+
+    size, stride, padding, report = _field(Conditioned(), (torch.randn(2, 1, 8, 8), torch.randn(2, 5)))
+    assert (size, stride, padding) == ((3, 3), (1, 1), (0, 0)) and not report.capture.notes
+
+    class Joined(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 1, 3)
+            self.head = torch.nn.Linear(36 + 5, 2)
+
+        def forward(self, image, vector):
+            joined = torch.cat([self.conv(image).flatten(1), vector], 1)  # 6 × 6 positions, then 5 features
+            return self.head(joined.sigmoid())
+
+    size, _, _, report = _field(Joined(), (torch.randn(2, 1, 8, 8), torch.randn(2, 5)))
+    assert size == "global" and report.modules["conv"].receptive_field == (3, 3) and not report.capture.notes
+
+
+@pytest.mark.parametrize(
+    ("how", "known"),
+    [
+        # conv 3 (jump 1, from 0), then the part from column 5 on: from 5, padding (0, -5)
+        ("split", ((5, 5), (1, 1), (0, -5))),
+        ("chunk", ((5, 5), (1, 1), (0, -7))),  # 14 columns in two chunks of 7: from 7
+        ("channels", ((5, 5), (1, 1), (0, 0))),  # chunk, split and unbind of channels: the same field
+    ],
+)
+def test_splits_along_positions_move_the_window_and_along_channels_keep_it(how, known):
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(1, 4, 3)
+            self.b = torch.nn.Conv2d(2, 1, 3)
+
+        def forward(self, x):
+            x = self.a(x)  # 14 × 14
+            if how == "split":
+                x = x.split([5, 9], dim=3)[1][:, :2]
+            elif how == "chunk":
+                x = x.chunk(2, dim=-1)[1][:, :2]
+            else:
+                first, second = x.chunk(2, dim=1)
+                x = torch.stack(first.unbind(1), 1) + second.split_with_sizes([1, 1], 1)[1]
+            return self.b(x)
+
+    model = Net()
+    size, stride, padding, report = _field(model, torch.randn(1, 1, 16, 16))
+    assert (size, stride, padding) == known and not report.capture.notes
+    assert _seen(_positive(model), (16, 16), (1, 1), channels=1) == _expected(size, stride, padding, (1, 1), (16, 16))
+
+
+def test_a_field_that_stops_is_named_and_never_shown_as_the_models():
+    class Body(torch.nn.Module):
+        def forward(self, x):
+            return torch.cat([x, x], 3)  # joined along a spatial dimension: no one window says it
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(1, 2, 3)
+            self.body = Body()
+            self.head = torch.nn.Conv2d(2, 2, 3)
+
+        def forward(self, x):
+            return self.head(self.body(self.stem(x)))
+
+    size, _, _, report = _field(Net(), torch.randn(1, 1, 16, 16))
+    assert size is None and report.modules["stem"].receptive_field == (3, 3)
+    (note,) = [n for n in report.capture.notes if "receptive" in n]
+    assert "stops at cat (node cat, module body)" in note and "convolution" not in note  # not what follows
+    (line,) = [line for line in str(report).splitlines() if line.startswith("receptive")]
+    assert "unknown at the output" in line and "cat" in line and "3×3" not in line
+
+
+@pytest.mark.parametrize(
+    "reorder", [lambda x: x.flip(3), lambda x: x.roll(2, 2), lambda x: x.roll(1)], ids=["flip", "roll", "roll-flat"]
+)
+def test_positions_reordered_along_a_spatial_dimension_stop_the_field(reorder):
+    """flip and roll keep the shape: once passed on as a pointwise op's, a wrong window."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 1, 3), torch.nn.Identity())
+    model[1].forward = reorder
+    size, _, _, report = _field(model, torch.randn(1, 1, 8, 8))
+    assert size is None and any("stops at flip" in n or "stops at roll" in n for n in report.capture.notes)
+    channels = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Identity())
+    channels[1].forward = lambda x: x.flip(1).roll(1, 1)  # channels reordered: the same field
+    assert _field(channels, torch.randn(1, 1, 8, 8))[0] == (3, 3)
+
+
+class _Flat(torch.nn.Module):
+    """A flat input ``(N, C·H·W)`` (or channels last, ``(N, H·W·C)``) viewed as an image."""
+
+    def __init__(self, channels: int, side: int, last: bool):
+        super().__init__()
+        self.shape, self.last = (channels, side), last
+        self.a = torch.nn.Conv2d(channels, 4, 5)  # 5, jump 1
+        self.pool = torch.nn.MaxPool2d(2)  # 5 + 1 = 6, jump 2
+        self.b = torch.nn.Conv2d(4, 2, 3)  # 6 + 2 * 2 = 10, jump 2
+
+    def forward(self, flat):
+        c, s = self.shape
+        image = flat.view(-1, s, s, c).permute(0, 3, 1, 2) if self.last else flat.view(-1, c, s, s)
+        return self.b(self.pool(self.a(image)))
+
+
+@pytest.mark.parametrize(("channels", "last"), [(1, False), (3, False), (3, True)])
+def test_a_flat_input_viewed_as_an_image_is_counted_in_the_images_positions(channels, last):
+    side = 28
+    model = _Flat(channels, side, last)
+    size, stride, padding, report = _field(model, torch.randn(2, channels * side * side))
+    assert (size, stride, padding) == ((10, 10), (2, 2), (0, 0))
+    assert any("flat input's positions" in note and "28×28" in note for note in report.capture.notes)
+    # the gradient of output (3, 4), on the input read back as the image
+    flat = torch.rand(1, channels * side * side, dtype=torch.float64, requires_grad=True)
+    _positive(model)(flat)[0, :, 3, 4].sum().backward()
+    grad = flat.grad.view(side, side, channels).permute(2, 0, 1) if last else flat.grad.view(channels, side, side)
+    touched = grad.abs().sum(0) != 0
+    rows, cols = touched.any(1).nonzero().flatten(), touched.any(0).nonzero().flatten()
+    assert (int(rows.min()), int(rows.max()), int(cols.min()), int(cols.max())) == (6, 6 + 9, 8, 8 + 9)

@@ -26,6 +26,9 @@ _R = TypeVar("_R")
 OP_KINDS = frozenset({"call_function", "call_method", "call_module"})
 """torch.fx node kinds that run something (the others: placeholder, get_attr, output)."""
 
+RECEPTIVE_STOPS = "receptive field: stops at "
+"""How the capture note naming where receptive fields were lost begins (the summary reads it)."""
+
 _R = TypeVar("_R")
 
 

@@ -2,34 +2,40 @@
 
 Followed along the aten ops a forward runs (the counting pass's dispatch mode calls
 :meth:`.receptive_tracker.FieldTracker.observe` after each, and each op's rule is in
-:mod:`.receptive_ops`; this module holds what they share), from every spatial input of the model: a
-floating tensor of rank 3 to 5 read as ``(N, C, *spatial)``. Per spatial dimension of
-that input a tensor carries a :class:`Window`: output position ``i`` sees the input
-positions ``start + i * jump`` to ``start + i * jump + size - 1`` (``jump`` is the
-effective stride, ``-start`` the effective padding). The field is the theoretical one,
-not clipped to the input, as in the literature that tabulates it (Araujo et al.,
-"Computing Receptive Fields of Convolutional Neural Networks", Distill 2019).
+:mod:`.receptive_ops` and :mod:`.receptive_views`; this module holds what they share),
+from every spatial input of the model: a floating tensor of rank 3 to 5 read as
+``(N, C, *spatial)``, or of rank 2 read as a signal ``(N, T)`` once a convolution or
+pooling reads it (a raw waveform unsqueezed in the model; see :class:`Field`'s
+``candidate``). Per spatial dimension of that input a tensor carries a :class:`Window`:
+output position ``i`` sees the input positions ``start + i * jump`` to
+``start + i * jump + size - 1`` (``jump`` is the effective stride, ``-start`` the
+effective padding). The field is the theoretical one, not clipped to the input, as in
+the literature that tabulates it (Araujo et al., "Computing Receptive Fields of
+Convolutional Neural Networks", Distill 2019).
 
 * convolutions (dilated, grouped, transposed: the jump divides by the stride), max and
-  average pooling, adaptive pooling where the shapes fix it (an input size the output
+  average pooling (1-D pooling runs as 2-D on an added dimension of 1, which holds no
+  positions), adaptive pooling where the shapes fix it (an input size the output
   size divides), upsampling (nearest: the jump divides; linear: one more position per
   dimension; cubic: three), padding, strided slicing: each changes the window;
-* a join of branches (add, mul, cat along channels) takes the union of their windows
-  and notes branches that disagree on the jump;
+* a join of branches (add, mul, cat or stack along channels) takes the union of their
+  windows and notes branches that disagree on the jump;
 * an op that mixes every position (a mean or softmax over a spatial axis, a matmul that
   contracts one, attention, a branch broadcast back from one position as in
   squeeze-and-excitation) makes the field :data:`GLOBAL`;
-* views, reshapes and permutes follow where the spatial axes went; positions merged into
-  one axis keep their window until an op mixes along that axis;
+* views, reshapes, permutes and splits (``chunk``, ``split``, ``unbind``) follow where
+  the spatial axes went; positions merged into one axis keep their window until an op
+  mixes along that axis; a part split off along a spatial axis starts later;
 * normalisations are pointwise here, as in the literature (batch statistics are not a
-  field); any other op that keeps its input's shape passes the field on, and one that
-  does not makes it unknown (``None``) and is named in the tracker's ``unknown``.
+  field); any other op that keeps its input's shape passes the field on (but ``flip``
+  and ``roll`` of positions), and one that does not makes it unknown (``None``): the op,
+  node and module where a field stops are in the tracker's ``stops`` and the notes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -69,22 +75,38 @@ class Window:
 class Field:
     """A tensor's field: a window per input spatial dimension, the tensor dimension each
     lies along (several on one: positions merged by a reshape), and how many positions
-    each has (what tells them apart when a reshape splits a merged dimension again)."""
+    each has (what tells them apart when a reshape splits a merged dimension again).
+
+    ``candidate``: from an ``(N, T)`` input that no convolution or pooling has read yet:
+    a signal if one does (a raw waveform unsqueezed to ``(N, 1, T)``), else a vector of
+    features whose "positions" mean nothing, dropped when an op mixes them."""
 
     windows: tuple[Window, ...]
     axes: tuple[int, ...]
     extents: tuple[int, ...]
+    candidate: bool = False
 
     def moved(self, axes: tuple[int, ...]) -> Field:
-        return Field(self.windows, axes, self.extents)
+        return replace(self, axes=axes)
 
 
 _State = Field | str | None  # a field, GLOBAL, or unknown
 
 
+def _signals(states: list[_State], others: list[Any]) -> tuple[list[_State], list[Any]]:
+    """``states`` (and what goes with each in ``others``) less the candidates' when one is
+    not a candidate: a vector of features joined to a signal (a conditioning input) is no
+    position of it."""
+    if all(isinstance(s, Field) and s.candidate for s in states):
+        return states, others
+    kept = [(s, o) for s, o in zip(states, others) if not (isinstance(s, Field) and s.candidate)]
+    return [s for s, _ in kept], [o for _, o in kept]
+
+
 def _join(states: list[_State], rank: int, ranks: list[int]) -> tuple[_State, bool]:
     """The union of branches' fields (aligned from the right, as broadcasting does), and
     whether their jumps disagree."""
+    states, ranks = _signals(states, ranks)
     fields = []
     for state, r in zip(states, ranks):
         if state == GLOBAL:
@@ -101,54 +123,7 @@ def _join(states: list[_State], rank: int, ranks: list[int]) -> tuple[_State, bo
         high = max(w.start + w.size for w in parts)
         disagree |= len({w.jump for w in parts}) > 1
         windows.append(Window(high - low, max(w.jump for w in parts), low))
-    return Field(tuple(windows), first.axes, first.extents), disagree
-
-
-def _groups(before: list[int], after: list[int]) -> list[tuple[list[int], list[int]]] | None:
-    """Dimensions of a shape ``before`` and of the same values reshaped to ``after``,
-    grouped where their sizes multiply alike."""
-    out, i, j = [], 0, 0
-    while i < len(before) or j < len(after):
-        gi, gj = [i] if i < len(before) else [], [j] if j < len(after) else []
-        a = before[i] if i < len(before) else 1
-        b = after[j] if j < len(after) else 1
-        i, j = i + 1, j + 1
-        while a != b:
-            if a < b and i < len(before):
-                a, i = a * before[i], i + 1
-                gi.append(i - 1)
-            elif j < len(after):
-                b, j = b * after[j], j + 1
-                gj.append(j - 1)
-            else:
-                return None
-        out.append((gi, gj))
-    return out
-
-
-def _reshaped(field: Field, before: list[int], after: list[int]) -> Field | None:
-    """``field`` of a tensor of shape ``before`` reshaped to ``after``: merged spatial
-    dimensions lie on one, a merged one split again is told apart by its extents."""
-    groups = _groups(before, after)
-    if groups is None:
-        return None
-    axes = list(field.axes)
-    for gi, gj in groups:
-        inside = [k for k, a in enumerate(field.axes) if a in gi]
-        if not inside:
-            continue
-        real = [d for d in gj if after[d] != 1]
-        if len(real) <= 1:
-            for k in inside:
-                axes[k] = real[0] if real else gj[-1]
-            continue
-        extents = [field.extents[k] for k in inside]
-        tail = real[-len(inside) :]
-        if len(inside) > len(real) or [after[d] for d in tail] != extents:
-            return None  # a spatial dimension split over several: no window says it
-        for k, d in zip(inside, tail):
-            axes[k] = d
-    return field.moved(tuple(axes))
+    return replace(first, windows=tuple(windows)), disagree
 
 
 def _plain(x: Fraction) -> int | float:

@@ -1,29 +1,43 @@
 """The aten ops that change a receptive field, each with its rule (see :mod:`.receptive`).
 
-A rule takes the tracker (:class:`~.receptive_tracker.FieldTracker`), the op's arguments and its (first) output and returns the
-output's field: a :class:`~.receptive.Field`, :data:`~.receptive.GLOBAL` or ``None``
-(unknown). Ops not named here pass a field on when they keep their inputs' broadcast
-shape (pointwise ops) and lose it otherwise.
+A rule takes the tracker (:class:`~.receptive_tracker.FieldTracker`), the op's arguments
+and its (first) output and returns the output's field: a :class:`~.receptive.Field`,
+:data:`~.receptive.GLOBAL` or ``None`` (unknown); a rule in ``SPLITS`` takes all the
+outputs and returns a field each. Views, reshapes and splits are in
+:mod:`.receptive_views`. Ops not named here pass a field on when they keep their inputs'
+broadcast shape (pointwise ops) and lose it otherwise.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import torch
 
-from .receptive import GLOBAL, Field, Window, _join, _reshaped
+from .receptive import GLOBAL, Field, Window, _join, _signals
+from .receptive_views import SPLITS, VIEWS
 
-__all__ = ["HANDLERS", "WINDOW_OPS"]
+__all__ = ["HANDLERS", "SPLITS", "WINDOW_OPS"]
 
 
-def _spatial(tracker: Any, t: Any, rank: int) -> Field | str | None:
-    """``t``'s field when its spatial dimensions are its trailing ``rank - 2``, one each."""
+def _spatial(tracker: Any, t: Any, n: int) -> Field | str | None:
+    """``t``'s field when its positions lie on its trailing ``n`` dimensions, one each (a
+    trailing dimension with none: the 1 that ``max_pool1d`` adds to run a 2-D kernel).
+    A flat input read as an image (see ``_read_as``) keeps the positions the kernel
+    slides over; its channels are channels."""
     state = tracker.state(t)
-    if isinstance(state, Field) and state.axes != tuple(range(2, t.dim())):
-        return None  # positions moved or merged: a window op on them is not one we can follow
+    if isinstance(state, Field):
+        first = t.dim() - n
+        if state.candidate and len(state.windows) > 1:
+            kept = [(w, a, e) for w, a, e in zip(state.windows, state.axes, state.extents) if a >= first]
+            if kept and len(kept) < len(state.windows):
+                windows, axes, extents = zip(*kept)
+                state = replace(state, windows=windows, axes=axes, extents=extents)
+        if len(set(state.axes)) != len(state.axes) or any(a < first for a in state.axes):
+            return None  # positions moved or merged: a window op on them is not one we can follow
     return state
 
 
@@ -36,17 +50,23 @@ def _ints(value: Any, n: int, default: int) -> list[int]:
 
 
 def _windowed(field: Any, out: torch.Tensor, kernel, stride, padding, dilation, transposed: bool = False) -> Any:
+    """The field after a window op with these per-dimension figures over ``out``'s
+    trailing ``len(kernel)`` dimensions; each window takes those of its own dimension."""
     if not isinstance(field, Field):
         return field
     step = Window.transposed if transposed else Window.strided
-    windows = tuple(step(w, k, s, p, d) for w, k, s, p, d in zip(field.windows, kernel, stride, padding, dilation))
-    return Field(windows, field.axes, tuple(out.shape[2:]))
+    first = out.dim() - len(kernel)
+    windows = []
+    for w, a in zip(field.windows, field.axes):
+        i = a - first
+        windows.append(step(w, kernel[i], stride[i], padding[i], dilation[i]))
+    return Field(tuple(windows), field.axes, tuple(out.shape[a] for a in field.axes))
 
 
 def convolution(tracker, args, kwargs, out):
     x, weight = args[0], args[1]
-    field = _spatial(tracker, x, x.dim())
-    n = x.dim() - 2
+    n = weight.dim() - 2
+    field = _spatial(tracker, x, n)
     stride, padding, dilation = (_ints(args[i] if len(args) > i else None, n, d) for i, d in ((3, 1), (4, 0), (5, 1)))
     transposed = bool(args[6]) if len(args) > 6 else False
     return _windowed(field, out, list(weight.shape[2:]), stride, padding, dilation, transposed)
@@ -61,22 +81,26 @@ def pool(tracker, args, kwargs, out):
     stride = [s or k for s, k in zip(stride, kernel)]  # an empty stride is the kernel
     padding = _ints(args[3] if len(args) > 3 else None, n, 0)
     dilation = _ints(args[4], n, 1) if len(args) > 4 and not isinstance(args[4], bool) else [1] * n
-    return _windowed(_spatial(tracker, x, x.dim()), out, kernel, stride, padding, dilation)
+    return _windowed(_spatial(tracker, x, n), out, kernel, stride, padding, dilation)
 
 
 def adaptive_pool(tracker, args, kwargs, out):
-    """Adaptive pooling: a window fixed by the shapes when the output size divides the input's."""
+    """Adaptive pooling: a window fixed by the shapes when the output size divides the
+    input's, along each dimension that holds positions."""
     x = args[0]
-    field = _spatial(tracker, x, x.dim())
-    sizes_in, sizes_out = list(x.shape[2:]), list(out.shape[2:])
+    n = len(args[1]) if isinstance(args[1], (list, tuple)) else x.dim() - 2
+    field = _spatial(tracker, x, n)
     if not isinstance(field, Field):
         return field
+    sizes_in, sizes_out = [x.shape[a] for a in field.axes], [out.shape[a] for a in field.axes]
     if all(o == 1 for o in sizes_out):
         return GLOBAL
     if any(i % o for i, o in zip(sizes_in, sizes_out)):
         return None  # windows of different sizes: no one window says it
-    steps = [i // o for i, o in zip(sizes_in, sizes_out)]
-    return _windowed(field, out, steps, steps, [0] * len(steps), [1] * len(steps))
+    steps = [1] * n  # (a dimension without positions: any window, as a channel's)
+    for a, i, o in zip(field.axes, sizes_in, sizes_out):
+        steps[a - (x.dim() - n)] = i // o
+    return _windowed(field, out, steps, steps, [0] * n, [1] * n)
 
 
 def upsample(extra: int):
@@ -89,15 +113,16 @@ def upsample(extra: int):
 
     def rule(tracker, args, kwargs, out):
         x = args[0]
-        field = _spatial(tracker, x, x.dim())
+        field = _spatial(tracker, x, x.dim() - 2)
         if not isinstance(field, Field):
             return field
         windows = []
-        for w, i, o in zip(field.windows, x.shape[2:], out.shape[2:]):
+        for w, a in zip(field.windows, field.axes):
+            i, o = x.shape[a], out.shape[a]
             scale = Fraction(o, i)
             first = math.floor(Fraction(1, 2) / scale - Fraction(1, 2)) - extra // 2 if extra else 0
             windows.append(Window(w.size + extra * w.jump, w.jump / scale, w.start + first * w.jump))
-        return Field(tuple(windows), field.axes, tuple(out.shape[2:]))
+        return replace(field, windows=tuple(windows), extents=tuple(out.shape[a] for a in field.axes))
 
     return rule
 
@@ -114,37 +139,14 @@ def pad(tracker, args, kwargs, out):
         if 2 * pair < len(pads):
             w = windows[k]
             windows[k] = Window(w.size, w.jump, w.start - pads[2 * pair] * w.jump)
-    return Field(tuple(windows), field.axes, tuple(out.shape[a] for a in field.axes))
-
-
-def slice_(tracker, args, kwargs, out):
-    """slice(input, dim, start, end, step): a spatial dimension sliced moves and strides its window."""
-    x = args[0]
-    field = tracker.state(x)
-    if not isinstance(field, Field):
-        return field
-    dim = (args[1] if len(args) > 1 else 0) % x.dim()
-    begin = args[2] if len(args) > 2 and args[2] is not None else 0
-    step = args[4] if len(args) > 4 else 1
-    if dim not in field.axes:
-        return field
-    if field.axes.count(dim) > 1:
-        return None
-    begin = max(0, begin + x.shape[dim] if begin < 0 else min(begin, x.shape[dim]))
-    k = field.axes.index(dim)
-    windows = list(field.windows)
-    w = windows[k]
-    windows[k] = Window(w.size, w.jump * step, w.start + begin * w.jump)
-    extents = list(field.extents)
-    extents[k] = out.shape[dim]
-    return Field(tuple(windows), field.axes, tuple(extents))
+    return replace(field, windows=tuple(windows), extents=tuple(out.shape[a] for a in field.axes))
 
 
 def cat(tracker, args, kwargs, out):
     tensors = [t for t in args[0] if isinstance(t, torch.Tensor) and t.numel()]
     dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % out.dim()
-    carrying = [t for t in tensors if tracker.state(t) is not None]
-    states = [tracker.state(t) for t in carrying]
+    carrying = [t for t in tensors if tracker.tracks(t)]  # (a lost field among them: the join's is lost)
+    states, carrying = _signals([tracker.state(t) for t in carrying], carrying)
     if any(isinstance(s, Field) and s.axes.count(dim) == 1 for s in states):
         return None  # joined along one spatial dimension
     # (along merged positions, as a class token joins patch tokens, each keeps its window)
@@ -154,39 +156,16 @@ def cat(tracker, args, kwargs, out):
     return state
 
 
-def viewed(tracker, args, kwargs, out):
-    """Views and reshapes: the spatial axes followed to where they lie now."""
-    x = args[0]
-    field = tracker.state(x)
-    if not isinstance(field, Field):
-        return field
-    return _reshaped(field, list(x.shape), list(out.shape))
-
-
-def permuted(tracker, args, kwargs, out):
-    x = args[0]
-    field = tracker.state(x)
-    if not isinstance(field, Field):
-        return field
-    order = [d % x.dim() for d in args[1]]
-    return field.moved(tuple(order.index(a) for a in field.axes))
-
-
-def transposed(tracker, args, kwargs, out):
-    x = args[0]
-    field = tracker.state(x)
-    if not isinstance(field, Field):
-        return field
-    a, b = (args[1] % x.dim(), args[2] % x.dim()) if len(args) > 2 else (0, 1)
-    return field.moved(tuple(b if d == a else a if d == b else d for d in field.axes))
-
-
-def expanded(tracker, args, kwargs, out):
-    x = args[0]
-    field = tracker.state(x)
-    if not isinstance(field, Field):
-        return field
-    return field.moved(tuple(a + out.dim() - x.dim() for a in field.axes))
+def stack(tracker, args, kwargs, out):
+    """stack(tensors, dim): a new dimension, no position's, and the join of the fields."""
+    dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % out.dim()
+    carrying = [t for t in args[0] if tracker.tracks(t)]
+    states = [tracker.state(t) for t in carrying]
+    states = [s.moved(tuple(a + (a >= dim) for a in s.axes)) if isinstance(s, Field) else s for s in states]
+    state, disagree = _join(states, out.dim(), [out.dim()] * len(states))
+    if disagree:
+        tracker.disagree[out] = True
+    return state
 
 
 def reduced(tracker, args, kwargs, out):
@@ -211,10 +190,13 @@ def matmul(contracted_a: int, contracted_b: int):
 
     def rule(tracker, args, kwargs, out):
         operands = [a for a in args if isinstance(a, torch.Tensor)][-2:]
-        states = [tracker.state(t) for t in operands]
+        pairs = [(t, c) for t, c in zip(operands, (contracted_a, contracted_b)) if tracker.tracks(t)]
+        states, pairs = _signals([tracker.state(t) for t, _ in pairs], pairs)
         if any(s == GLOBAL for s in states):
             return GLOBAL
-        carrying = [(t, s, c) for t, s, c in zip(operands, states, (contracted_a, contracted_b)) if s is not None]
+        if any(s is None for s in states):
+            return None  # an operand's field lost before
+        carrying = [(t, s, c) for (t, c), s in zip(pairs, states)]
         if len(carrying) != 1:
             return GLOBAL if len(carrying) > 1 else None  # (attention scores: two positions each)
         t, s, contracted = carrying[0]
@@ -252,13 +234,9 @@ HANDLERS: dict[str, Any] = {
     "upsample_bicubic2d": upsample(3),
     "constant_pad_nd": pad,
     **{f"{kind}_pad{n}d": pad for kind in ("reflection", "replication") for n in (1, 2, 3)},
-    "slice": slice_,
     "cat": cat,
-    **dict.fromkeys(("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "flatten", "alias"), viewed),
-    "permute": permuted,
-    "transpose": transposed,
-    "t": transposed,
-    "expand": expanded,
+    "stack": stack,
+    **VIEWS,
     **dict.fromkeys(
         (
             "mean",

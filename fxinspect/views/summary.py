@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from .. import formatting as fmt
 from ..records import MemoryRecord, NonFinite, ReportRecord, TensorMeta, TimingInfo
+from ..records.nodes import RECEPTIVE_STOPS
 from .communication import communication_lines
 
 __all__ = ["summary"]
@@ -107,10 +108,16 @@ def _costs(report: ReportRecord) -> list[str]:
 
 def _receptive(report: ReportRecord) -> list[str]:
     """The receptive field at the output of the last spatial stage (the last op node
-    whose field is a window), and where the field becomes global."""
+    whose field is a window), and where the field becomes global; where it stops when the
+    output's is unknown (an earlier node's field is not the model's)."""
     spatial = [n for n in report.nodes if isinstance(n.receptive_field, tuple)]
     if not spatial:
         return []
+    root = report.modules.get("")
+    if root is not None and root.receptive_field is None:
+        note = next((n for n in report.capture.notes if n.startswith(RECEPTIVE_STOPS)), None)
+        stop = f"it stops at {note[len(RECEPTIVE_STOPS) :].split('; ')[0]}" if note else "no field reaches it"
+        return [_line("receptive", f"unknown at the output: {stop}")]
     last = spatial[-1]
     size, stride = "×".join(map(str, last.receptive_field)), "×".join(f"{s:g}" for s in last.effective_stride)
     where = last.module_path or "the root"

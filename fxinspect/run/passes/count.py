@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ...capture import module_of
 from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
@@ -120,6 +121,8 @@ class ForwardRecorder:
 
         def before(name: str) -> None:
             mode.node = name
+            if fields is not None:
+                fields.node = name
 
         def after(name: str, out: Any) -> None:
             mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
@@ -129,6 +132,7 @@ class ForwardRecorder:
                 described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
             if fields is not None:
                 fields.record(name, out)
+                fields.node = None
             mode.node = UNATTRIBUTED
 
         self.probe = Probe(before, after)
@@ -141,7 +145,9 @@ class ForwardRecorder:
         result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
         if self.fields is not None:
-            found, notes = self.fields.results()
+            named = self.fields.named()
+            modules = {n.name: module_of(n)[0] for n in program.graph.nodes if n.name in named}
+            found, notes = self.fields.results(modules)
             for name, figures in found.items():
                 if name in result.nodes:
                     result.nodes[name].update(figures)
