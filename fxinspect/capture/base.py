@@ -76,6 +76,8 @@ class Capture:
     # buffers the capture itself wrote and the graph does not (path, value after one call):
     # a step answered by the program (``inspect``) writes them as the call would have
     trace_writes: tuple[tuple[str, torch.Tensor], ...] = ()
+    # whether the tier read the model's frames as it ran (``node.meta[HELD_KEY]``: see held.py)
+    frames_seen: bool = False
 
     def __post_init__(self) -> None:
         # tiers build these as lists and sets; the record keeps them immutable

@@ -201,6 +201,7 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         attr_prefix=ROOT_ATTR + ".",
         auto_leaves=auto_leaves,
         trace_writes=written,
+        frames_seen=True,
     )
 
 
