@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import fxinspect
 from fxinspect.records.memory import Phase
 from fxinspect.run.allocator import AllocatorWatch
+from fxinspect.run.passes.timing import TimingPass
 
 ON_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the allocator figures here are the CPU's")
 BF16 = 2
@@ -65,3 +67,30 @@ def _is_a_cast_parameter(t, model) -> bool:
     layer = model.get_submodule(t.module_path) if t.module_path else None
     shapes = {tuple(p.shape) for p in layer.parameters()} if isinstance(layer, torch.nn.Linear) else set()
     return t.phase is Phase.FORWARD and t.dtype == "torch.bfloat16" and tuple(t.shape) in shapes
+
+
+class _CastsOfParameters(TorchDispatchMode):
+    """Counts the casts of the given tensors (autocast's, made below it as ``_to_copy``)."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.ids, self.casts = {id(p) for p in params}, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._to_copy.default and id(args[0]) in self.ids:
+            self.casts += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "training step"])
+def test_each_timed_run_casts_the_weights_as_a_step_in_its_own_region_does(backward):
+    model, x = torch.nn.Linear(8, 8), torch.randn(2, 8)  # weight and bias: two casts a run
+    program = fxinspect.instrument(model, x)
+    counter = _CastsOfParameters(list(model.parameters()))
+    with torch.autocast("cpu", dtype=torch.bfloat16), counter:
+        TimingPass(warmup=2, repeats=3, backward=backward).run(program)
+    # the forward's warm-up runs share one region's casts (2); each of its 3 repeats runs
+    # the plain and the timed program, each cold: 3 * 2 runs of 2 casts. The backward's
+    # steps (plain and timed, in its 2 warm-ups and 3 repeats) are each cold: 5 * 2 more
+    steps = 5 * 2 if backward else 0
+    assert counter.casts == 2 + 2 * (3 * 2) + 2 * steps

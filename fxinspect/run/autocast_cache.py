@@ -38,7 +38,7 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["fresh_autocast_cache"]
+__all__ = ["empty_autocast_cache", "fresh_autocast_cache"]
 
 
 def _autocast_on() -> bool:
@@ -47,6 +47,13 @@ def _autocast_on() -> bool:
     if probe is not None:
         return bool(probe())
     return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def empty_autocast_cache() -> None:
+    """Empty autocast's cache if autocast is on: the next run casts as a fresh region's
+    first does (a timed run that found the weights cast would leave their casts out)."""
+    if _autocast_on():
+        torch.clear_autocast_cache()
 
 
 @contextlib.contextmanager
