@@ -43,14 +43,15 @@ def _eager_peak(model: torch.nn.Module, x: torch.Tensor, training: bool) -> int:
 
 
 @ON_CPU
+@pytest.mark.parametrize("method", ["symbolic", "export", "eager"])
 @pytest.mark.parametrize("training", [False, True], ids=["forward (no_grad)", "training"])
-def test_autocasts_cached_weights_are_estimated_and_the_cache_is_left_cold(training):
+def test_autocasts_cached_weights_are_estimated_and_the_cache_is_left_cold(training, method):
     model, x = _mlp(), torch.randn(8, 512)
     grad = torch.enable_grad() if training else torch.no_grad()
     with torch.autocast("cpu", dtype=torch.bfloat16), grad:
         fresh = _eager_peak(model, x, training)  # the truth: a call in a region of its own
     with torch.autocast("cpu", dtype=torch.bfloat16), grad:
-        m = fxinspect.analyze(model, x, timing=False, backward=training, measure_memory=True).memory
+        m = fxinspect.analyze(model, x, method=method, timing=False, backward=training, measure_memory=True).memory
         after = _eager_peak(model, x, training)  # the user's next call, in the same region
     # the analysis cast nothing for the user's code, and measured the model as a fresh call
     assert after == m.measured_eager_peak == fresh

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
+from ..autocast_cache import fresh_autocast_cache
 from .allocator import AllocatorWatch
-from .autocast_cache import fresh_autocast_cache
 from .passes.backward import fresh_grads
 
 __all__ = ["measure_model_call"]

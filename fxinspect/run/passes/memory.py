@@ -151,7 +151,10 @@ class ModelledRun:
         tracker, watch, outputs = self.tracker, self.watch, self.outputs
         owners = self.owners if owned or watch is not None else None
         hold, release_after = self.calls.hold, self.calls.release_after
-        held: dict[str, Any] = {}  # a module call's inputs, until the call returns
+        # a module call's inputs, until the call returns; kept on the run, so that what is
+        # held until the program's output (autocast's cached casts) lives to the run's end
+        held: dict[str, Any] = {}
+        self.held = held
 
         starts = self.starts
 

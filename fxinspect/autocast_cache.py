@@ -20,6 +20,9 @@ to read the cache or put entries back: copies the user's own code cached before 
 are dropped too, and made again when next needed (the same values: nothing changed the
 weights).
 
+The eager tier records autocast's casts as plain ``aten._to_copy`` nodes: see
+:mod:`fxinspect.capture.autocast_casts` for how they are held.
+
 Example
 -------
 >>> import torch
@@ -38,10 +41,10 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["empty_autocast_cache", "fresh_autocast_cache"]
+__all__ = ["autocast_on", "empty_autocast_cache", "fresh_autocast_cache"]
 
 
-def _autocast_on() -> bool:
+def autocast_on() -> bool:
     """Whether any device's autocast is enabled on this thread (where the cache is)."""
     probe = getattr(torch._C, "_is_any_autocast_enabled", None)
     if probe is not None:
@@ -52,7 +55,7 @@ def _autocast_on() -> bool:
 def empty_autocast_cache() -> None:
     """Empty autocast's cache if autocast is on: the next run casts as a fresh region's
     first does (a timed run that found the weights cast would leave their casts out)."""
-    if _autocast_on():
+    if autocast_on():
         torch.clear_autocast_cache()
 
 
@@ -60,7 +63,7 @@ def empty_autocast_cache() -> None:
 def fresh_autocast_cache() -> Iterator[None]:
     """Run the block as in a fresh autocast region: the cache empty at its start and at
     its end. Outside autocast, nothing is done (nothing is cached there)."""
-    if not _autocast_on():
+    if not autocast_on():
         yield
         return
     torch.clear_autocast_cache()
