@@ -25,11 +25,23 @@ class _LocalKeptToReturn(torch.nn.Module):
         return self.head(z)
 
 
+class _LocalKeptFromANoGradBlock(_LocalKeptToReturn):
+    """The same, ``y`` and ``z`` made in a ``torch.no_grad()`` block (export's region
+    sub-graph, inlined after the trace)."""
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.up(x)
+            z = torch.relu(y)
+        return self.head(z)
+
+
 @ON_CPU
 @pytest.mark.parametrize("method", ["symbolic", "export"])
-def test_a_forwards_local_lives_until_it_returns_whichever_tier_captured(method):
-    model, x = _LocalKeptToReturn().eval(), torch.randn(64, 64)
-    with torch.no_grad():
+@pytest.mark.parametrize("cls", [_LocalKeptToReturn, _LocalKeptFromANoGradBlock])
+def test_a_forwards_local_lives_until_it_returns_whichever_tier_captured(method, cls):
+    model, x = cls().eval(), torch.randn(64, 64)
+    with torch.no_grad() if cls is _LocalKeptToReturn else torch.enable_grad():
         m = fxinspect.analyze(model, x, method=method, timing=False, measure_memory=True).memory
     y, out = 64 * 4096 * F32, 64 * 16 * F32
     # relu is y's last reader, but the local y lives to the end: at head, y + relu's z + out
