@@ -96,18 +96,22 @@ class ExportFrames:
     def during(self) -> Iterator[None]:
         """While one ``torch.export.export`` call runs: read frames as its tracer makes nodes."""
         tracer_class = proxy_tensor.PythonKeyTracer
-        original = tracer_class.__dict__["create_node"]
-        main: list[Any] = []  # the tracer of the forward (nested traces, of sub-graphs, are not read)
-        holds = FrameHolds(self.stop, _not_the_model, lambda names: [])
+        original = tracer_class.__dict__.get("create_node")
         self.holds = None
+        if original is None:  # (a torch whose tracer makes nodes elsewhere: no frames read)
+            yield
+            return
+        # the tracer of the forward, the first to make an op node (nested traces, of
+        # sub-graphs, are not read), and its holds
+        main: list[tuple[Any, FrameHolds]] = []
 
         def create_node(tracer, kind, target, args, kwargs, name=None, type_expr=None):
             node = original(tracer, kind, target, args, kwargs, name, type_expr)
             if kind in OP_KINDS:
                 if not main:
-                    main.append(tracer)
-                    holds._held = _reader(tracer.tensor_tracker)
-                if tracer is main[0]:
+                    main.append((tracer, FrameHolds(self.stop, _not_the_model, _reader(tracer.tensor_tracker))))
+                if tracer is main[0][0]:
+                    holds = main[0][1]
                     node.meta[ORDER_KEY] = len(holds.nodes)
                     holds.observe(node)
             return node
@@ -117,12 +121,12 @@ class ExportFrames:
             yield
         finally:
             tracer_class.create_node = original
-        self.holds = holds
+        self.holds = main[0][1] if main else None
 
     def apply(self, graph: fx.Graph) -> bool:
         """Write ``HELD_KEY`` on ``graph``'s nodes from the last export's trace; whether
         frames were read (False: no export ran, or none of its ops was seen)."""
-        if self.holds is None or not self.holds.nodes:
+        if self.holds is None:
             return False
         until = {value.meta[ORDER_KEY]: last.meta[ORDER_KEY] for value, last in self.holds.finish().items()}
         marked: list[tuple[int, fx.Node]] = []
