@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .autocast_cache import fresh_autocast_cache
 from .capture import capture
 from .options import CAPTURE_OPTIONS, Options, signature_of
 from .parallel.step import rank_counted
@@ -120,7 +121,7 @@ def report_of(run: Prepared, counted: Counted, opts: Options, pricing: TimeModel
     for kind in LATER_PASSES:  # each runs the forward again
         planned = kind.planned(opts, program, counted.result)
         if planned is not None:
-            with _kept(program, counted.result.written_inputs):
+            with _kept(program, counted.result.written_inputs), fresh_autocast_cache():
                 results.append(planned.run(program))
     if pricing is not None:  # (runs nothing: prices what the passes counted)
         results.append(pricing.priced(results))

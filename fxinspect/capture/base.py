@@ -79,6 +79,8 @@ class Capture:
     trace_writes: tuple[tuple[str, torch.Tensor], ...] = ()
     # attributes the forward set on its modules (``self.aux_loss = ...``): see attributes.py
     attribute_writes: tuple[AttributeWrite, ...] = ()
+    # whether the tier read the model's frames as it ran (``node.meta[HELD_KEY]``: see held.py)
+    frames_seen: bool = False
 
     def __post_init__(self) -> None:
         # tiers build these as lists and sets; the record keeps them immutable

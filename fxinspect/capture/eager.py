@@ -38,9 +38,11 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..autocast_cache import fresh_autocast_cache
 from ..tensors import NOT_WORK, holds_dtensors
 from .attributes import AttributeWatch, named_writes
-from .base import Capture, Method, type_name
+from .autocast_casts import hold_cached_casts
+from .base import Capture, Method, resolve_attr, type_name
 from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
@@ -103,7 +105,8 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     rng = _rng_state()
     attributes = AttributeWatch(model)
     try:
-        with modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
+        # (autocast's cache emptied: a weight cast before would be recorded as its cached copy)
+        with fresh_autocast_cache(), modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
             out = model(*inputs.args, **inputs.kwargs)
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         path, cls = builder.module
@@ -121,6 +124,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     builder.prune()
     number_calls(builder.graph, lambda entry: entry[0])
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))
+    hold_cached_casts(gm.graph, lambda target: resolve_attr(gm, target))
     return Capture(
         graph_module=gm,
         method=Method.EAGER,

@@ -50,6 +50,7 @@ from torch.utils import _pytree as pytree
 
 from .attributes import AttributeWatch, named_writes
 from .base import Capture, Method, one_line, resolve_attr, type_name
+from .export_frames import ExportFrames
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
 from .inputs import FlatInputs
@@ -109,7 +110,7 @@ class _Seen:
     written: list[tuple[str, str, int, Any]] = []  # (module, attribute, its tensors: extra outputs, structure)
 
 
-def _for_every_batch(root: _Root, inputs: FlatInputs) -> tuple[Any, FlatInputs, str]:
+def _for_every_batch(root: _Root, inputs: FlatInputs, frames: ExportFrames) -> tuple[Any, FlatInputs, str]:
     """Export with the batch a symbol, for batches from 2; ``(None, inputs without
     batch_dims, why)`` when the model fixes its batch.
 
@@ -121,7 +122,8 @@ def _for_every_batch(root: _Root, inputs: FlatInputs) -> tuple[Any, FlatInputs, 
     # (the root's forward takes ``*tensors``: one argument, a tuple, to export)
     shapes = (tuple({d: batch for d in dims} or None for dims in inputs.batch_dims),)
     try:
-        program = torch.export.export(root, tuple(inputs.tensors), dynamic_shapes=shapes, strict=False)
+        with frames.during():
+            program = torch.export.export(root, tuple(inputs.tensors), dynamic_shapes=shapes, strict=False)
     except Exception as exc:  # the model fixes the batch (or export cannot show it does not)
         why = f"export: the batch could not stay a symbol, captured for this size only ({one_line(exc)})"
         return None, dataclasses.replace(inputs, batch_dims=None), why
@@ -197,16 +199,18 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
+    frames = ExportFrames(_Root.forward.__code__)  # what the model's frames hold, as it runs
     with checkpoints_traced_through(model) as lost, _without_stack_traces(), warnings.catch_warnings():
         # export asks for tensors the forward sets on self to be buffers: they are
         # attribute writes here (see _Root.forward), replayed by ``inspect``
         warnings.filterwarnings("ignore", message=r"The tensor attributes? .* (was|were) assigned during export")
         program = None
         if inputs.batch_dims is not None:
-            program, inputs, said = _for_every_batch(root, inputs)
+            program, inputs, said = _for_every_batch(root, inputs, frames)
             notes.append(said)
         if program is None:
-            program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+            with frames.during():
+                program = torch.export.export(root, tuple(inputs.tensors), strict=False)
     notes += lost_checkpoint_notes("export", lost)
     unlifted = program.module()
     graph = unlifted.graph
@@ -221,6 +225,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
     gm.graph.lint()
+    frames_seen = frames.apply(gm.graph)
     calls, unknown = tag_modules(gm, model)
     if unknown:
         notes.append(
@@ -235,4 +240,5 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         out_spec=root.out_spec,
         lost_checkpoints=lost,
         attribute_writes=named_writes(written, graph),
+        frames_seen=frames_seen,
     )

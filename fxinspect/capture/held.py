@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,9 +60,21 @@ _MAX_ITEMS = 256  # a container longer than this is not scanned (a list of ints,
 
 
 class FrameHolds:
-    """Per value, the last op node at which one of the model's frames held it."""
+    """Per value, the last op node at which one of the model's frames held it.
 
-    def __init__(self) -> None:
+    By default for torch.fx's trace: frames up to ``Tracer.trace``, those of torch.fx and
+    fxinspect skipped, proxies mapped to their nodes. Another trace (``torch.export``'s,
+    :mod:`.export_frames`) passes its own ``stop`` (the code of the outermost frame not
+    read), ``skip`` (whether a file's frames are not the model's) and ``held`` (the op
+    nodes a frame's locals hold).
+    """
+
+    def __init__(
+        self,
+        stop: types.CodeType | None = None,
+        skip: Callable[[str], bool] | None = None,
+        held: Callable[[dict[str, Any]], list[fx.Node]] | None = None,
+    ) -> None:
         self.nodes: list[fx.Node] = []
         self.until: dict[fx.Node, int] = {}
         # the model's frames under the trace, outermost first: (frame, last instruction,
@@ -69,7 +82,9 @@ class FrameHolds:
         self._stack: list[tuple[types.FrameType, int, list[fx.Node]]] = []
         self._where: dict[int, int] = {}  # id(frame) -> its place in the stack
         self._ours: dict[int, tuple[types.CodeType, bool]] = {}  # id -> (code, not the model's)
-        self._stop = fx.Tracer.trace.__code__
+        self._stop = stop or fx.Tracer.trace.__code__
+        self._skip = skip or (lambda filename: filename.startswith(_NOT_THE_MODEL))
+        self._held = held or _held_nodes
 
     def observe(self, node: fx.Node) -> None:
         """Record what the model's frames hold while ``node`` (an op just made) runs."""
@@ -83,7 +98,7 @@ class FrameHolds:
             code = f.f_code
             known = ours.get(id(code))  # (by id: a code object hashes its whole bytecode)
             if known is None or known[0] is not code:
-                known = ours[id(code)] = (code, code.co_filename.startswith(_NOT_THE_MODEL))
+                known = ours[id(code)] = (code, self._skip(code.co_filename))
             if not known[1]:
                 place = where.get(id(f))
                 if (
@@ -103,7 +118,7 @@ class FrameHolds:
             self._flush(held, index - 1)
         for f in reversed(fresh):
             where[id(f)] = len(stack)
-            stack.append((f, f.f_lasti, _held_nodes(f.f_locals)))
+            stack.append((f, f.f_lasti, self._held(f.f_locals)))
 
     def finish(self) -> dict[fx.Node, fx.Node]:
         """Per value a frame held past its making, the last op node it was held at."""

@@ -211,6 +211,7 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
         auto_leaves=auto_leaves,
         trace_writes=written,
         attribute_writes=named_writes(root.written, graph),
+        frames_seen=True,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..autocast_cache import fresh_autocast_cache
 from ..capture import Capture, Method, captures
 from ..capture.base import one_line
 from ..options import Options
@@ -96,6 +97,7 @@ def count_with(cap: Capture, model: torch.nn.Module, options: Options) -> Counte
     """The instrumented program of ``cap`` and its counting pass (with the memory model,
     and the backward, in the same run when they can ride along: :func:`~.passes.one_run.rides_along`)."""
     program = InstrumentedProgram(cap)
-    if rides_along(options):
-        return Counted(program, counted_run(program, options, model))
-    return Counted(program, CountPass(options.check_finite, model=model).run(program))
+    with fresh_autocast_cache():  # (the capture, or another tier's count, may have cast weights)
+        if rides_along(options):
+            return Counted(program, counted_run(program, options, model))
+        return Counted(program, CountPass(options.check_finite, model=model).run(program))

@@ -8,12 +8,13 @@ was its last reader. :class:`CallInputs` finds, from the module call each node r
 (``CALL_KEY``), the values a call received from outside it and the node where the call
 ends. A value a frame of the model held past its last use (``h = self.a(x)`` kept
 until the forward returns or rebinds ``h``) is held until the last op it was held at,
-which the symbolic trace records (:mod:`fxinspect.capture.held`). A memory run holds
-both until then, so the timeline follows the eager model's.
+which the symbolic trace and ``torch.export`` record (:mod:`fxinspect.capture.held`,
+:mod:`fxinspect.capture.export_frames`). A memory run holds both until then, so the
+timeline follows the eager model's.
 
-Captures other than the symbolic trace (``torch.export``, the eager tier) see no frames
-of the model: there a call's inputs are held, and a value entering a loop over a
-``ModuleList`` is held through the loop (see :class:`CallInputs`), an approximation.
+The eager tier sees no frames of the model (``Capture.frames_seen``): there a call's
+inputs are held, and a value entering a loop over a ``ModuleList`` is held through the
+loop (see :class:`CallInputs`), an approximation.
 
 Example
 -------

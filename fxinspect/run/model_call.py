@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..autocast_cache import fresh_autocast_cache
 from .allocator import AllocatorWatch
 from .passes.backward import fresh_grads
 
@@ -40,6 +41,7 @@ def measure_model_call(
     watch = AllocatorWatch(device)
     with contextlib.ExitStack() as stack:
         stack.enter_context(fresh_grads(trainable))
+        stack.enter_context(fresh_autocast_cache())  # casts weights as a region of its own does
         if loss_fn is not None:
             stack.enter_context(torch.enable_grad())
         with watch:

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ...autocast_cache import empty_autocast_cache
 from ..clock import Clock
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
@@ -84,6 +85,7 @@ def time_backward(
             p.grad = None
         owners.reset()
         run_inputs = [t.clone() for t in tensors] if copy_inputs else tensors
+        empty_autocast_cache()  # (each step casts the weights, as in its own autocast region)
         clock.start()  # the step begins ...
         with torch.enable_grad():
             loss = loss_fn(program.output_structure(compiled(*run_inputs)))

@@ -42,7 +42,6 @@ from typing import Any
 import torch
 
 from ...capture import module_of
-from ...capture.base import Method
 from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from ...tensors import has_data, local_tensor, tensors_in
@@ -137,10 +136,10 @@ class ModelledRun:
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
-        # what the eager model holds past its last use (only the symbolic trace sees frames)
+        # what the eager model holds past its last use (as the capture saw the model's frames)
         # (a program that runs the model itself holds what its frames hold: nothing to add)
         graph = torch.fx.Graph() if program.runs_the_model else program.graph
-        self.calls = CallInputs(graph, frames_seen=program.method == Method.SYMBOLIC)
+        self.calls = CallInputs(graph, frames_seen=program.capture.frames_seen)
         self.forward_peak: tuple[int, str | None] | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
@@ -152,7 +151,10 @@ class ModelledRun:
         tracker, watch, outputs = self.tracker, self.watch, self.outputs
         owners = self.owners if owned or watch is not None else None
         hold, release_after = self.calls.hold, self.calls.release_after
-        held: dict[str, Any] = {}  # a module call's inputs, until the call returns
+        # a module call's inputs, until the call returns; kept on the run, so that what is
+        # held until the program's output (autocast's cached casts) lives to the run's end
+        held: dict[str, Any] = {}
+        self.held = held
 
         starts = self.starts
 
