@@ -5,8 +5,12 @@ inputs, rebuilds the user's ``(args, kwargs)`` and returns the output's leaves, 
 every tier hands the instrumentation the same calling convention. The root holds the
 model as its child ``model``; that prefix is removed from every module path.
 
-Standard ``torch.nn`` layers (``m.__module__`` under ``torch.nn``, as torch.fx
-decides) and the user's ``leaf_modules`` stay leaves. When tracing fails inside a
+Buffers are traced as parameters are (``get_attr`` nodes; torch.fx's default runs what
+reads only buffers once, while tracing, and bakes its result in as a constant): a
+buffer written in place (a KV cache, a step counter, an EMA) and what reads it
+afterwards are ops of the graph, counted each call. Standard ``torch.nn`` layers
+(``m.__module__`` under ``torch.nn``, as torch.fx decides) and the user's
+``leaf_modules`` stay leaves. When tracing fails inside a
 submodule, that submodule is made a leaf and tracing is tried again (a few times),
 and the capture notes say so; ``method="auto"`` then still prefers a later tier that
 captures the whole model (see ``fxinspect.capture.capture``).
@@ -81,6 +85,7 @@ class ModuleTracer(fx.Tracer):
 
     def __init__(self, leaf_types: tuple[type, ...], leaf_paths: set[str], root_type: str = ""):
         super().__init__()
+        self.proxy_buffer_attributes = True  # (a buffer is the model's state, read and written each call)
         self.root_type = root_type
         self.leaf_types = leaf_types
         self.leaf_paths = leaf_paths
@@ -207,10 +212,11 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
 def _written_at_trace_time(
     buffers: dict[str, torch.Tensor], versions: dict[str, int], attempt: int, notes: list[str]
 ) -> tuple[tuple[str, torch.Tensor], ...]:
-    """Buffers the trace itself wrote in place (``self.steps.add_(1)``: torch.fx does not
-    trace buffers, so an update that reads no input ran once, for real, while tracing,
-    and is not in the graph), with the values the trace left: the values one call leaves.
-    After retries the trace ran several times, and the values are not one call's."""
+    """Buffers the trace itself wrote in place, with the values the trace left: the values
+    one call leaves. Buffers are traced, so only a write through a tensor torch.fx does
+    not see as one (``self._buffers["steps"].add_(1)``) runs once, for real, while
+    tracing, and is not in the graph. After retries the trace ran several times, and the
+    values are not one call's."""
     written = [path for path, v in versions.items() if buffers[path]._version != v]
     if not written:
         return ()
