@@ -33,11 +33,13 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx.proxy import TraceError
 from torch.utils import _pytree as pytree
 
 from ..records import OP_KINDS
 from . import fast_trace
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
+from .buffer_branches import UNKNOWN, value_of
 from .calls import number_calls
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .held import HELD_KEY, FrameHolds
@@ -140,6 +142,17 @@ class ModuleTracer(fx.Tracer):
 
     def create_arg(self, a: Any) -> Any:
         return lower_arg(self, a)
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        """A branch on the model's state (``if self.steps < 10``) is taken as a plain call
+        takes it now (:mod:`.buffer_branches`); a branch on an input cannot be traced."""
+        value = value_of(obj.node, self.root)
+        try:
+            return super().to_bool(obj) if value is UNKNOWN else bool(value)
+        except TraceError:
+            raise
+        except Exception:  # (a fake tensor's value: as for any input)
+            return super().to_bool(obj)
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
         return make_proxy(self, kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
