@@ -163,8 +163,8 @@ REFUSED_IN = {  # how -> the node whose backward reads the modified tensor
 @pytest.mark.parametrize("how", REFUSED_IN)
 @pytest.mark.parametrize(
     "options",
-    [{}, {"device": "meta"}, {"memory": False}, {"measure_memory": True}],
-    ids=["one-run", "meta", "no-memory", "measured"],
+    [{}, {"device": "meta"}, {"memory": False}, {"measure_memory": True}, {"method": "export"}, {"method": "eager"}],
+    ids=["one-run", "meta", "no-memory", "measured", "export", "eager"],
 )
 def test_a_backward_eager_refuses_is_refused_with_its_own_error(how, options):
     torch.manual_seed(0)
