@@ -157,3 +157,30 @@ def test_submodules_of_a_model_that_runs_as_one_op_are_marked_not_zero():
     table = report.table()
     assert "layers" not in table.split("total")[0]  # no rows of zeros for the layers
     assert f"{len(inside)} modules inside leaf modules (the root module) not broken down" in table
+
+
+class WarmUp(torch.nn.Module):
+    """Branches on a buffer's value (a warm-up counter), then counts the step in place."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("steps", torch.tensor(steps))
+
+    def forward(self, x):
+        y = self.fc(x)
+        if self.steps < 10:
+            y = y * 0.5
+        self.steps.add_(1)
+        return y
+
+
+@pytest.mark.parametrize("steps, warm", [(0, True), (10, False)])
+@pytest.mark.parametrize("method", ["auto", "eager"])
+def test_a_branch_on_a_buffer_is_taken_as_the_call_takes_it_and_its_ops_are_counted(method, steps, warm):
+    report = fxinspect.analyze(WarmUp(steps), torch.randn(2, 4), method=method, timing=False)
+    assert report.capture.method.value == ("symbolic" if method == "auto" else "eager")
+    # linear 2x4 @ 4x4: 2*2*4*4 + 8 bias adds; the warm-up's multiply: 8 elements
+    assert report.totals.flops == 2 * 2 * 4 * 4 + 8 + (8 if warm else 0)
+    # written: linear's 2x4 floats, steps < 10 (one bool), the multiply's 2x4 floats, steps += 1 (one int64)
+    assert report.totals.bytes_written == 2 * 4 * 4 + 1 + (2 * 4 * 4 if warm else 0) + 8

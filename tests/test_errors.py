@@ -124,3 +124,60 @@ def test_the_readme_snippet_for_a_custom_op_rule_runs_as_copied(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["128", "()"]  # 4 FLOPs for each of the 4 * 8 outputs; nothing uncounted
+
+
+class ModifiesASavedTensor(torch.nn.Module):
+    """Modifies in place a tensor autograd saved for the backward: eager refuses the backward."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.how = how
+
+    def forward(self, x):
+        y = self.fc(x)
+        if self.how == "own output through a view":  # sigmoid saves its output
+            z = y.sigmoid()
+            z.view(-1).mul_(2)
+            return z
+        if self.how == "an input through a slice":  # mul saves its inputs
+            z = y * y
+            y[:, :2].zero_()
+            return z + y
+        if self.how == "no_grad write, view of a view":  # tanh saves its output; exp too
+            z = torch.tanh(y).t()
+            w = z.exp()
+            with torch.no_grad():
+                w.t()[0].add_(1)
+            return w
+        raise AssertionError(self.how)
+
+
+REFUSED_IN = {  # how -> the node whose backward reads the modified tensor
+    "own output through a view": "sigmoid",
+    "an input through a slice": "mul",
+    "no_grad write, view of a view": "exp",
+}
+
+
+@pytest.mark.parametrize("how", REFUSED_IN)
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"device": "meta"}, {"memory": False}, {"measure_memory": True}, {"method": "export"}, {"method": "eager"}],
+    ids=["one-run", "meta", "no-memory", "measured", "export", "eager"],
+)
+def test_a_backward_eager_refuses_is_refused_with_its_own_error(how, options):
+    torch.manual_seed(0)
+    model, x = ModifiesASavedTensor(how), torch.randn(2, 4)
+    with pytest.raises(RuntimeError) as eager:
+        model(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    with pytest.raises(RuntimeError) as info:
+        fxinspect.analyze(model, x, backward=True, timing=False, **options)
+    # the user's own error: autograd's type and message, word for word (tensor, its node,
+    # versions), with where it happened added as a note
+    assert type(info.value) is RuntimeError
+    assert str(info.value) == str(eager.value)
+    if options.get("memory", True) and not options.get("measure_memory"):  # (the memory model's run found it)
+        assert f"fxinspect: in the backward of node {REFUSED_IN[how]!r}" in info.value.__notes__
+    assert all(p.grad is None for p in model.parameters())

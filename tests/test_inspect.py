@@ -223,11 +223,20 @@ def test_a_step_inside_inspect_ends_with_the_models_own_buffer_writes(make):
         assert torch.equal(a, b), name
     if make == "counters":
         assert int(theirs.steps) == 1  # written once, as the plain call wrote it
-    # analyze still leaves the model as it was, and says what it could not count
+    # analyze still leaves the model as it was, and counts the buffers' writes (traced, not run while tracing)
     before = copy.deepcopy(theirs.state_dict())
     report = fxinspect.analyze(theirs, x, timing=False, memory=False)
     assert all(torch.equal(before[k], v) for k, v in theirs.state_dict().items())
-    assert any("buffers written while tracing" in n for n in report.capture.notes)
+    assert not any("buffers written while tracing" in n for n in report.capture.notes)
+    written = {}
+    for call in (c for n in report.nodes for c in n.aten if c.op in ("aten.add_.Tensor", "aten.mul_.Tensor")):
+        calls, nbytes = written.get(call.op, (0, 0))
+        written[call.op] = (calls + call.calls, nbytes + call.bytes_written)
+    if make == "counters":  # steps += 1: one int64; ema *= 0.9, then += ...: 4 floats each
+        assert written == {"aten.add_.Tensor": (2, 8 + 4 * 4), "aten.mul_.Tensor": (1, 4 * 4)}
+    else:  # each BatchNormAct2d adds 1 to its int64 num_batches_tracked
+        norms = sum(1 for m in theirs.modules() if type(m).__name__ == "BatchNormAct2d")
+        assert norms == 49 and written["aten.add_.Tensor"] == (norms, 8 * norms)
 
 
 class _AuxInner(torch.nn.Module):

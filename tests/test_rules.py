@@ -821,6 +821,41 @@ def test_training_batch_norm_writes_its_running_statistics(make, op):
     assert call.bytes_written == 4 * 2 * 8 * 4 * 4  # eval: the output only, no statistics written
 
 
+class StaticCache(torch.nn.Module):
+    """A static KV cache: buffers written in place (one from the input, one from nothing it
+    makes), then read."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, 2, 16, 4))
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.k.index_copy_(2, self.pos + torch.arange(x.shape[2]), x)
+        self.pos.add_(x.shape[2])
+        self.calls.add_(1)
+        return self.k.sum()
+
+
+@pytest.mark.parametrize("method", ["auto", "symbolic", "export", "eager"])
+def test_writes_into_buffers_and_reads_after_them_are_counted_by_every_capture(method):
+    model = StaticCache()
+    report = fxinspect.analyze(model, torch.randn(1, 2, 2, 4), method=method, timing=False)
+    written = {}
+    for call in (c for n in report.nodes for c in n.aten):
+        written[call.op] = written.get(call.op, 0) + call.bytes_written
+    assert written == {
+        "aten.arange.default": 2 * 8,  # the two positions, int64
+        "aten.add.Tensor": 2 * 8,  # pos + them
+        "aten.index_copy_.default": 1 * 2 * 16 * 4 * 4,  # the cache written in place (and returned): its bytes, once
+        "aten.add_.Tensor": 8 + 8,  # pos += 2 and calls += 1: one int64 each
+        "aten.sum.default": 4,  # the cache read after the write
+    }
+    assert report.totals.flops == 1 * 2 * 16 * 4  # the sum: one add per element of the cache
+    assert int(model.pos) == int(model.calls) == 0 and not model.k.any()  # the model is left as it was
+
+
 def _cost_of(fn, *args):
     mode = CostMode()
     with mode:

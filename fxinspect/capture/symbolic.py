@@ -5,8 +5,12 @@ inputs, rebuilds the user's ``(args, kwargs)`` and returns the output's leaves, 
 every tier hands the instrumentation the same calling convention. The root holds the
 model as its child ``model``; that prefix is removed from every module path.
 
-Standard ``torch.nn`` layers (``m.__module__`` under ``torch.nn``, as torch.fx
-decides) and the user's ``leaf_modules`` stay leaves. When tracing fails inside a
+Buffers are traced as parameters are (``get_attr`` nodes; torch.fx's default runs what
+reads only buffers once, while tracing, and bakes its result in as a constant): a
+buffer written in place (a KV cache, a step counter, an EMA) and what reads it
+afterwards are ops of the graph, counted each call. Standard ``torch.nn`` layers
+(``m.__module__`` under ``torch.nn``, as torch.fx decides) and the user's
+``leaf_modules`` stay leaves. When tracing fails inside a
 submodule, that submodule is made a leaf and tracing is tried again (a few times),
 and the capture notes say so; ``method="auto"`` then still prefers a later tier that
 captures the whole model (see ``fxinspect.capture.capture``).
@@ -29,12 +33,14 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx.proxy import TraceError
 from torch.utils import _pytree as pytree
 
 from ..records import OP_KINDS
 from . import fast_trace
 from .attributes import AttributeWatch, named_writes
 from .base import MODULE_KEY, Capture, Method, one_line, strip_prefix, type_name
+from .buffer_branches import UNKNOWN, value_of
 from .calls import number_calls
 from .fast_trace import GRAPH_INTERNALS_KNOWN, ModuleStack, UncheckedGraph, lower_arg, make_node, make_proxy
 from .held import HELD_KEY, FrameHolds
@@ -90,6 +96,7 @@ class ModuleTracer(fx.Tracer):
 
     def __init__(self, leaf_types: tuple[type, ...], leaf_paths: set[str], root_type: str = ""):
         super().__init__()
+        self.proxy_buffer_attributes = True  # (a buffer is the model's state, read and written each call)
         self.root_type = root_type
         self.leaf_types = leaf_types
         self.leaf_paths = leaf_paths
@@ -144,6 +151,17 @@ class ModuleTracer(fx.Tracer):
 
     def create_arg(self, a: Any) -> Any:
         return lower_arg(self, a)
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        """A branch on the model's state (``if self.steps < 10``) is taken as a plain call
+        takes it now (:mod:`.buffer_branches`); a branch on an input cannot be traced."""
+        value = value_of(obj.node, self.root)
+        try:
+            return super().to_bool(obj) if value is UNKNOWN else bool(value)
+        except TraceError:
+            raise
+        except Exception:  # (a fake tensor's value: as for any input)
+            return super().to_bool(obj)
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
         return make_proxy(self, kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
@@ -218,10 +236,11 @@ def trace_symbolic(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Ite
 def _written_at_trace_time(
     buffers: dict[str, torch.Tensor], versions: dict[str, int], attempt: int, notes: list[str]
 ) -> tuple[tuple[str, torch.Tensor], ...]:
-    """Buffers the trace itself wrote in place (``self.steps.add_(1)``: torch.fx does not
-    trace buffers, so an update that reads no input ran once, for real, while tracing,
-    and is not in the graph), with the values the trace left: the values one call leaves.
-    After retries the trace ran several times, and the values are not one call's."""
+    """Buffers the trace itself wrote in place, with the values the trace left: the values
+    one call leaves. Buffers are traced, so only a write through a tensor torch.fx does
+    not see as one (``self._buffers["steps"].add_(1)``) runs once, for real, while
+    tracing, and is not in the graph. After retries the trace ran several times, and the
+    values are not one call's."""
     written = [path for path, v in versions.items() if buffers[path]._version != v]
     if not written:
         return ()

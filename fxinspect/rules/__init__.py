@@ -54,6 +54,15 @@ Counting conventions
     them where an op touches less: gathers (``embedding``, ``index_select``,
     ``gather``, ``index``) read indices plus the returned elements, factories read
     nothing, ``copy_`` reads its source. Free ops move nothing.
+    An argument written in place counts its bytes as written, once per call: an
+    in-place op that returns it (``add_``, ``copy_``, ``index_copy_`` into a static KV
+    cache, ``out=``) counts it as its result; an argument the op's schema marks written
+    (``Tensor(a!)``) and does not return (``_native_batch_norm_legit``'s running
+    statistics) is added by the counting mode to the default ``bytes_written``. A rule
+    that sets ``bytes_written`` counts such writes itself: native/cudnn/miopen batch
+    norm write their running statistics in training without declaring them, and
+    :mod:`.normalization` adds them (a ``BatchNorm2d(C)`` in training writes ``2 * C``
+    floats more than in eval).
 Every op is exactly one of
     *counted* (a rule, possibly 0 flops: a copy), *free* (views, metadata,
     assertions, ``empty*`` allocations: :data:`FREE`, compare with ``is``), or

@@ -42,8 +42,10 @@ class Cost(NamedTuple):
     """What one aten call costs.
 
     ``bytes_read``/``bytes_written`` are ``None`` to mean "the sizes of the tensor
-    arguments / results" (the default for every counted op); a rule sets them when an op
-    touches less than whole tensors (an embedding lookup reads rows, not the table).
+    arguments / results" (the default for every counted op; the counting mode adds to
+    the results the arguments the op's schema marks written and does not return); a rule
+    sets them when an op touches less than whole tensors (an embedding lookup reads rows,
+    not the table), and its ``bytes_written`` is then all the op writes.
     (A named tuple: rules run once per aten call, and it builds in a third of the time
     of a frozen dataclass.)
     """

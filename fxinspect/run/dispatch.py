@@ -3,9 +3,11 @@
 The counting pass sets :attr:`CountingMode.node` to a node's name before it runs;
 every aten op the node issues (inside leaf modules too) is charged to that node, and
 ops that run while no node does are charged to :data:`UNATTRIBUTED` (the report lists
-them). Costs are summed per ``(node, aten overload)``; no tensor is kept alive. Before an
-aten op that writes one of its arguments, ``before_write`` is called (the value reader
-copies what it has read but not yet reduced).
+them). Costs are summed per ``(node, aten overload)``; no tensor is kept alive. An op's
+bytes written include the arguments its schema marks written and it does not return
+(the rules' conventions, :mod:`fxinspect.rules`). Before an aten op that writes one of
+its arguments, ``before_write`` is called (the value reader copies what it has read but
+not yet reduced).
 
 Example
 -------

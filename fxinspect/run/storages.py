@@ -41,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..records.memory import Phase, Saves
 from ..tensors import NOT_WORK, holds_dtensors, local_tensor, tensors_in
 from . import resizes
+from .saved import Saved, packed, unpacked
 
 __all__ = ["Allocation", "StorageTracker"]
 
@@ -239,9 +240,9 @@ class StorageTracker(TorchDispatchMode):
         self.saves = {}
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
 
-    # saved_tensors_hooks: the identity pack marks what autograd keeps for the backward
-    def pack(self, t: torch.Tensor) -> torch.Tensor:
-        """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` as is."""
+    # saved_tensors_hooks: the pack marks what autograd keeps for the backward
+    def pack(self, t: torch.Tensor) -> Saved:
+        """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` (and its version)."""
         entry = self.allocation(t)
         if entry is not None:
             entry.saved = True
@@ -251,11 +252,16 @@ class StorageTracker(TorchDispatchMode):
                 self.saves[node] = Saves.OWN
             else:
                 self.saves.setdefault(node, Saves.INPUTS)
-        return t
+        return packed(t)
 
-    @staticmethod
-    def unpack(t: torch.Tensor) -> torch.Tensor:
-        return t
+    def unpack(self, saved: Saved) -> torch.Tensor:
+        """``saved_tensors_hooks`` unpack: the saved tensor, checked as autograd checks
+        what it saves without hooks (:mod:`~fxinspect.run.saved`)."""
+        try:
+            return unpacked(saved)
+        except RuntimeError as error:  # the user's own error, with where it happened
+            error.add_note(f"fxinspect: in the backward of node {self.current_node()!r}")
+            raise
 
 
 def _import_dynamo_now() -> None:
