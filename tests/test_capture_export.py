@@ -379,3 +379,82 @@ def test_checkpoints_are_watched_on_a_torch_without_its_common_entry(monkeypatch
         assert "apply" in vars(CheckpointFunction)
         CheckpointFunction.apply(model[0], True, torch.randn(2, 4, requires_grad=True))
     assert seen == ["'0'"] and "apply" not in vars(CheckpointFunction)  # the inherited apply is back
+
+
+class _RMSNorm(nn.Module):
+    """Llama's RMSNorm: its first op returns its input itself when nothing changes."""
+
+    def __init__(self, width: int, first):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.first = first
+
+    def forward(self, x):
+        x = self.first(x)
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class _Residual(nn.Module):
+    def __init__(self, first):
+        super().__init__()
+        self.pre = nn.Linear(8, 8)
+        self.norm = _RMSNorm(8, first)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.pre(x)
+        return h + self.fc(self.norm(h))  # the skip connection runs around the norm
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        lambda x: x.to(torch.float32),  # returns x itself: the traced add read the `to`
+        lambda x: x.contiguous(),  # the same
+        lambda x: x.type_as(x),  # the same
+        lambda x: x.to(torch.float32, copy=True),  # a copy: the traced add read `pre` already
+    ],
+    ids=["to", "contiguous", "type_as", "copy"],
+)
+def test_an_edge_follows_the_value_through_an_op_that_returns_its_argument(first):
+    model = _Residual(first)
+    x = torch.randn(2, 8)
+    r = fxinspect.analyze(model, x, method="export", timing=False, memory=False)
+    g = r.to_networkx(level="module")
+    assert g.has_edge("pre", "") and not g.has_edge("norm", "")  # pre -> add, the norm only feeds fc
+    assert set(g.successors("norm")) == {"fc"}
+    add = next(n for n in r.nodes if n.target == "aten.add.Tensor" and n.module_path == "")
+    assert r.node(add.args[0]).module_path == "pre"
+    first_op = next(n for n in r.nodes if n.module_path == "norm" and n.is_op)
+    assert first_op.args == (add.args[0],)  # the no-op stays in the norm, reading pre's output
+    # the program still computes the model's output (the op returned that very tensor)
+    gm = capture(model, (x,), {}, method="export").graph_module
+    torch.testing.assert_close(gm(x)[0], model(x))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_llama_residual_edges_skip_the_norms(device):
+    """Every Llama block: the residual add reads the block's input, not the norm's `to`."""
+    from transformers import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    with torch.device(device):  # (meta: the capture runs under the analysis's own fake mode)
+        model = LlamaModel(config).eval()
+    ids = torch.randint(0, 128, (1, 8), device=device)
+    r = fxinspect.analyze(model, ids, timing=False, memory=False)
+    assert r.capture.method == "export"
+    g = r.to_networkx(level="module")
+    # the first residual add (in layers.i) reads what entered input_layernorm: the
+    # embedding for layer 0, the previous layer's last add for layer 1
+    assert g.has_edge("embed_tokens", "layers.0") and g.has_edge("layers.0", "layers.1")
+    for i in range(2):
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            assert not g.has_edge(f"layers.{i}.{norm}", f"layers.{i}")
+    assert set(g.successors("layers.0.input_layernorm")) == {f"layers.0.self_attn.{p}_proj" for p in "qkv"}

@@ -17,6 +17,9 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
   ``wrap_with_set_grad_enabled`` call of a sub-graph) are inlined between two nodes
   that set and restore the mode, so their ops are nodes of their own
   (:mod:`fxinspect.capture.regions`);
+* the readers of an op that returns its argument itself (``x.to(torch.float32)`` on a
+  float32 ``x``) read that argument, so that edges follow values
+  (:mod:`fxinspect.capture.aliases`);
 * placeholders get the readable input names, the pytree code generation is replaced
   by a plain one, unused attribute reads are removed;
 * attribute reads use the model's own names (``fc.weight``, not ``model.fc.weight``)
@@ -47,6 +50,7 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
+from .aliases import follow_values
 from .base import Capture, Method, one_line, resolve_attr, type_name
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
@@ -192,6 +196,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     inlined = inline_regions(unlifted)
     if inlined:
         notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
+    follow_values(graph)
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)
     attributes = _user_targets(unlifted, graph)
