@@ -17,6 +17,9 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
   ``wrap_with_set_grad_enabled`` call of a sub-graph) are inlined between two nodes
   that set and restore the mode, so their ops are nodes of their own
   (:mod:`fxinspect.capture.regions`);
+* each ``torch.utils.checkpoint`` call's ops are put between a ``checkpoint`` and an
+  ``end_checkpoint`` node, so that the program frees and recomputes as the model does
+  (:mod:`fxinspect.capture.checkpoints`);
 * the readers of an op that returns its argument itself (``x.to(torch.float32)`` on a
   float32 ``x``) read that argument, so that edges follow values
   (:mod:`fxinspect.capture.aliases`);
@@ -52,6 +55,7 @@ from torch.utils import _pytree as pytree
 
 from .aliases import follow_values
 from .base import Capture, Method, one_line, resolve_attr, type_name
+from .checkpoints import keep_checkpoints, kept_checkpoint_notes, tagging_checkpoints
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
 from .inputs import FlatInputs
@@ -182,14 +186,13 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             "captured ops, and the memory they keep alive, can differ from the model's eager call"
         )
     root = _Root(model, inputs)
-    with checkpoints_traced_through(model) as lost, _without_stack_traces():
+    with checkpoints_traced_through(model) as lost, tagging_checkpoints(model) as seen, _without_stack_traces():
         program = None
         if inputs.batch_dims is not None:
             program, inputs, said = _for_every_batch(root, inputs)
             notes.append(said)
         if program is None:
             program = torch.export.export(root, tuple(inputs.tensors), strict=False)
-    notes += lost_checkpoint_notes("export", lost)
     unlifted = program.module()
     graph = unlifted.graph
     _drop_checks(graph)
@@ -200,6 +203,9 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)
     attributes = _user_targets(unlifted, graph)
+    kept, not_kept = keep_checkpoints(graph, seen, attributes)
+    lost = [name for name in lost if name not in kept or name in not_kept]
+    notes += lost_checkpoint_notes("export", lost) + kept_checkpoint_notes("export", kept, seen)
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
     gm.graph.lint()
