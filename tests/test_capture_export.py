@@ -3,6 +3,7 @@ repeated calls, Hugging Face transformers from small configs (no network)."""
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import pytest
@@ -489,3 +490,32 @@ def test_llama_residual_edges_skip_the_norms(device):
         for norm in ("input_layernorm", "post_attention_layernorm"):
             assert not g.has_edge(f"layers.{i}.{norm}", f"layers.{i}")
     assert set(g.successors("layers.0.input_layernorm")) == {f"layers.0.self_attn.{p}_proj" for p in "qkv"}
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.pre = nn.Linear(4, 4)
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.options = options
+
+    def forward(self, x):
+        h = self.pre(x)
+        return h + torch.utils.checkpoint.checkpoint(self.block, h, **self.options)
+
+
+@pytest.mark.parametrize(
+    "options, kept",
+    [
+        ({"use_reentrant": False}, True),
+        ({"use_reentrant": False, "preserve_rng_state": False, "early_stop": False}, True),
+        ({"use_reentrant": True}, False),  # export records it under no_grad: nothing to keep
+        ({"use_reentrant": False, "context_fn": lambda: (contextlib.nullcontext(), contextlib.nullcontext())}, False),
+    ],
+    ids=["plain", "options", "reentrant", "context_fn"],
+)
+def test_export_keeps_the_checkpoints_it_can_and_names_the_others(options, kept):
+    cap = capture(_Checkpointed(**options), (torch.randn(2, 4),), {}, method="export")
+    names = [n.name for n in cap.graph_module.graph.nodes if n.op == "call_function"]
+    assert ("checkpoint" in names and "end_checkpoint" in names) == kept
+    assert cap.lost_checkpoints == (() if kept else ("'block'",))

@@ -16,10 +16,11 @@ then puts each region between two nodes, as grad-mode regions are
 * ``end_checkpoint`` leaves it. The backward recomputes the region from a copy of its
   nodes (the function the checkpoint calls again), as the model's own backward would.
 
-A reentrant checkpoint (``use_reentrant=True``) is kept as a non-reentrant one that
-recomputes the whole region: the same memory and the same recomputation. A checkpoint
-with a ``context_fn`` (selective activation checkpointing) is not kept: it stays traced
-through, and the capture says so.
+Not kept, so traced through as before (the capture says so, and ``method="auto"``
+prefers another tier): a reentrant checkpoint (``use_reentrant=True``: export records
+its forward, and ops after it, under ``no_grad``, so the program's backward could not
+run anyway), one with a ``context_fn`` (selective activation checkpointing), and one
+whose ops do not follow each other in the graph.
 
 Example
 -------
@@ -119,9 +120,10 @@ class CheckpointRegion:
     def __init__(self, function: fx.GraphModule, options: dict[str, Any]):
         self.function = function
         self.options = options
-        self.__name__ = "checkpoint"
-        self.__module__ = "torch.utils.checkpoint"
-        self.__qualname__ = "checkpoint"
+        # (named for the graph; a module outside torch, or fx's code generation would
+        # import torch.utils.checkpoint.checkpoint by that name in its place)
+        self.__name__ = self.__qualname__ = "checkpoint"
+        self.__module__ = __name__
 
     def __call__(self, *inputs: Any) -> Any:
         options = self.options
@@ -131,8 +133,7 @@ class CheckpointRegion:
             {},
             preserve_rng_state=options.get("preserve_rng_state", True),
             determinism_check=options.get("determinism_check", _checkpoint._DEFAULT_DETERMINISM_MODE),
-            # reentrant checkpointing recomputes the whole function
-            early_stop=bool(options.get("early_stop", True)) and not options.get("use_reentrant"),
+            early_stop=options.get("early_stop", True),
         )
         next(gen)
         return gen
@@ -203,26 +204,21 @@ def keep_checkpoints(graph: fx.Graph, seen: list[Seen], attributes: dict[str, An
     lost: list[str] = []
     for index, nodes in regions.items():
         call = seen[index]
-        context_fn = call.options.get("context_fn", _NOOP_CONTEXT)
-        ok = (context_fn is _NOOP_CONTEXT or context_fn is None) and _keep_one(graph, nodes, call.options, attributes)
+        options = call.options
+        plain = options.get("context_fn", _NOOP_CONTEXT) in (_NOOP_CONTEXT, None) and not options.get("use_reentrant")
+        ok = plain and _keep_one(graph, nodes, options, attributes)
         names = kept if ok else lost
         if call.name not in names:
             names.append(call.name)
     return [name for name in kept if name not in lost], lost
 
 
-def kept_checkpoint_notes(tier: str, kept: list[str], seen: list[Seen]) -> list[str]:
+def kept_checkpoint_notes(tier: str, kept: list[str]) -> list[str]:
     """What a tier that kept checkpoints as regions says."""
     if not kept:
         return []
     names = f"{', '.join(kept[:4])}{', ...' if len(kept) > 4 else ''}"
-    notes = [
+    return [
         f"{tier}: torch.utils.checkpoint kept for {names}: their ops are nodes of their own, the "
         "program frees what the checkpoint frees and the backward recomputes them"
     ]
-    if any(s.options.get("use_reentrant") and s.name in kept for s in seen):
-        notes.append(
-            f"{tier}: reentrant checkpoints run as non-reentrant ones that recompute the whole function "
-            "(the same memory and recomputation)"
-        )
-    return notes

@@ -205,7 +205,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     attributes = _user_targets(unlifted, graph)
     kept, not_kept = keep_checkpoints(graph, seen, attributes)
     lost = [name for name in lost if name not in kept or name in not_kept]
-    notes += lost_checkpoint_notes("export", lost) + kept_checkpoint_notes("export", kept, seen)
+    notes += lost_checkpoint_notes("export", lost) + kept_checkpoint_notes("export", kept)
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
     gm.graph.lint()
