@@ -519,3 +519,13 @@ def test_export_keeps_the_checkpoints_it_can_and_names_the_others(options, kept)
     names = [n.name for n in cap.graph_module.graph.nodes if n.op == "call_function"]
     assert ("checkpoint" in names and "end_checkpoint" in names) == kept
     assert cap.lost_checkpoints == (() if kept else ("'block'",))
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export"])
+def test_a_graph_module_with_kept_checkpoints_runs_itself(method):
+    """The capture's module computes the model's output (fx's code generation once called
+    torch.utils.checkpoint.checkpoint in place of the node's own target)."""
+    model = _Checkpointed(use_reentrant=False)
+    x = torch.randn(2, 4)
+    gm = capture(model, (x,), {}, method=method).graph_module
+    torch.testing.assert_close(gm(x)[0], model(x))

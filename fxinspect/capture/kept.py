@@ -64,9 +64,10 @@ class CheckpointCall:
 
     def __init__(self, function: Any, options: dict[str, Any]):
         self.function, self.options = function, options
-        self.__name__ = "checkpoint"
-        self.__module__ = "torch.utils.checkpoint"
-        self.__qualname__ = "checkpoint"
+        # (named for the graph; a module outside torch, or fx's code generation would
+        # import torch.utils.checkpoint.checkpoint by that name in its place)
+        self.__name__ = self.__qualname__ = "checkpoint"
+        self.__module__ = __name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _CHECKPOINT(self.function, *args, **self.options, **kwargs)
