@@ -26,6 +26,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -36,17 +37,20 @@ __all__ = ["follow_values", "returned_argument"]
 
 
 def _may_return_an_argument(node: fx.Node) -> bool:
-    """Whether ``node``'s op may return one of its arguments itself: it writes none of
-    them and its schema lets its one output alias one (``Tensor(a) self -> Tensor(a)``), or
-    it is a composite of other ops (``type_as`` calls ``to``: its schema says nothing)."""
-    target = node.target
-    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
-        return False
-    schema = target._schema
+    """Whether ``node``'s op may return one of its arguments itself (see :func:`_op_may`)."""
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and _op_may(node.target)
+
+
+@functools.cache
+def _op_may(op: torch._ops.OpOverload) -> bool:
+    """It writes none of its arguments and its schema lets its one output alias one
+    (``Tensor(a) self -> Tensor(a)``), or it is a composite of other ops (``type_as``
+    calls ``to``: its schema says nothing)."""
+    schema = op._schema
     if schema.is_mutable or len(schema.returns) != 1:
         return False
     return schema.returns[0].alias_info is not None or torch._C._dispatch_has_kernel_for_dispatch_key(
-        target.name(), "CompositeImplicitAutograd"
+        op.name(), "CompositeImplicitAutograd"
     )
 
 
