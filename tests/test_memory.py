@@ -156,6 +156,43 @@ def test_checkpointing_is_kept_saves_only_block_inputs_and_recomputes_in_backwar
         assert b.memory.measured_peak - b.memory.peak == rng_state
 
 
+def test_export_keeps_checkpoints_with_every_op_a_node():
+    """export traces through checkpoint: the checkpointed blocks' ops are nodes of their
+    modules, and the program still saves, frees and recomputes what checkpoint does."""
+    x = torch.randn(4, 64, 256)
+    torch.manual_seed(0)
+    plain = Blocks(False)
+    kept = Blocks(True)
+    kept.load_state_dict(plain.state_dict())
+    a = fxinspect.analyze(plain, x, timing=False, backward=True, measure_memory=True, method="export")
+    b = fxinspect.analyze(kept, x, timing=False, backward=True, measure_memory=True, method="export")
+    act = 4 * 64 * 256 * F32
+    assert b.memory.saved == act  # block 1's input only, as the symbolic tier's kept checkpoints
+    ops = [(n.name, n.module_path, n.flops) for n in b.nodes if n.is_op]
+    assert [o[:2] for o in ops] == [
+        ("checkpoint", "blocks.0"),
+        ("linear", "blocks.0.0"),
+        ("gelu", "blocks.0.1"),
+        ("linear_1", "blocks.0.2"),
+        ("end_checkpoint", "blocks.0"),
+        ("add", ""),
+        ("checkpoint_1", "blocks.1"),
+        ("linear_2", "blocks.1.0"),
+        ("gelu_1", "blocks.1.1"),
+        ("linear_3", "blocks.1.2"),
+        ("end_checkpoint_1", "blocks.1"),
+        ("add_1", ""),
+    ]
+    assert [o for o in ops if "checkpoint" not in o[0]] == [
+        (n.name, n.module_path, n.flops) for n in a.nodes if n.is_op
+    ]
+    # the backward recomputes fc1 and GELU of each block (see the symbolic test above)
+    recomputed = 2 * (2 * 256 * 256 * 1024 + 256 * 1024 + 256 * 1024)  # 2 blocks: matmul, bias, GELU
+    assert b.totals.backward_flops - a.totals.backward_flops == recomputed
+    if not torch.cuda.is_available():  # the allocator: the program's tensors, and an RNG state
+        assert b.memory.measured_peak - b.memory.peak == torch.get_rng_state().nbytes
+
+
 def test_meta_device_memory_equals_the_real_run_byte_for_byte():
     model, x = torchvision.models.resnet18(weights=None).train(), torch.randn(2, 3, 224, 224)
     real = fxinspect.analyze(model, x, timing=False, backward=True).memory

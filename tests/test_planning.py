@@ -429,9 +429,9 @@ class _ShapeBranch(torch.nn.Module):
 def test_plans_for_a_model_only_export_captures_are_analysed_as_it_runs():
     model, x = _ShapeBranch(), torch.randn(256, 64)
     unplanned = fxinspect.analyze(model, x, timing=False, backward=True, device="meta")
-    assert unplanned.capture.method == "export"  # (which traces through checkpoints: blocks.0 would be lost)
+    assert unplanned.capture.method == "export"  # (which keeps the checkpoints a plan puts on)
     plan = fxinspect.checkpoint_plan(model, x, int(0.8 * unplanned.memory.total_peak))
-    assert plan.fits and "analysed with the model as one leaf" in plan.notes[0]
+    assert plan.fits and not any("one leaf" in n for n in plan.notes)
     with plan.apply(model):
         real = measured_step_peak(model, x, lambda out: out.sum())
     assert plan.peak == real

@@ -17,6 +17,12 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
   ``wrap_with_set_grad_enabled`` call of a sub-graph) are inlined between two nodes
   that set and restore the mode, so their ops are nodes of their own
   (:mod:`fxinspect.capture.regions`);
+* each ``torch.utils.checkpoint`` call's ops are put between a ``checkpoint`` and an
+  ``end_checkpoint`` node, so that the program frees and recomputes as the model does
+  (:mod:`fxinspect.capture.checkpoints`);
+* the readers of an op that returns its argument itself (``x.to(torch.float32)`` on a
+  float32 ``x``) read that argument, so that edges follow values
+  (:mod:`fxinspect.capture.aliases`);
 * placeholders get the readable input names, the pytree code generation is replaced
   by a plain one, unused attribute reads are removed;
 * attribute reads use the model's own names (``fc.weight``, not ``model.fc.weight``)
@@ -48,8 +54,10 @@ import torch.fx as fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.utils import _pytree as pytree
 
+from .aliases import follow_values
 from .attributes import AttributeWatch, named_writes
 from .base import Capture, Method, one_line, resolve_attr, type_name
+from .checkpoints import keep_checkpoints, kept_checkpoint_notes, tagging_checkpoints
 from .export_frames import ExportFrames
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .hf import is_hf_model
@@ -200,7 +208,12 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         )
     root = _Root(model, inputs)
     frames = ExportFrames(_Root.forward.__code__)  # what the model's frames hold, as it runs
-    with checkpoints_traced_through(model) as lost, _without_stack_traces(), warnings.catch_warnings():
+    with (
+        checkpoints_traced_through(model) as lost,
+        tagging_checkpoints(model) as seen,
+        _without_stack_traces(),
+        warnings.catch_warnings(),
+    ):
         # export asks for tensors the forward sets on self to be buffers: they are
         # attribute writes here (see _Root.forward), replayed by ``inspect``
         warnings.filterwarnings("ignore", message=r"The tensor attributes? .* (was|were) assigned during export")
@@ -211,17 +224,20 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         if program is None:
             with frames.during():
                 program = torch.export.export(root, tuple(inputs.tensors), strict=False)
-    notes += lost_checkpoint_notes("export", lost)
     unlifted = program.module()
     graph = unlifted.graph
     _drop_checks(graph)
     inlined = inline_regions(unlifted)
     if inlined:
         notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
+    follow_values(graph)
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)
     written = _attribute_writes(graph, root._seen.written)
     attributes = _user_targets(unlifted, graph)
+    kept, not_kept = keep_checkpoints(graph, seen, attributes)
+    lost = [name for name in lost if name not in kept or name in not_kept]
+    notes += lost_checkpoint_notes("export", lost) + kept_checkpoint_notes("export", kept)
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
     gm.graph.lint()

@@ -30,7 +30,14 @@ from torch.utils import _pytree as pytree
 
 from .base import MODULE_KEY, type_name
 
-__all__ = ["CheckpointCall", "FunctionCall", "checkpoints_traced_through", "kept_calls", "lost_checkpoint_notes"]
+__all__ = [
+    "CheckpointCall",
+    "FunctionCall",
+    "checkpoint_name",
+    "checkpoints_traced_through",
+    "kept_calls",
+    "lost_checkpoint_notes",
+]
 
 _CHECKPOINT = torch.utils.checkpoint.checkpoint
 _OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state"})
@@ -57,9 +64,10 @@ class CheckpointCall:
 
     def __init__(self, function: Any, options: dict[str, Any]):
         self.function, self.options = function, options
-        self.__name__ = "checkpoint"
-        self.__module__ = "torch.utils.checkpoint"
-        self.__qualname__ = "checkpoint"
+        # (named for the graph; a module outside torch, or fx's code generation would
+        # import torch.utils.checkpoint.checkpoint by that name in its place)
+        self.__name__ = self.__qualname__ = "checkpoint"
+        self.__module__ = __name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _CHECKPOINT(self.function, *args, **self.options, **kwargs)
@@ -77,6 +85,13 @@ def _owner(function: Any, paths: dict[int, str]) -> torch.nn.Module | None:
     inner = function.func if isinstance(function, functools.partial) else function
     owners = (inner, getattr(inner, "__self__", None), *getattr(function, "args", ())[:1])
     return next((o for o in owners if id(o) in paths), None)
+
+
+def checkpoint_name(function: Any, paths: dict[int, str]) -> str:
+    """How notes name a checkpointed function: its module's quoted path, or its name."""
+    owner = _owner(function, paths)
+    inner = function.func if isinstance(function, functools.partial) else function
+    return repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", repr(inner))
 
 
 def _has_proxy(value: Any) -> bool:
@@ -139,10 +154,11 @@ def kept_calls(tracer: fx.Tracer, model: torch.nn.Module) -> Iterator[None]:
 def checkpoints_traced_through(model: torch.nn.Module) -> Iterator[list[str]]:
     """The modules (or functions) ``torch.utils.checkpoint`` ran while the block traced.
 
-    The export and eager tiers record the ops a checkpointed call runs as ordinary ops: the
-    program computes the same values, but keeps what the checkpoint would have freed and
-    never recomputes it. They say so (``Capture.lost_checkpoints``), and ``method="auto"``
-    prefers a capture that keeps the checkpoints. Every spelling of ``checkpoint`` (also a
+    The eager tier records the ops a checkpointed call runs as ordinary ops: the program
+    computes the same values, but keeps what the checkpoint would have freed and never
+    recomputes it (the export tier keeps the checkpoints it can as regions:
+    :mod:`fxinspect.capture.checkpoints`). A tier says which it lost
+    (``Capture.lost_checkpoints``), and ``method="auto"`` prefers a capture that keeps them. Every spelling of ``checkpoint`` (also a
     ``functools.partial`` made before the trace) reaches a private function of
     ``torch.utils.checkpoint`` looked up when called, so it is watched there: the common
     entry of recent torch, or the non-reentrant and reentrant ones of older releases.
@@ -152,9 +168,7 @@ def checkpoints_traced_through(model: torch.nn.Module) -> Iterator[list[str]]:
 
     def watching(entry: Callable) -> Callable:
         def watched(function, *args, **kwargs):
-            owner = _owner(function, paths)
-            inner = function.func if isinstance(function, functools.partial) else function
-            name = repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", repr(inner))
+            name = checkpoint_name(function, paths)
             if name not in seen:
                 seen.append(name)
             return entry(function, *args, **kwargs)
@@ -194,5 +208,5 @@ def lost_checkpoint_notes(tier: str, lost: list[str]) -> list[str]:
     return [
         f"{tier}: torch.utils.checkpoint ran for {', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''} and was "
         "traced through: the program keeps what it would free and never recomputes, so memory and backward "
-        "figures are those of the model without checkpointing (the symbolic tier keeps checkpoints)"
+        "figures are those of the model without checkpointing (the symbolic and export tiers keep checkpoints)"
     ]

@@ -59,10 +59,10 @@ def checkpoint_plan(
     ...), and ``backward=True`` always. The recompute cost is measured latency when the
     step was timed, the time model's with ``device_spec``, FLOPs otherwise. When no plan
     along the orders fits, the lowest analysed one is returned (``plan.fits`` is False)
-    with a note saying what holds the peak. A model only ``export`` or ``eager`` can
-    capture (their programs trace through ``torch.utils.checkpoint``) has its plans
-    analysed as one leaf of a symbolic capture, which runs the checkpoints as the model
-    does (a note says so).
+    with a note saying what holds the peak. A model only ``eager`` can capture (its
+    program traces through ``torch.utils.checkpoint``; ``export`` keeps the checkpoints)
+    has its plans analysed as one leaf of a symbolic capture, which runs the checkpoints
+    as the model does (a note says so).
     """
     limit = Budget.of(budget, reserve)
     options = {"timing": False, **options, "backward": True, "device": device}
@@ -87,7 +87,7 @@ def checkpoint_plan(
             raise InputError(
                 f"checkpoint_plan cannot analyse its plans for {type(target).__name__}: the {report.capture.method} "
                 f"capture traced through the checkpoints of {', '.join(report.capture.lost_checkpoints)}, so their "
-                "recomputation would not be seen (only the symbolic tier keeps checkpoints)"
+                "recomputation would not be seen (only the symbolic and export tiers keep checkpoints)"
             )
         return report, point
 
