@@ -136,6 +136,23 @@ def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
     assert all(len(t["seconds"]) >= 5 for t in sizes) and min(sizes[2]["seconds"]) == pytest.approx(2 * 512**3 / 1e11)
 
 
+@pytest.mark.parametrize(
+    ("seconds", "sizes"),
+    [
+        # calls stalled by another process at 128 and 256 (a time slice, 25 ms, whatever the size): not a slow dtype
+        ({128: 0.025, 256: 0.026, 512: 2 * 512**3 / 1e11, 1024: 2 * 1024**3 / 1e11}, [128, 256, 512, 1024]),
+        # a slow dtype, 1 GFLOP/s: 256 takes 2 * 256**3 / 1e9 = 33.6 ms, over 0.4 / 20 s and 8 times 128's
+        ({n: 2 * n**3 / 1e9 for n in (128, 256, 512, 1024)}, [128, 256]),
+        # 20 MFLOP/s: 128 takes 2 * 128**3 / 2e7 = 0.21 s, over 0.4 / 4 s at once
+        ({n: 2 * n**3 / 2e7 for n in (128, 256, 512, 1024)}, [128]),
+    ],
+)
+def test_a_slow_dtype_stops_the_sizes_and_a_stalled_call_does_not(monkeypatch, seconds, sizes):
+    monkeypatch.setattr(measured_device, "_timed", lambda fn, device: seconds[fn.args[0].shape[0]])
+    tried = measured_device._matmuls(torch.float32, "cpu", budget=0.4)
+    assert [round((t["work"] / 2) ** (1 / 3)) for t in tried] == sizes
+
+
 # the issue's set: float32 at 23 MFLOP/s, 2,000 times below float64, taken on a busy machine
 _BUSY_FLOAT32 = dict(f32=23e6, f64=46e9)
 
