@@ -44,7 +44,9 @@ records when and how the figures were taken: ``taken_at`` (UTC), ``torch``, ``th
 every trial's seconds with the work of one (FLOPs, bytes or ops), per size; ``rejected``
 holds the last implausible set and its ``problems``. The figures are measured again
 when the file is **older than 7 days** (``measured_device.MAX_AGE``), of an older format,
-or implausible. ``fxinspect.measured_device.measured(refresh=True)`` measures now (on a
+or implausible, and **after an hour** (``BUSY_MAX_AGE``) when the load average was above
+the CPUs the process may use as they were taken: a machine busy alike through all the
+trials slows every figure alike, which no check sees. ``fxinspect.measured_device.measured(refresh=True)`` measures now (on a
 quiet machine); ``device_spec="measured"`` then uses those figures. Deleting the file
 starts afresh, with no previous set to compare with. The spec's ``source`` says when and
 how its figures were taken.

@@ -25,7 +25,10 @@ The cache is ``$XDG_CACHE_HOME/fxinspect/device-<key>.json`` (``~/.cache`` when 
 device. It records when and how the figures were taken (``taken_at`` in UTC, torch,
 threads, the load average before, the budget, each kind's trials in seconds and the work
 of one trial). It is measured again when it is older than :data:`MAX_AGE` (7 days), of
-an older format, or implausible; ``measured(refresh=True)`` measures now. A measurement
+an older format, or implausible, and after :data:`BUSY_MAX_AGE` (an hour) when the load
+average was above the CPUs this process may use as it was taken (a machine busy alike
+through all the trials slows every figure alike, which no check sees);
+``measured(refresh=True)`` measures now. A measurement
 that stays implausible is not cached as the figures: the last plausible ones are used
 (with a warning) and kept, and for an hour no new attempt is made; deleting the file
 starts afresh.
@@ -46,10 +49,11 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["MAX_AGE", "cache_file", "measure", "measured", "problems"]
+__all__ = ["BUSY_MAX_AGE", "MAX_AGE", "cache_file", "measure", "measured", "problems"]
 
 FORMAT = 2  # the cache's layout: older files are measured again
 MAX_AGE = timedelta(days=7)
+BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs
 _RETRY_AFTER = timedelta(hours=1)  # after an implausible re-measure, the last good set is used this long
 _ATTEMPTS = 3
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16)
@@ -74,7 +78,7 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
     cached = _read(path)
     good = {k: v for k, v in cached.items() if k != "rejected"} if cached and not problems(cached) else None
     if good and not refresh:
-        if cached.get("format") == FORMAT and _age(good) <= MAX_AGE:
+        if cached.get("format") == FORMAT and _age(good) <= _max_age(good):
             return good
         if _age(cached.get("rejected", {})) <= _RETRY_AFTER:
             return good  # a re-measure failed a moment ago: the machine is likely still busy
@@ -163,7 +167,7 @@ def measure(device: str = "cpu", budget: float = 0.4) -> dict:
         "threads": torch.get_num_threads(),
         "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "load_before": list(load) if load else None,
-        "cpus": os.cpu_count(),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "budget": budget,
         "method": "best of short trials",
         **_figures(trials),
@@ -225,6 +229,13 @@ def _timed(fn, device: str) -> float:
     if device != "cpu":
         torch.cuda.synchronize()
     return time.perf_counter() - start
+
+
+def _max_age(data: dict) -> timedelta:
+    """How long ``data`` is used: :data:`MAX_AGE`, or :data:`BUSY_MAX_AGE` when it was
+    taken on a busy machine (a set slowed alike in every figure passes the checks)."""
+    load, cpus = data.get("load_before"), data.get("cpus")
+    return BUSY_MAX_AGE if load and cpus and load[0] > cpus else MAX_AGE
 
 
 def _age(data: dict) -> timedelta:

@@ -205,6 +205,9 @@ def test_a_set_that_stays_implausible_is_used_with_a_warning_and_measured_next_t
         (_figures(age=-timedelta(days=2)), True),  # taken "in the future": the clock says nothing
         ({k: v for k, v in _figures().items() if k not in ("format", "taken_at")}, True),  # an older format
         (_figures(**_BUSY_FLOAT32), True),
+        # taken with the load average at 8.4 on 2 CPUs: kept an hour (BUSY_MAX_AGE), not 7 days
+        (_figures(age=timedelta(hours=2), load_before=[8.4, 7.4, 4.4], cpus=2), True),
+        (_figures(age=timedelta(hours=2), load_before=[0.3, 0.4, 0.4], cpus=2), False),
     ],
 )
 def test_a_stale_or_implausible_cache_is_measured_again(fake_measure, cached, measured_again):
