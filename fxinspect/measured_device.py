@@ -28,10 +28,9 @@ of one trial). It is measured again when it is older than :data:`MAX_AGE` (7 day
 an older format, or implausible, and after :data:`BUSY_MAX_AGE` (an hour) when the load
 average was above the CPUs this process may use as it was taken (a machine busy alike
 through all the trials slows every figure alike, which no check sees);
-``measured(refresh=True)`` measures now. A measurement
-that stays implausible is not cached as the figures: the last plausible ones are used
-(with a warning) and kept, and for an hour no new attempt is made; deleting the file
-starts afresh.
+``measured(refresh=True)`` measures now. A measurement that stays implausible is not
+cached as the figures: the last plausible ones are used (with a warning) and kept, and
+for an hour no new attempt is made; deleting the file starts afresh.
 """
 
 from __future__ import annotations
