@@ -2,11 +2,12 @@
 
 Run: ``python benchmarks/time_model.py [--repeats 10]``. Each model is analysed with
 ``device_spec="measured"`` (this host's matmul FLOP/s, copy bandwidth and launch
-overhead, measured once and cached) and timing on, in eval mode under no_grad. Printed
-per model: the predicted forward (``report.totals.predicted_latency``) over the
-measured plain forward (``report.timing.plain_forward``), and over the ops' own
-latencies the distribution of predicted ÷ measured per op node (median, p10, p90), and
-the op kinds whose predictions miss most (their summed predicted and measured time).
+overhead, each the best of short trials, checked and cached) and timing on, in eval
+mode under no_grad. Printed per model: the predicted forward
+(``report.totals.predicted_latency``) over the measured plain forward
+(``report.timing.plain_forward``), and over the ops' own latencies the distribution of
+predicted ÷ measured per op node (median, p10, p90), and the op kinds whose predictions
+miss most (their summed predicted and measured time).
 The target (issue 21): predicted ÷ measured within 0.8–1.25.
 """
 

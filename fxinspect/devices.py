@@ -3,7 +3,7 @@
 ``fxinspect.devices.get(name)`` returns a :class:`DeviceSpec`: a preset by its short
 name (``"h100-sxm"``) or by the name the driver gives (``torch.cuda.get_device_name()``,
 such as ``"NVIDIA H100 80GB HBM3"``), or ``"measured"``: this host, measured by a short
-microbenchmark (:mod:`fxinspect.measured_device`) and cached per machine.
+microbenchmark (:mod:`fxinspect.measured_device`), checked and cached per machine.
 
 Every preset is a datasheet's *dense* figure; the sparse ("with sparsity") figures the
 same sheets print beside them, twice as large, are never used. The source of each is
@@ -182,5 +182,14 @@ def _measured_spec(data: dict) -> DeviceSpec:
         peaks,
         data["memory_bandwidth"],
         launch_overhead=data["launch_overhead"],
-        source=f"measured on {data['host']} with torch {data['torch']}",
+        source=_provenance(data),
     )
+
+
+def _provenance(data: dict) -> str:
+    """When and how measured figures were taken, for the spec's ``source``."""
+    text = f"measured on {data['host']} at {data.get('taken_at', 'an unknown time')} with torch {data['torch']}"
+    if "trials" in data:
+        fewest = min(sum(len(t["seconds"]) for t in runs) for runs in data["trials"].values())
+        text += f", {data['threads']} threads, each figure the best of at least {fewest} trials"
+    return text

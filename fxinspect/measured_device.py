@@ -1,15 +1,36 @@
-"""``device_spec="measured"``: this host's roofs, measured in about two seconds and cached.
+"""``device_spec="measured"``: this host's roofs, measured in about two seconds, checked and cached.
 
-* matmul FLOP/s per dtype (float32, float64, bfloat16): square matmuls of up to 1024
-  (smaller where a dtype is slow, as bfloat16 on a CPU without its instructions), the
-  median of about 0.4 s of calls (``2 * n**3`` FLOPs each), as op latencies are medians;
-* memory bandwidth: copying a 64 MiB tensor (its bytes read and written), the median;
-* launch overhead: the median time of an op on a one-element tensor, what every aten
-  op costs beyond its work.
+Each figure is the best of several short trials, not their median: another process can
+only make a trial slower, so the fastest is the one closest to what the machine can do,
+where a median moves with the load (it read 4.5 to 102 GFLOP/s on one busy host).
 
-On CUDA (when the default device is one) the same runs are timed with synchronisation.
-The result is cached as JSON under ``$XDG_CACHE_HOME/fxinspect`` (``~/.cache``), keyed
-by the host, its processor, torch's version and thread count: a second call reads it.
+* matmul FLOP/s per dtype (float32, float64, bfloat16): one square matmul per trial
+  (``2 * n**3`` FLOPs), trials at ``n`` = 128, 256, ... up to 1024 (8192 on CUDA), fewer
+  where a dtype is slow, as bfloat16 on a CPU without its instructions;
+* memory bandwidth: copying a 64 MiB tensor (its bytes read and written) per trial;
+* launch overhead: a batch of 100 ops on one-element tensors per trial, per op.
+
+On CUDA (when the default device is one) each trial is timed with synchronisation.
+
+:func:`problems` checks a set: every figure finite and positive; float32 matmul at
+least a quarter of float64's (never far below it on a CPU or a GPU), float64 at least
+an eighth of float32's on a CPU (half in theory), 1/128 on a GPU; float32 and
+float64 at least 0.2 GFLOP/s; the copy between 0.5 GB/s and 50 TB/s, and float32's
+FLOP/s at least a quarter of its bytes/s; launch overhead under 1 ms; and, against the
+previous plausible measurement, no figure below half of it (launch overhead: above
+twice). A set that fails is measured again, up to three times with all trials pooled.
+
+The cache is ``$XDG_CACHE_HOME/fxinspect/device-<key>.json`` (``~/.cache`` when unset;
+:func:`cache_file`), one file per host, processor, torch version, thread count and
+device. It records when and how the figures were taken (``taken_at`` in UTC, torch,
+threads, the load average before, the budget, each kind's trials in seconds and the work
+of one trial). It is measured again when it is older than :data:`MAX_AGE` (7 days), of
+an older format, or implausible, and after :data:`BUSY_MAX_AGE` (an hour) when the load
+average was above the CPUs this process may use as it was taken (a machine busy alike
+through all the trials slows every figure alike, which no check sees);
+``measured(refresh=True)`` measures now. A measurement that stays implausible is not
+cached as the figures: the last plausible ones are used (with a warning) and kept, and
+for an hour no new attempt is made; deleting the file starts afresh.
 """
 
 from __future__ import annotations
@@ -17,20 +38,30 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
-import statistics
 import time
+import warnings
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import torch
 
-__all__ = ["measure", "measured"]
+__all__ = ["BUSY_MAX_AGE", "MAX_AGE", "cache_file", "measure", "measured", "problems"]
 
+FORMAT = 2  # the cache's layout: older files are measured again
+MAX_AGE = timedelta(days=7)
+BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs
+_RETRY_AFTER = timedelta(hours=1)  # after an implausible re-measure, the last good set is used this long
+_ATTEMPTS = 3
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+_LAUNCH_BATCH = 100
+_MIN_TRIALS, _MAX_TRIALS = 5, 50
 
 
-def _cache_file(device: str) -> Path:
+def cache_file(device: str = "cpu") -> Path:
+    """Where :func:`measured` keeps this host's figures for ``device``."""
     key = "|".join([platform.node(), platform.processor(), torch.__version__, str(torch.get_num_threads()), device])
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -38,24 +69,155 @@ def _cache_file(device: str) -> Path:
 
 
 def measured(device: str | None = None, refresh: bool = False) -> dict:
-    """This host's figures (``device``: ``"cpu"``, or ``"cuda"`` when one is present),
-    from the cache or measured now; :func:`fxinspect.devices.get` makes them a spec."""
+    """This host's figures (``device``: ``"cpu"``, or ``"cuda"`` when one is present):
+    the cached ones while fresh and plausible, else measured now and checked;
+    :func:`fxinspect.devices.get` makes them a spec."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    path = _cache_file(device)
-    if not refresh and path.exists():
-        try:
-            data = json.loads(path.read_text())
-            if {"peak_flops", "memory_bandwidth", "launch_overhead"} <= set(data):
-                return data
-        except (ValueError, OSError):
-            pass  # a damaged cache: measure again
+    path = cache_file(device)
+    cached = _read(path)
+    good = {k: v for k, v in cached.items() if k != "rejected"} if cached and not problems(cached) else None
+    if good and not refresh:
+        if cached.get("format") == FORMAT and _age(good) <= _max_age(good):
+            return good
+        if _age(cached.get("rejected", {})) <= _RETRY_AFTER:
+            return good  # a re-measure failed a moment ago: the machine is likely still busy
     data = measure(device)
+    for _ in range(_ATTEMPTS - 1):
+        if not problems(data, good):
+            break
+        data = _pooled(data, measure(device))
+    found = problems(data, good)
+    if not found:
+        _write(path, data)
+        return data
+    rejected = {**data, "problems": found}
+    used = f"using those of {good.get('taken_at', 'an earlier run')}" if good else "using them for now"
+    warnings.warn(
+        f"fxinspect: this host's measured figures look implausible ({'; '.join(found)}), {used}; "
+        f"the machine may be busy. Measure again later with "
+        f"fxinspect.measured_device.measured(refresh=True), or delete {path}",
+        stacklevel=2,
+    )
+    _write(path, {**good, "rejected": rejected} if good else rejected)
+    return good or data
+
+
+def problems(data: dict, previous: dict | None = None) -> list[str]:
+    """What is implausible in a set of figures, alone and against ``previous`` (a set
+    taken earlier on this host); empty when it is plausible."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data))
-    except OSError:
-        pass  # a read-only home: the figures are still returned
-    return data
+        peaks, bandwidth, launch = data["peak_flops"], data["memory_bandwidth"], data["launch_overhead"]
+        figures = {**{f"{k} matmul": v for k, v in peaks.items()}, "copy": bandwidth, "launch overhead": launch}
+        f32, f64 = peaks["float32"], peaks["float64"]
+    except (KeyError, TypeError):
+        return ["the figures are incomplete"]
+    bad = [f"{name} is {value!r}" for name, value in figures.items() if not (math.isfinite(value) and value > 0)]
+    if bad:
+        return bad
+    found = []
+    if f32 < f64 / 4:  # float32 is as fast as float64 or faster on every CPU and GPU
+        found.append(f"float32 matmul {_rate(f32)} is below a quarter of float64's {_rate(f64)}")
+    share, said = (8, "an eighth") if data.get("device", "cpu") == "cpu" else (128, "1/128")  # 1/64 on some GPUs
+    if f64 < f32 / share:
+        found.append(f"float64 matmul {_rate(f64)} is below {said} of float32's {_rate(f32)}")
+    if min(f32, f64) < 2e8:
+        found.append(f"matmul {_rate(min(f32, f64))} is below 0.2 GFLOP/s")
+    if not 5e8 <= bandwidth <= 5e13:
+        found.append(f"copy {_rate(bandwidth, 'B/s')} is outside 0.5 GB/s to 50 TB/s")
+    if f32 < bandwidth / 4:
+        found.append(f"float32 matmul {_rate(f32)} is below a quarter of the copy's {_rate(bandwidth, 'B/s')}")
+    if launch > 1e-3:
+        found.append(f"launch overhead {launch * 1e6:.0f} µs is over 1 ms")
+    if previous and not problems(previous):
+        when = previous.get("taken_at", "an earlier run")
+        before = {**{f"{k} matmul": v for k, v in previous["peak_flops"].items()}, "copy": previous["memory_bandwidth"]}
+        for name, value in figures.items():
+            if name in before and value < before[name] / 2:
+                found.append(f"{name} {_rate(value, 'B/s' if name == 'copy' else 'FLOP/s')} is below half of {when}'s")
+        if launch > 2 * previous["launch_overhead"]:
+            found.append(f"launch overhead {launch * 1e6:.1f} µs is over twice {when}'s")
+    return found
+
+
+def measure(device: str = "cpu", budget: float = 0.4) -> dict:
+    """The figures, measured now (each kind in about ``budget`` seconds), with how they were taken."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    trials = {}
+    for dtype in _DTYPES:
+        trials[str(dtype).removeprefix("torch.")] = _matmuls(dtype, device, budget)
+    src = torch.empty(16 * 2**20, device=device)  # 64 MiB of float32
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # (the warm-up: pages touched)
+    copy = functools.partial(dst.copy_, src)
+    trials["copy"] = [{"work": 2 * src.numel() * src.element_size(), "seconds": _trials(copy, device, budget)}]
+    one = torch.ones(1, device=device)
+
+    def launches():
+        for _ in range(_LAUNCH_BATCH):
+            torch.add(one, one)
+
+    launches()
+    trials["launch"] = [{"work": _LAUNCH_BATCH, "seconds": _trials(launches, device, budget / 4)}]
+    return {
+        "format": FORMAT,
+        "device": device,
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_before": list(load) if load else None,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "budget": budget,
+        "method": "best of short trials",
+        **_figures(trials),
+        "trials": trials,
+    }
+
+
+def _figures(trials: dict) -> dict:
+    """The figures of a set of trials (per kind, a list of ``{"work", "seconds"}``, one
+    per size): each kind's fastest trial."""
+    rate = {kind: max(t["work"] / min(t["seconds"]) for t in runs) for kind, runs in trials.items()}
+    return {
+        "peak_flops": {kind: rate[kind] for kind in trials if kind not in ("copy", "launch")},
+        "memory_bandwidth": rate["copy"],
+        "launch_overhead": 1 / rate["launch"],
+    }
+
+
+def _pooled(first: dict, second: dict) -> dict:
+    """Two measurements as one: their trials together, and the figures of those."""
+    trials = {kind: runs + second["trials"][kind] for kind, runs in first["trials"].items()}
+    return {**second, **_figures(trials), "trials": trials}
+
+
+def _matmuls(dtype: torch.dtype, device: str, budget: float) -> list[dict]:
+    """Trials of square matmuls from 128 up, each size in about a quarter of ``budget``,
+    up to 1024 (8192 on CUDA). Every size is kept and the figure is the fastest of all:
+    under load the short calls of a middle size are the likeliest to run undisturbed.
+
+    A slow dtype stops the growth: its fastest call over ``budget / 20`` and about 8
+    times the last size's (the work's growth; a call stalled by another process takes
+    a time slice whatever its size, and must not stop it), or over ``budget / 4``."""
+    sizes, n, largest = [], 128, 1024 if device == "cpu" else 8192
+    while True:
+        a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+        product = functools.partial(torch.mm, a, b)
+        product()  # (the warm-up: the kernel picks its path)
+        sizes.append({"work": 2 * n**3, "seconds": _trials(product, device, budget / 4)})
+        best = min(sizes[-1]["seconds"])
+        grew = len(sizes) > 1 and best > 4 * min(sizes[-2]["seconds"])
+        if n >= largest or best > budget / 4 or (best > budget / 20 and grew):
+            return sizes
+        n *= 2
+
+
+def _trials(fn, device: str, budget: float) -> list[float]:
+    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (5 to 50)."""
+    times: list[float] = []
+    while (sum(times) < budget or len(times) < _MIN_TRIALS) and len(times) < _MAX_TRIALS:
+        times.append(_timed(fn, device))
+    return times
 
 
 def _timed(fn, device: str) -> float:
@@ -68,39 +230,37 @@ def _timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
-def _median_time(fn, device: str, budget: float) -> float:
-    """The median of ``fn``'s times over about ``budget`` seconds (at least 5 calls): the
-    statistic the timing pass gives each op, so that the two compare on a busy machine."""
-    times: list[float] = []
-    while sum(times) < budget or len(times) < 5:
-        times.append(_timed(fn, device))
-    return statistics.median(times)
+def _max_age(data: dict) -> timedelta:
+    """How long ``data`` is used: :data:`MAX_AGE`, or :data:`BUSY_MAX_AGE` when it was
+    taken on a busy machine (a set slowed alike in every figure passes the checks)."""
+    load, cpus = data.get("load_before"), data.get("cpus")
+    return BUSY_MAX_AGE if load and cpus and load[0] > cpus else MAX_AGE
 
 
-def measure(device: str = "cpu", budget: float = 0.4) -> dict:
-    """The figures, measured now: each kind takes about ``budget`` seconds."""
-    peaks = {}
-    for dtype in _DTYPES:
-        n = 128
-        while True:  # large enough to run at speed, small enough to be quick where a dtype is slow
-            a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-            product = functools.partial(torch.mm, a, b)
-            first = _timed(product, device)  # (also the warm-up: the kernel picks its path)
-            if first > budget / 20 or n >= 1024:
-                break
-            n *= 2
-        peaks[str(dtype).removeprefix("torch.")] = 2 * n**3 / _median_time(product, device, budget)
-    src = torch.empty(16 * 2**20, device=device)  # 64 MiB of float32
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    bandwidth = 2 * src.numel() * src.element_size() / _median_time(lambda: dst.copy_(src), device, budget)
-    one = torch.ones(1, device=device)
-    times = [_timed(lambda: torch.add(one, one), device) for _ in range(2000)]
-    return {
-        "device": device,
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "peak_flops": peaks,
-        "memory_bandwidth": bandwidth,
-        "launch_overhead": statistics.median(times),
-    }
+def _age(data: dict) -> timedelta:
+    """How long ago ``data`` was taken; unbounded when it does not say or says the future."""
+    try:
+        age = datetime.now(timezone.utc) - datetime.fromisoformat(data["taken_at"])
+    except (KeyError, TypeError, ValueError):
+        return timedelta.max
+    return age if age >= -timedelta(minutes=5) else timedelta.max
+
+
+def _rate(value: float, unit: str = "FLOP/s") -> str:
+    return f"{value / 1e9:.3g} G{unit}"
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, OSError):
+        return None  # none yet, or damaged: measure again
+    return data if isinstance(data, dict) else None
+
+
+def _write(path: Path, data: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+    except OSError:
+        pass  # a read-only home: the figures are still returned

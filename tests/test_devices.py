@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
+import math
+from datetime import datetime, timedelta, timezone
+
 import pytest
 import torch
 
 import fxinspect
-from fxinspect import devices
+from fxinspect import devices, measured_device
 from fxinspect.errors import InputError
 
 
@@ -55,22 +61,186 @@ def test_an_unknown_device_is_one_clear_error():
         devices.get("TPU v9")
 
 
-def test_the_measured_spec_is_measured_once_and_cached(tmp_path, monkeypatch):
-    from fxinspect import measured_device as measure_device
+def _figures(f32=2e11, f64=9e10, bf16=4e11, copy=6e10, launch=1e-6, age=timedelta(0), **extra):
+    """A set of figures as ``measure`` gives, taken ``age`` ago, each kind one trial of unit work."""
+    peaks = {"float32": f32, "float64": f64, "bfloat16": bf16}
+    trials = {
+        kind: [{"work": 1.0, "seconds": [1 / rate if rate else math.inf]}]
+        for kind, rate in {**peaks, "copy": copy}.items()
+    }
+    trials["launch"] = [{"work": 1.0, "seconds": [launch]}]
+    taken = (datetime.now(timezone.utc) - age).isoformat(timespec="seconds")
+    data = {"format": 2, "device": "cpu", "host": "here", "torch": torch.__version__, "threads": 2, "taken_at": taken}
+    data.update(peak_flops=peaks, memory_bandwidth=copy, launch_overhead=launch, trials=trials)
+    return {**data, **extra}
 
+
+@pytest.fixture
+def fake_measure(tmp_path, monkeypatch):
+    """``measure`` replaced by one that hands out the given sets in turn; the cache in tmp_path."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    calls = []
-    real = measure_device.measure
+    handed: list[dict] = []
 
-    def counting(device="cpu", budget=0.4):
-        calls.append(device)
-        return real(device, budget=0.02)
+    def hand_out(*sets):
+        queue = list(sets)
 
-    monkeypatch.setattr(measure_device, "measure", counting)
-    first = devices.get("measured")
-    second = devices.get("measured")
-    assert calls == ["cpu"] and first == second and list(tmp_path.glob("fxinspect/device-*.json"))
-    assert first.peak(torch.float32) > 1e8 and first.memory_bandwidth > 1e8 and 0 < first.launch_overhead < 1e-3
+        def measure(device="cpu", budget=0.4):
+            handed.append(device)
+            return copy.deepcopy(queue.pop(0) if len(queue) > 1 else queue[0])
+
+        monkeypatch.setattr(measured_device, "measure", measure)
+        return handed
+
+    return hand_out
+
+
+def test_the_measured_spec_is_measured_once_and_cached(fake_measure):
+    calls = fake_measure(_figures())
+    first, second = devices.get("measured"), devices.get("measured")
+    assert calls == ["cpu"] and first == second and measured_device.cache_file("cpu").exists()
+    assert (first.peak(torch.float32), first.memory_bandwidth, first.launch_overhead) == (2e11, 6e10, 1e-6)
+    assert "2 threads, each figure the best of at least 1 trials" in first.source
+
+
+def _fake_timed(fn, device):
+    """Seconds of one call, never run: matmuls at 20, 50, 100, 80 GFLOP/s for n = 128, 256,
+    512, 1024 on their fastest call, the copy at 50 GB/s, a launch 2 us; the calls in turn
+    1, 3, 2, 5, 4 times that (their median is 3 times the fastest)."""
+    _fake_timed.calls += 1
+    slower = (1, 3, 2, 5, 4)[_fake_timed.calls % 5]
+    if getattr(fn, "func", None) is torch.mm:
+        n = fn.args[0].shape[0]
+        return slower * 2 * n**3 / {128: 20e9, 256: 50e9, 512: 100e9, 1024: 80e9}[n]
+    if isinstance(fn, functools.partial):  # dst.copy_(src), 64 MiB read and written
+        return slower * 2 * 64 * 2**20 / 50e9
+    return slower * 100 * 2e-6  # a batch of 100 launches
+
+
+def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
+    _fake_timed.calls = 0
+    monkeypatch.setattr(measured_device, "_timed", _fake_timed)
+    found = measured_device.measure("cpu", budget=0.4)
+    # the fastest call of the fastest size, 512: 2 * 512**3 FLOPs in 2 * 512**3 / 1e11 s; medians would give a third
+    assert found["peak_flops"] == {
+        "float32": pytest.approx(1e11),
+        "float64": pytest.approx(1e11),
+        "bfloat16": pytest.approx(1e11),
+    }
+    assert found["memory_bandwidth"] == pytest.approx(50e9) and found["launch_overhead"] == pytest.approx(2e-6)
+    # how they were taken: when, with what, and every trial, each size's
+    taken = datetime.fromisoformat(found["taken_at"])
+    assert abs(datetime.now(timezone.utc) - taken) < timedelta(minutes=1) and found["torch"] == torch.__version__
+    assert (found["threads"], found["budget"], found["format"]) == (torch.get_num_threads(), 0.4, 2)
+    sizes = found["trials"]["float32"]
+    assert [t["work"] for t in sizes] == [2 * n**3 for n in (128, 256, 512, 1024)]
+    assert all(len(t["seconds"]) >= 5 for t in sizes) and min(sizes[2]["seconds"]) == pytest.approx(2 * 512**3 / 1e11)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "sizes"),
+    [
+        # calls stalled by another process at 128 and 256 (a time slice, 25 ms, whatever the size): not a slow dtype
+        ({128: 0.025, 256: 0.026, 512: 2 * 512**3 / 1e11, 1024: 2 * 1024**3 / 1e11}, [128, 256, 512, 1024]),
+        # a slow dtype, 1 GFLOP/s: 256 takes 2 * 256**3 / 1e9 = 33.6 ms, over 0.4 / 20 s and 8 times 128's
+        ({n: 2 * n**3 / 1e9 for n in (128, 256, 512, 1024)}, [128, 256]),
+        # 20 MFLOP/s: 128 takes 2 * 128**3 / 2e7 = 0.21 s, over 0.4 / 4 s at once
+        ({n: 2 * n**3 / 2e7 for n in (128, 256, 512, 1024)}, [128]),
+    ],
+)
+def test_a_slow_dtype_stops_the_sizes_and_a_stalled_call_does_not(monkeypatch, seconds, sizes):
+    monkeypatch.setattr(measured_device, "_timed", lambda fn, device: seconds[fn.args[0].shape[0]])
+    tried = measured_device._matmuls(torch.float32, "cpu", budget=0.4)
+    assert [round((t["work"] / 2) ** (1 / 3)) for t in tried] == sizes
+
+
+# the issue's set: float32 at 23 MFLOP/s, 2,000 times below float64, taken on a busy machine
+_BUSY_FLOAT32 = dict(f32=23e6, f64=46e9)
+
+
+@pytest.mark.parametrize(
+    ("implausible", "said"),
+    [
+        (_BUSY_FLOAT32, "float32 matmul 0.023 GFLOP/s is below a quarter of float64's 46 GFLOP/s"),
+        (dict(f64=1e9), "float64 matmul 1 GFLOP/s is below an eighth of float32's 200 GFLOP/s"),
+        (dict(f32=1e8, f64=1e8), "matmul 0.1 GFLOP/s is below 0.2 GFLOP/s"),
+        (dict(copy=1e8), "copy 0.1 GB/s is outside 0.5 GB/s to 50 TB/s"),
+        (dict(copy=1e14), "copy 1e+05 GB/s is outside 0.5 GB/s to 50 TB/s"),
+        (dict(f32=1e10, f64=5e9), "float32 matmul 10 GFLOP/s is below a quarter of the copy's 60 GB/s"),
+        (dict(copy=0.0), "copy is 0.0"),
+        (dict(f32=float("nan")), "float32 matmul is nan"),
+        (dict(launch=5e-3), "launch overhead 5000 µs is over 1 ms"),
+    ],
+)
+def test_problems_name_what_is_implausible(implausible, said):
+    assert measured_device.problems(_figures()) == []
+    assert said in measured_device.problems(_figures(**implausible))
+
+
+@pytest.mark.parametrize("implausible", [_BUSY_FLOAT32, dict(f64=1e9), dict(copy=1e8), dict(launch=5e-3)])
+def test_an_implausible_set_is_measured_again(fake_measure, implausible):
+    calls = fake_measure(_figures(**implausible), _figures())
+    found = measured_device.measured()
+    # measured again, the trials pooled: each figure the faster of the two attempts'
+    assert calls == ["cpu", "cpu"] and measured_device.problems(found) == []
+    assert (found["peak_flops"]["float32"], found["memory_bandwidth"], found["launch_overhead"]) == (2e11, 6e10, 1e-6)
+    assert json.loads(measured_device.cache_file().read_text()) == found
+
+
+def test_a_set_that_stays_implausible_is_used_with_a_warning_and_measured_next_time(fake_measure):
+    calls = fake_measure(_figures(**_BUSY_FLOAT32))
+    with pytest.warns(UserWarning, match="implausible .float32 matmul 0.023 GFLOP/s.*using them for now"):
+        found = measured_device.measured()
+    assert len(calls) == 3 and found["peak_flops"]["float32"] == 23e6  # three attempts
+    assert json.loads(measured_device.cache_file().read_text())["problems"]
+    with pytest.warns(UserWarning):
+        measured_device.measured()
+    assert len(calls) == 6  # not taken from the cache
+
+
+@pytest.mark.parametrize(
+    ("cached", "measured_again"),
+    [
+        (_figures(age=timedelta(days=6)), False),
+        (_figures(age=timedelta(days=8)), True),  # older than MAX_AGE, 7 days
+        (_figures(age=-timedelta(days=2)), True),  # taken "in the future": the clock says nothing
+        ({k: v for k, v in _figures().items() if k not in ("format", "taken_at")}, True),  # an older format
+        (_figures(**_BUSY_FLOAT32), True),
+        # taken with the load average at 8.4 on 2 CPUs: kept an hour (BUSY_MAX_AGE), not 7 days
+        (_figures(age=timedelta(hours=2), load_before=[8.4, 7.4, 4.4], cpus=2), True),
+        (_figures(age=timedelta(hours=2), load_before=[0.3, 0.4, 0.4], cpus=2), False),
+    ],
+)
+def test_a_stale_or_implausible_cache_is_measured_again(fake_measure, cached, measured_again):
+    calls = fake_measure(_figures(f32=3e11))
+    measured_device.cache_file().parent.mkdir(parents=True)
+    measured_device.cache_file().write_text(json.dumps(cached))
+    found = measured_device.measured()
+    assert (calls == ["cpu"]) == measured_again
+    assert found["peak_flops"]["float32"] == (3e11 if measured_again else 2e11)
+    assert measured_device.measured(refresh=True)["peak_flops"]["float32"] == 3e11
+
+
+def test_a_measurement_far_below_the_last_keeps_the_last(fake_measure):
+    # the last plausible set is 8 days old; now the machine is busy: every figure a fifth of it, each plausible alone
+    busy = _figures(f32=4e10, f64=1.8e10, bf16=8e10, copy=1.2e10)
+    assert measured_device.problems(busy) == []
+    measured_device.cache_file().parent.mkdir(parents=True)
+    measured_device.cache_file().write_text(json.dumps(_figures(age=timedelta(days=8))))
+    calls = fake_measure(busy)
+    with pytest.warns(UserWarning, match="float32 matmul 40 GFLOP/s is below half of .*using those of"):
+        found = measured_device.measured()
+    assert len(calls) == 3 and found["peak_flops"]["float32"] == 2e11
+    kept = json.loads(measured_device.cache_file().read_text())
+    assert kept["peak_flops"]["float32"] == 2e11 and kept["rejected"]["peak_flops"]["float32"] == 4e10
+    assert measured_device.measured()["peak_flops"]["float32"] == 2e11 and len(calls) == 3  # no new try for an hour
+
+
+def test_measure_runs_for_real():
+    # the real clock, briefly: only the shape of the answer, never this machine's speed
+    found = measured_device.measure("cpu", budget=0.02)
+    assert set(found["peak_flops"]) == {"float32", "float64", "bfloat16"}
+    figures = [*found["peak_flops"].values(), found["memory_bandwidth"], found["launch_overhead"]]
+    assert all(math.isfinite(v) and v > 0 for v in figures) and found["trials"]["copy"][0]["seconds"]
 
 
 class _Two(torch.nn.Module):
@@ -134,7 +304,7 @@ def test_without_a_time_model_the_roofline_says_how_to_get_one():
     reason="needs a CUDA device: the measured spec times CUDA kernels with synchronisation",
 )
 def test_the_measured_spec_on_cuda_times_with_synchronisation():
-    from fxinspect.measured_device import measure
-
-    found = measure("cuda", budget=0.05)
-    assert found["device"] == "cuda" and found["peak_flops"]["float32"] > 1e11 and found["memory_bandwidth"] > 1e10
+    found = measured_device.measure("cuda", budget=0.05)
+    # the shape of the answer, not the card's speed; matmuls beyond the CPU's 1024 are tried
+    assert found["device"] == "cuda" and all(v > 0 for v in found["peak_flops"].values())
+    assert found["trials"]["float32"][-1]["work"] > 2 * 1024**3 and found["memory_bandwidth"] > 0
