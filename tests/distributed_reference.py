@@ -245,6 +245,7 @@ def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> Non
     from torch.distributed.device_mesh import init_device_mesh
 
     from fxinspect.run.resizes import follow_resizes
+    from fxinspect.run.scratch import Scratch
     from fxinspect.run.storages import StorageTracker
 
     torch.set_num_threads(1)
@@ -276,10 +277,11 @@ def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> Non
         resident = [t for t in resident if isinstance(t, torch.Tensor)]
         held = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident}
         with follow_resizes():
-            tracker = StorageTracker(resident)
+            tracker = StorageTracker(resident, Scratch())  # (kernel scratch probed, as analyze does)
             with tracker:
                 kept = step()
             del kept
+        tracker.settle()
         report = {"rank": rank, "peak": sum(held.values()) + tracker.peak, "collectives": calls}
         (Path(out_dir) / f"{rank}.json").write_text(json.dumps(report))
     finally:

@@ -48,9 +48,10 @@ from .allocator import AllocatorWatch
 
 __all__ = ["PROBE_LIMIT", "Scratch", "learnt"]
 
-PROBE_LIMIT = 1 << 30
+PROBE_LIMIT = 64 << 20
 """Bytes of an op's tensor arguments up to which a run on the meta device probes it on
-this host's CPU (above it, no scratch is assumed, and the notes say so)."""
+this host's CPU: a virtual run allocates no more than one such op at a time (above it,
+no scratch is assumed, and the notes say so)."""
 
 # (op, arguments, keywords, threads) -> bytes of scratch; None: the probe failed.
 # A memo of a pure function of its key (the kernels this process runs), like a
