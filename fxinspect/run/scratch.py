@@ -6,7 +6,7 @@ per-thread buffers, batch norm's and layer norm's backwards and the CPU flash at
 take temporaries. The allocator sees them, the storage model
 (:class:`~fxinspect.run.storages.StorageTracker`) does not. So each op that may take
 some is *probed*: run alone, once, on fresh CPU tensors of the same shapes, strides and
-dtypes (zeros), under the allocator's watch (:class:`~fxinspect.run.allocator.AllocatorWatch`);
+dtypes, under the allocator's watch (:class:`~fxinspect.run.allocator.AllocatorWatch`);
 its scratch is the most it held above where it started, less what it returned
 (``rise - growth``). The tracker adds that on top of what is alive, just after the
 op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op).
@@ -22,7 +22,10 @@ op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op
 * On the meta device the scratch is this host's CPU's for the same op, shapes and dtypes
   (probed with CPU tensors when the op's tensors take at most :data:`PROBE_LIMIT`; none
   above, said in the notes). A GPU's kernels (cuDNN's workspace) take other amounts,
-  and on CUDA none is modelled: the notes say both.
+  and on CUDA none is modelled: the notes say both. An output a meta kernel leaves empty
+  where the CPU kernel's is not (the LSTM's ``workspace``, kept for the backward) gets
+  the CPU's bytes (:meth:`Scratch.output_bytes`); an op reading such an empty buffer is
+  not probed on meta (its CPU kernel would read past its end), and the notes say so.
 
 Example
 -------
@@ -48,12 +51,12 @@ from .allocator import AllocatorWatch
 
 __all__ = ["PROBE_LIMIT", "Scratch", "learnt"]
 
-PROBE_LIMIT = 64 << 20
+PROBE_LIMIT = 256 << 20
 """Bytes of an op's tensor arguments up to which a run on the meta device probes it on
 this host's CPU: a virtual run allocates no more than one such op at a time (above it,
 no scratch is assumed, and the notes say so)."""
 
-# (op, arguments, keywords, threads) -> bytes of scratch; None: the probe failed.
+# (op, arguments, keywords, threads, grad mode) -> bytes of scratch; None: the probe failed.
 # A memo of a pure function of its key (the kernels this process runs), like a
 # functools.cache: it is read, never changed, by a run that finds its keys in it.
 _LEARNT: dict[tuple, int | None] = {}
@@ -107,9 +110,13 @@ def _spec(value: Any) -> Any:
 
 
 def _fresh(spec: Any) -> Any:
-    """An argument made from its spec: tensors of zeros on the CPU."""
+    """An argument made from its spec: a CPU tensor, of zeros where its values may index
+    (integers, booleans); a floating one is left unwritten (values do not change what a
+    kernel allocates, and pages only read are never resident: a large probe costs RSS
+    only for what it writes)."""
     if isinstance(spec, _Tensor):
-        base = torch.zeros(spec.span, dtype=spec.dtype, device="cpu")
+        unwritten = spec.dtype.is_floating_point or spec.dtype.is_complex
+        base = (torch.empty if unwritten else torch.zeros)(spec.span, dtype=spec.dtype, device="cpu")
         return base.as_strided(spec.shape, spec.stride, spec.offset)
     if isinstance(spec, tuple):
         return [_fresh(s) for s in spec]
