@@ -277,19 +277,24 @@ class StorageTracker(TorchDispatchMode):
             if extra:
                 op, live = self.timeline[k]
                 self.timeline[k] = (op, live + extra)
-        peak, node = self.peak_until(len(self.timeline) - 1)
+        self.live += extra  # (a workspace still alive when the run ended)
+        peak, at, born = self._highest(len(self.timeline) - 1)
         if peak > self.peak:
-            self._peak_event = next(k for k, (_, live) in enumerate(self.timeline) if live == peak)
-            born = next(a for a in self.allocations if a.born == self._peak_event)
-            self.peak, self.peak_node, self.peak_phase = peak, born.node or "", born.phase
+            self.peak, self._peak_event = peak, at
+            if born is not None:  # (always: the bytes alive rise only where something is born)
+                self.peak_node, self.peak_phase = born.node or "", born.phase
 
     def peak_until(self, event: int) -> tuple[int, str]:
         """The highest point of the timeline up to ``event`` and the node that made it."""
+        peak, _, born = self._highest(event)
+        return peak, (born.node or "") if born is not None else ""
+
+    def _highest(self, event: int) -> tuple[int, int, Allocation | None]:
+        """The highest point up to ``event``: its bytes, its event and the allocation born there."""
         timeline = self.timeline[: event + 1]
         peak = max(live for _, live in timeline)
         at = next(k for k, (_, live) in enumerate(timeline) if live == peak)
-        born = next((a for a in self.allocations if a.born == at), None)
-        return peak, (born.node or "") if born is not None else ""
+        return peak, at, next((a for a in self.allocations if a.born == at), None)
 
     def _freed(self, ref: weakref.ref) -> None:
         if ref.entry is None:  # resized away already (see ``resized``)
