@@ -59,7 +59,10 @@ from .backward import default_loss, fresh_grads
 
 __all__ = ["MemoryPass", "ModelledRun"]
 
-_NO_SCRATCH = "kernel scratch (cuDNN's workspace) is not modelled on this device: the peak counts tensors only"
+
+def _no_scratch(device: torch.device) -> str:
+    """The note of a run whose kernels' scratch is not modelled (a real or fake CUDA run)."""
+    return f"kernel scratch (cuDNN's workspace) is not modelled on {device.type}: the peak counts tensors only"
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -135,7 +138,9 @@ class ModelledRun:
         every = [*inputs, *params]
         self.device = _device(every)
         real = all(has_data(t) for t in every)
-        self.scratch = Scratch(meta=not real) if not real or self.device.type == "cpu" else None
+        # a run on the CPU takes this CPU's scratch, a virtual one too (its fake tensors are
+        # the CPU's, a meta model's included: see run.virtual); CUDA none (_no_scratch)
+        self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
         self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs], self.scratch)
         self.owners = AutogradOwners()
         measurable = measure and real and self.device.type in ("cpu", "cuda")
@@ -275,7 +280,7 @@ class ModelledRun:
             optimizer=name,
             optimizer_state=state,
             optimizer_step=step,
-            notes=tuple(self.scratch.notes if self.scratch is not None else [_NO_SCRATCH]),
+            notes=tuple(self.scratch.notes if self.scratch is not None else [_no_scratch(self.device)]),
         )
 
     def node_figures(self) -> dict[str, dict[str, Any]]:
