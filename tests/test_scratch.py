@@ -89,3 +89,11 @@ def test_lstm_workspace_is_counted_on_meta():
     assert "mkldnn_rnn_layer.default returns an empty workspace" in notes
     assert "mkldnn_rnn_layer_backward.default reads a workspace" in notes
     assert meta.peak >= 0.75 * real.peak  # (before: 0.38 of it)
+
+
+def test_probes_leave_the_random_stream_as_it_was():
+    table, x = scratch.Scratch(), torch.randn(4, 64)
+    key = table.key(torch.ops.aten.native_dropout.default, (x, 0.5, True), None)  # draws from the CPU stream
+    rng = torch.get_rng_state()
+    table.learn([key])
+    assert key is not None and torch.equal(rng, torch.get_rng_state())

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..tensors import tensors_in
+from ..tensors import forked_rng, tensors_in
 from .allocator import AllocatorWatch
 
 __all__ = ["PROBE_LIMIT", "Scratch", "learnt"]
@@ -246,7 +246,7 @@ def _probe(keys: list[tuple]) -> None:
 
     watch = AllocatorWatch(torch.device("cpu"))
     failed: set[int] = set()
-    with _disable_current_modes(), watch:
+    with _disable_current_modes(), forked_rng(), watch:  # (dropout's probe draws: not from the user's stream)
         for i, (func, args, kwargs, _, grad) in enumerate(keys):
             try:
                 fresh, named = _fresh(args), {k: _fresh(v) for k, v in kwargs}
