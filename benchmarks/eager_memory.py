@@ -4,7 +4,8 @@ Run: ``python benchmarks/eager_memory.py [--train] [model ...]``. For each model
 2, eval mode): ``analyze``'s estimated peak, and the peak of the same storage tracker
 run over the model's own call (no fxinspect program: the frames, lists and locals the
 model really keeps), under ``torch.no_grad()`` or, with ``--train``, a whole forward and
-backward of the outputs' sum. Both count tensors, so kernel scratch is out of both;
+backward of the outputs' sum. Both count tensors and the kernels' scratch, probed the
+same way (``fxinspect.run.scratch``): the lifetimes are what differs;
 transformers models are called with ``use_cache=False``, as ``analyze`` calls them.
 Model names: torchvision's, ``timm:<name>``, ``hf:gpt2|bert|llama|t5``.
 """
@@ -18,6 +19,7 @@ import torch
 import torchvision
 
 import fxinspect
+from fxinspect.run.scratch import Scratch
 from fxinspect.run.storages import StorageTracker
 from fxinspect.tensors import tensors_in
 
@@ -69,10 +71,11 @@ def eager_peak(model: torch.nn.Module, x: dict | torch.Tensor, train: bool) -> i
     backward of the outputs' sum, every ``.grad`` from ``None``)."""
     args, kwargs = ((), x) if isinstance(x, dict) else ((x,), {})
     inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-    tracker = StorageTracker([*model.parameters(), *model.buffers(), *inputs])
+    tracker = StorageTracker([*model.parameters(), *model.buffers(), *inputs], Scratch())
     if not train:
         with torch.no_grad(), tracker:
             model(*args, **kwargs)
+        tracker.settle()
         return tracker.peak
     for p in model.parameters():
         p.grad = None
@@ -83,6 +86,7 @@ def eager_peak(model: torch.nn.Module, x: dict | torch.Tensor, train: bool) -> i
         del loss, out
     for p in model.parameters():
         p.grad = None
+    tracker.settle()
     return tracker.peak
 
 

@@ -1,13 +1,14 @@
 """The memory model's peak against the allocator's, on real models.
 
-Run: ``python benchmarks/memory.py [--models resnet50 vit_b_16 gpt2 checkpointed]``.
+Run: ``python benchmarks/memory.py [--models resnet50 vit_b_16 convnext_tiny timm:mixer_s16_224 gpt2 checkpointed]``
+(``timm:NAME`` builds timm's model, random weights).
 Each model in train mode at batch 2, twice: the forward alone under ``torch.no_grad()``
 and a training step (``backward=True``). For each: the estimated peak (storages the
 ops allocate, alive as the eager model keeps them), the allocator's peak on the model's
 own eager call (``torch.profiler`` on CPU, ``torch.cuda`` on CUDA) and on the analysed
 run, the ratios, and whether the tensors listed at the peak sum to it. The estimate
-counts tensors; the allocator also sees scratch memory a kernel takes and gives back
-inside one op.
+counts tensors and, probed once per op and shape, the scratch memory a kernel takes and
+gives back inside one op (``fxinspect.run.scratch``).
 """
 
 from __future__ import annotations
@@ -48,12 +49,20 @@ def build(name: str):
         return model, inputs, lambda out: out.logits.sum()
     if name == "checkpointed":
         return Checkpointed(), torch.randn(2, 256, 1024), None
+    if name.startswith("timm:"):
+        import timm
+
+        return timm.create_model(name[5:], pretrained=False), torch.randn(2, 3, 224, 224), None
     return torchvision.models.get_model(name, weights=None), torch.randn(2, 3, 224, 224), None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=["resnet50", "vit_b_16", "gpt2", "checkpointed"])
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=["resnet50", "vit_b_16", "convnext_tiny", "timm:mixer_s16_224", "gpt2", "checkpointed"],
+    )
     args = parser.parse_args()
     print(
         f"{'model':14} {'run':9} {'estimate':>13} {'eager model':>13} {'est/eager':>9} {'analysed run':>13} "

@@ -1,16 +1,23 @@
 """Will it fit: checkpoint plans applied and measured, and a 70B sweep on the meta device.
 
-Run: ``python benchmarks/will_it_fit.py [--part plans|sweep] [--gpt2 4,512]``.
+Run: ``python benchmarks/will_it_fit.py [--part plans|batch|sweep] [--gpt2 4,512] [--budget 1GiB]``.
 
 ``plans`` (issue 22, item 3): for GPT-2 (12 layers, random weights) and ResNet-50
 training steps with SGD, a plan for budgets at 50 % and 75 % of the unplanned
 ``total_peak``, found on the meta device; then the plan applied to the model and
 
 * analysed again (meta): its peak within the budget;
-* run for real on this CPU with every storage followed (``tests/reference.py``,
-  ``measured_step_peak``): within 3 % of the plan's peak and never over the budget;
+* run for real on this CPU, measured by the allocator (``torch.profiler``, kernel
+  scratch included: ``tests/reference.py``'s ``allocated_step_peak``): within 3 % of
+  the plan's peak and never over the budget;
 * its extra backward MACs (the recomputation) against those the plan's curve predicts
   from the unplanned report alone.
+
+``batch`` (issue 39): ``max_batch`` on conv-heavy models (ResNet-50, ConvNeXt-T; SGD,
+meta device, a budget of ``--budget``, default 1 GiB), then the real steps at the
+answer and the next batch on this CPU measured by the allocator (``torch.profiler``,
+kernel scratch included: ``tests/reference.py``'s ``allocated_step_peak``): the batch
+said to fit must fit, and the next must not.
 
 ``sweep`` (item 1): Llama-2-70B's training step with AdamW over 8 batch sizes on the
 meta device, with the wall time, the table and the sweep's notes (which points shared
@@ -34,7 +41,7 @@ import fxinspect
 from fxinspect.formatting import units
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reference import measured_step_peak
+from reference import allocated_step_peak
 
 
 def _gpt2(batch: int, seq: int):
@@ -52,9 +59,10 @@ def _resnet50(batch: int):
     return f"ResNet-50, batch {batch}", model, torch.randn(batch, 3, 224, 224), lambda out: out.sum()
 
 
-def plans(gpt2: tuple[int, int]) -> None:
+def plans(gpt2: tuple[int, int], which: list[str]) -> None:
     optimizer = torch.optim.SGD
-    for name, model, inputs, loss_fn in (_resnet50(16), _gpt2(*gpt2)):
+    builds = {"resnet50": lambda: _resnet50(16), "gpt2": lambda: _gpt2(*gpt2)}
+    for name, model, inputs, loss_fn in (builds[w]() for w in which):
         options = dict(loss_fn=loss_fn, optimizer=optimizer)
         base = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **options)
         unplanned = base.memory.total_peak
@@ -66,7 +74,7 @@ def plans(gpt2: tuple[int, int]) -> None:
             seconds = time.perf_counter() - start
             with plan.apply(model):
                 applied = fxinspect.analyze(model, inputs, backward=True, device="meta", timing=False, **options)
-                real = measured_step_peak(model, inputs, loss_fn, optimizer)
+                real = allocated_step_peak(model, inputs, loss_fn, optimizer)
             extra = applied.totals.backward_macs - base.totals.backward_macs
             predicted = plan.curve[len(plan.modules)].recompute_macs
             print(
@@ -80,6 +88,31 @@ def plans(gpt2: tuple[int, int]) -> None:
             )
             for note in plan.notes[:-1]:
                 print(f"    note: {note}")
+
+
+def batches(budget: str) -> None:
+    optimizer = torch.optim.SGD
+    for name in ("resnet50", "convnext_tiny"):
+        torch.manual_seed(0)
+        model = torchvision.models.get_model(name, weights=None).train()
+        loss_fn = lambda out: out.sum()  # noqa: E731
+        start = time.perf_counter()
+        fit = fxinspect.max_batch(
+            model, lambda b: torch.randn(b, 3, 224, 224), budget, backward=True, optimizer=optimizer, loss_fn=loss_fn
+        )
+        seconds = time.perf_counter() - start
+        real = {
+            b: allocated_step_peak(model, torch.randn(b, 3, 224, 224), loss_fn, optimizer)
+            for b in (fit.batch, fit.batch + 1)
+        }
+        print(
+            f"{name}, budget {fit.budget}: max_batch {fit.batch} ({len(fit.tried)} analyses, {seconds:.0f} s); "
+            f"predicted {units.nbytes(fit.peak)} / next {units.nbytes(fit.next_peak)}; "
+            f"real (allocator) {units.nbytes(real[fit.batch])} / next {units.nbytes(real[fit.batch + 1])}; "
+            f"real / predicted {real[fit.batch] / fit.peak:.4f} / {real[fit.batch + 1] / fit.next_peak:.4f}; "
+            f"fits really: {real[fit.batch] <= fit.budget.usable}, next really over: {real[fit.batch + 1] > fit.budget.usable}",
+            flush=True,
+        )
 
 
 def sweep_70b(workers: int | None) -> None:
@@ -107,12 +140,16 @@ def sweep_70b(workers: int | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["plans", "sweep", "all"], default="all")
+    parser.add_argument("--part", choices=["plans", "batch", "sweep", "all"], default="all")
+    parser.add_argument("--budget", default="1GiB", help="max_batch's budget in the batch part")
+    parser.add_argument("--plans", default="resnet50,gpt2", help="the plans part's models (resnet50, gpt2)")
     parser.add_argument("--gpt2", default="4,512", help="GPT-2's batch,seq")
     parser.add_argument("--workers", type=int, default=None, help="the sweep's workers= (default: one a core)")
     args = parser.parse_args()
     if args.part in ("plans", "all"):
-        plans(tuple(int(x) for x in args.gpt2.split(",")))
+        plans(tuple(int(x) for x in args.gpt2.split(",")), args.plans.split(","))
+    if args.part in ("batch", "all"):
+        batches(args.budget)
     if args.part in ("sweep", "all"):
         sweep_70b(args.workers)
 

@@ -269,6 +269,7 @@ def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> Non
     from torch.distributed.device_mesh import init_device_mesh
 
     from fxinspect.run.resizes import follow_resizes
+    from fxinspect.run.scratch import Scratch
     from fxinspect.run.storages import StorageTracker
 
     torch.set_num_threads(1)
@@ -300,10 +301,11 @@ def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> Non
         resident = [t for t in resident if isinstance(t, torch.Tensor)]
         held = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident}
         with follow_resizes():
-            tracker = StorageTracker(resident)
+            tracker = StorageTracker(resident, Scratch())  # (kernel scratch probed, as analyze does)
             with tracker:
                 kept = step()
             del kept
+        tracker.settle()
         report = {"rank": rank, "peak": sum(held.values()) + tracker.peak, "collectives": calls}
         # what the rank holds after the step: its storages (a padded shard's whole storage)
         params = list(model.parameters())

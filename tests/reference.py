@@ -162,6 +162,7 @@ def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     """
     import copy
 
+    from fxinspect.run.scratch import Scratch
     from fxinspect.run.storages import StorageTracker
 
     model = copy.deepcopy(model)
@@ -182,11 +183,45 @@ def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
     resident = [*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state]
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident if torch.is_tensor(t)}
-    tracker = StorageTracker([t for t in resident if torch.is_tensor(t)])
+    tracker = StorageTracker([t for t in resident if torch.is_tensor(t)], Scratch())
     with tracker:
         held = step()
     del held
+    tracker.settle()  # each op's kernel scratch at the op, probed (fxinspect.run.scratch)
     return sum(storages.values()) + tracker.peak
+
+
+def allocated_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
+    """The most bytes a real training step holds as the allocator counts them (CPU:
+    ``torch.profiler``'s allocation events; kernel scratch included), resident memory
+    included: the step :func:`measured_step_peak` follows, on a copy of the model."""
+    import copy
+
+    from fxinspect.run.allocator import AllocatorWatch
+
+    model = copy.deepcopy(model)
+    args, kwargs = (inputs, {}) if not isinstance(inputs, dict) else ((), inputs)
+    args = args if isinstance(args, tuple) else (args,)
+    opt = optimizer(model.parameters()) if optimizer is not None else None
+
+    def step():
+        out = model(*args, **kwargs)
+        loss = loss_fn(out)
+        loss.backward()
+        if opt is not None:
+            opt.step()
+        return out, loss
+
+    step()  # makes the optimizer's state
+    model.zero_grad(set_to_none=True)
+    state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
+    resident = [*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident if torch.is_tensor(t)}
+    watch = AllocatorWatch(torch.device("cpu"))
+    with watch:
+        held = step()
+        del held
+    return sum(storages.values()) + watch.peak
 
 
 def count_binned(monkeypatch, measure=lambda t: t.numel()) -> list:

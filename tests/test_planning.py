@@ -123,12 +123,19 @@ def test_derived_sweep_points_equal_analysed_ones_figure_for_figure(make, inputs
     derived = fxinspect.sweep(model, inputs, batches, **options)
     analysed = fxinspect.sweep(model, inputs, batches, derive=False, **options)
     by_line = [p.batch for p in derived.points if p.derived]
-    # the largest and the middle batch are analysed (they check the line); a point is
-    # derived where the line gives every figure, the make-up of its peak included
-    assert by_line and not {sorted(batches)[len(batches) // 2], batches[-1]} & set(by_line)
     assert not any(p.derived for p in analysed.points)
     for d, a in zip(derived.points, analysed.points, strict=True):
         assert d.composition == a.composition and d == dataclasses.replace(a, derived=d.derived)
+    if make is not mlp:
+        # the kernels' scratch is in the timeline, and not affine in the batch here: oneDNN
+        # picks a convolution's blocking by shape, and GPT-2's sum over (b, 16, 500) takes
+        # 8 B of per-thread partials from batch 6 only. The middle batch is off the line,
+        # and every batch is analysed (the MLP's scratch, mm's transposed copies, is affine)
+        assert by_line == [] and "not on the line" in " ".join(derived.notes)
+        return
+    # the largest and the middle batch are analysed (they check the line); a point is
+    # derived where the line gives every figure, the make-up of its peak included
+    assert by_line and not {sorted(batches)[len(batches) // 2], batches[-1]} & set(by_line)
     assert f"and {batches[-1]}: every event of the memory timeline" in " ".join(derived.notes)
     assert "derived" in derived.table() and "analysed" in derived.table()
 

@@ -34,6 +34,7 @@ _ROLE_NAMES = {
     TensorRole.GRADIENT: "gradients in flight",
     TensorRole.PARAMETER_GRADIENT: "parameter gradients",
     TensorRole.OTHER: "other",
+    TensorRole.SCRATCH: "kernel scratch",
 }
 
 

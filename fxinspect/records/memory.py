@@ -45,6 +45,7 @@ class TensorRole(Choice):
     GRADIENT = "gradient"  # a gradient flowing through the backward
     PARAMETER_GRADIENT = "parameter gradient"  # ends up in a parameter's ``.grad``
     OTHER = "other"  # made outside every node (the loss, the probes' caller)
+    SCRATCH = "scratch"  # a kernel's working memory, taken and given back inside one op
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class MemoryRecord:
       arguments until it returns and its locals until its forward does.
     * ``node_starts``: ``(op index, node)`` where each forward node began, so that a point
       of the timeline can be named by the node that was running.
+    * ``notes``: what the estimate assumed (the kernels' scratch: where it was learnt,
+      what was left out).
     """
 
     device: str
@@ -124,6 +127,7 @@ class MemoryRecord:
     measured_eager_peak: int | None = None
     measured_eager_forward_peak: int | None = None
     node_starts: tuple[tuple[int, str], ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def resident(self) -> int:

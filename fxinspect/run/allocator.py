@@ -10,7 +10,8 @@ scratch memory (freed before the op returns) shows here and not in the tensor mo
 Figures are growth on top of what was allocated when the watch started: the peak of the
 run, the forward's peak (before :meth:`begin_backward`), and per node the bytes still
 allocated when it ended minus those when it began (torch_inspector's "effective
-additional memory").
+additional memory"), and on CPU the highest it went above where it began (``rise``: its
+``rise`` less its ``growth`` is what it took and gave back, :mod:`~fxinspect.run.scratch`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class AllocatorWatch:
         self.peak: int | None = None
         self.forward_peak: int | None = None
         self.growth: dict[str, int] = {}
+        self.rise: dict[str, int] = {}  # (CPU) per node, the most allocated above its start
         self._open: dict[str, object] = {}
         self._profiler = None
         self._backward: Any = None  # the open profiler range of the backward
@@ -151,6 +153,11 @@ class AllocatorWatch:
             if node is not None and t < forward_end:
                 self.growth[node] = self.growth.get(node, 0) + size
         running = list(itertools.accumulate(size for _, size, _ in allocations))
+        starts: dict[str, int] = {}
+        for (_, size, node), total in zip(allocations, running):
+            if node is not None:
+                start = starts.setdefault(node, total - size)
+                self.rise[node] = max(self.rise.get(node, 0), total - start)
         self.peak = max([0, *running])
         if running and self.peak > 0:
             self.peak_node = allocations[running.index(self.peak)][2]

@@ -11,7 +11,10 @@ there, and what autograd saves for the backward lives until the backward release
 Nothing here reads a tensor's data: the same run on fake tensors (the meta device)
 gives the same timeline, byte for byte. What it cannot see is scratch memory a kernel
 allocates and frees inside one op without returning it; the allocator's measurement
-(:mod:`~fxinspect.run.allocator`) does.
+(:mod:`~fxinspect.run.allocator`) does. Given a :class:`~fxinspect.run.scratch.Scratch`,
+the tracker marks each op that may take some with a ``scratch`` allocation, born and
+freed at the op, right after its outputs; :meth:`StorageTracker.settle` gives them
+their bytes, learnt after the run, and moves the peak where they raise it.
 
 Example
 -------
@@ -42,6 +45,7 @@ from ..records.memory import Phase, Saves
 from ..tensors import NOT_WORK, holds_dtensors, local_tensor, tensors_in
 from . import resizes
 from .saved import Saved, packed, unpacked
+from .scratch import Scratch
 
 __all__ = ["Allocation", "StorageTracker"]
 
@@ -52,7 +56,7 @@ _DTYPE_NAMES: dict[torch.dtype, str] = {}
 class Allocation:
     """One storage the run allocated: its maker, first shape, bytes, birth and death."""
 
-    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved")
+    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved", "scratch")
 
     def __init__(self, node: str | None, shape: Any, dtype: torch.dtype, nbytes: int, phase: Phase, born: int) -> None:
         self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
@@ -62,6 +66,7 @@ class Allocation:
         self._dtype = dtype
         self.died: int | None = None
         self.saved = False
+        self.scratch: tuple | None = None  # the op's key (run.scratch) when this is its scratch
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -90,8 +95,11 @@ class StorageTracker(TorchDispatchMode):
     timeline has the bytes alive after each. Reading ``peak``/``alive_at_peak`` is free.
     """
 
-    def __init__(self, resident: Iterable[torch.Tensor] = ()) -> None:
+    def __init__(self, resident: Iterable[torch.Tensor] = (), scratch: Scratch | None = None) -> None:
         super().__init__()
+        self.scratch = scratch
+        # each op's scratch (and on meta its outputs), their bytes learnt in settle()
+        self._transients: list[tuple[Allocation, list | None]] = []
         _import_dynamo_now()
         self.node: str | None = None
         self.phase = Phase.FORWARD
@@ -154,6 +162,7 @@ class StorageTracker(TorchDispatchMode):
         if func.namespace in NOT_WORK:
             return
         self.ops += 1
+        before = self._events
         alive, resident, aliasing = self._alive, self._resident, self._aliasing
         inputs: set[int] | None = None
         may_alias: bool | None = None
@@ -178,6 +187,15 @@ class StorageTracker(TorchDispatchMode):
                 if key in inputs:
                     continue
             self._allocate(st, key, t.shape if not t.is_nested else (), t.dtype, st.nbytes())
+        if self.scratch is not None:
+            found = self.scratch.key(func, args, kwargs)
+            if found is not None:
+                made = None
+                if self.scratch.meta:  # (its outputs, whose bytes a meta kernel may leave out)
+                    made = [
+                        (i, e) for i, t in enumerate(tensors_in(out)) if (e := self.allocation(t)) and e.born > before
+                    ]
+                self._transient(found, made)
         if self.live > self.peak:
             self.peak, self._peak_event = self.live, self._events
             self.peak_node, self.peak_phase = self.current_node() or "", self.phase
@@ -217,6 +235,67 @@ class StorageTracker(TorchDispatchMode):
         self.allocations.append(entry)
         self.live += nbytes
         self.timeline.append((self.ops, self.live))
+
+    def _transient(self, key: tuple, made: list | None) -> None:
+        """An op's scratch: born and freed at once, 0 bytes until :meth:`settle`
+        (``made``: on meta, ``(output index, allocation)`` of the op's new outputs)."""
+        node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
+        entry = Allocation(node, (0,), torch.uint8, 0, self.phase, self._events + 1)
+        entry.scratch, entry.died = key, self._events + 2
+        self._events += 2
+        self.timeline += [(self.ops, self.live), (self.ops, self.live)]
+        self.allocations.append(entry)
+        self._transients.append((entry, made))
+
+    @property
+    def events(self) -> int:
+        """Allocations and frees so far (``timeline[k]`` is the bytes alive after event ``k``)."""
+        return self._events
+
+    def settle(self) -> None:
+        """Give each op's scratch its bytes (learnt now, outside every mode) and move the
+        peak where they raise it. Called once, after the run."""
+        if not self._transients:
+            return
+        sizes = self.scratch.learn(e.scratch for e, _ in self._transients)
+        delta = [0] * (self._events + 2)
+        for entry, made in self._transients:
+            entry.nbytes = sizes[entry.scratch]
+            entry._shape = (entry.nbytes,)
+            delta[entry.born] += entry.nbytes
+            delta[entry.died] -= entry.nbytes
+            for i, output in made or ():  # an output the meta kernel left empty (a workspace)
+                real = self.scratch.output_bytes(entry.scratch, i) if output.nbytes == 0 else 0
+                if real:
+                    output.nbytes, output._shape, output._dtype = real, (real,), torch.uint8
+                    delta[output.born] += real
+                    if output.died is not None:
+                        delta[output.died] -= real
+        self._transients = []
+        extra = 0
+        for k, step in enumerate(delta[: len(self.timeline)]):
+            extra += step
+            if extra:
+                op, live = self.timeline[k]
+                self.timeline[k] = (op, live + extra)
+        self.live += extra  # (a workspace still alive when the run ended)
+        peak, at, born = self._highest(len(self.timeline) - 1)
+        if peak > self.peak:
+            self.peak, self._peak_event = peak, at
+            if born is not None:  # (always: the bytes alive rise only where something is born)
+                self.peak_node, self.peak_phase = born.node or "", born.phase
+
+    def peak_until(self, event: int) -> tuple[int, str]:
+        """The highest point of the timeline up to ``event`` and the node that made it."""
+        peak, _, born = self._highest(event)
+        return peak, (born.node or "") if born is not None else ""
+
+    def _highest(self, event: int) -> tuple[int, int, Allocation | None]:
+        """The highest point up to ``event``: its bytes, its event and the allocation born there."""
+        timeline = self.timeline[: event + 1]
+        peak = max(live for _, live in timeline)
+        at = next(k for k, (_, live) in enumerate(timeline) if live == peak)
+        return peak, at, next((a for a in self.allocations if a.born == at), None)
 
     def _freed(self, ref: weakref.ref) -> None:
         if ref.entry is None:  # resized away already (see ``resized``)

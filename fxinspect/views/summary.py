@@ -219,7 +219,7 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
             _line(
                 "",
                 f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: "
-                f"kernel scratch the tensor model does not see)"
+                f"memory the model does not see)"
                 if abs(gap) > 0.005
                 else f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}",
             )
@@ -232,6 +232,7 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
                 f"on the model's own call (not the analysed program) {fmt.nbytes(m.measured_eager_peak)} ({gap:+.1%})",
             )
         )
+    lines += [_line("", note) for note in m.notes]  # (what it assumed: the kernels' scratch)
     if m.measured_peak is None and measurable:
         lines.append(_line("", "an estimate of the tensor model; measure_memory=True measures the allocator beside it"))
     if m.alive_at_peak:

@@ -51,11 +51,17 @@ from ..model_call import measure_model_call
 from ..optimizer import optimizer_footprint
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
+from ..scratch import Scratch
 from ..storages import Allocation, StorageTracker
 from . import PassResult
 from .backward import default_loss, fresh_grads
 
 __all__ = ["MemoryPass", "ModelledRun"]
+
+
+def _no_scratch(device: torch.device) -> str:
+    """The note of a run whose kernels' scratch is not modelled (a real or fake CUDA run)."""
+    return f"kernel scratch (cuDNN's workspace) is not modelled on {device.type}: the peak counts tensors only"
 
 
 def _unique_bytes(tensors: list[torch.Tensor]) -> int:
@@ -128,10 +134,13 @@ class ModelledRun:
         self.buffers = program.buffers()
         gm = program.graph_module
         constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
-        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs])
         every = [*inputs, *params]
         self.device = _device(every)
         real = all(has_data(t) for t in every)
+        # a run on the CPU takes this CPU's scratch, a virtual one too (its fake tensors are
+        # the CPU's, a meta model's included: see run.virtual); CUDA none (_no_scratch)
+        self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
+        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs], self.scratch)
         self.owners = AutogradOwners()
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
@@ -221,7 +230,7 @@ class ModelledRun:
             if loss_fn is not None:
                 with tracker:
                     loss = loss_fn(self.program.output_structure(output))
-                self.forward_peak = (tracker.peak, tracker.peak_node)
+                forward_end = tracker.events
                 self.backward_start = tracker.ops
                 tracker.phase, tracker.running = Phase.BACKWARD, self.owners.running
                 if watch is not None:
@@ -234,6 +243,9 @@ class ModelledRun:
                 gradients = _unique_bytes(grads)
                 param_grads = {id(e) for g in grads if (e := tracker.allocation(g)) is not None}
             tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
+        tracker.settle()  # each op's kernel scratch, learnt now the run (and its watch) is over
+        if loss_fn is not None:
+            self.forward_peak = tracker.peak_until(forward_end)
         return output, gradients, param_grads
 
     def record(
@@ -270,6 +282,7 @@ class ModelledRun:
             optimizer=name,
             optimizer_state=state,
             optimizer_step=step,
+            notes=tuple(self.scratch.notes if self.scratch is not None else [_no_scratch(self.device)]),
         )
 
     def node_figures(self) -> dict[str, dict[str, Any]]:
@@ -297,7 +310,9 @@ def _alive(
     out = []
     for a in allocations:
         path, mtype = modules.get(a.node, ("", "")) if a.node is not None else ("", "")
-        if a.phase is Phase.BACKWARD:
+        if a.scratch is not None:
+            role = TensorRole.SCRATCH
+        elif a.phase is Phase.BACKWARD:
             role = TensorRole.PARAMETER_GRADIENT if id(a) in param_grads else TensorRole.GRADIENT
         else:
             role = TensorRole.OTHER if a.node is None else TensorRole.SAVED if a.saved else TensorRole.ACTIVATION

@@ -1,0 +1,269 @@
+"""Kernel scratch: memory an op takes and gives back inside one call, learnt by probing it.
+
+CPU kernels allocate working memory that never becomes a tensor of the program: a oneDNN
+convolution reorders its input and weights into blocked layouts, its backward keeps
+per-thread buffers, batch norm's and layer norm's backwards and the CPU flash attention
+take temporaries. The allocator sees them, the storage model
+(:class:`~fxinspect.run.storages.StorageTracker`) does not. So each op that may take
+some is *probed*: run alone, once, on fresh CPU tensors of the same shapes, strides and
+dtypes, under the allocator's watch (:class:`~fxinspect.run.allocator.AllocatorWatch`);
+its scratch is the most it held above where it started, less what it returned
+(``rise - growth``). The tracker adds that on top of what is alive, just after the
+op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op).
+
+* Which ops: every ``aten`` op that returns a new tensor and is not pointwise (views,
+  in-place and ``out=`` ops, factories and elementwise kernels take none).
+* Key: the op, every argument (a tensor by shape, strides, offset and dtype), the
+  thread count (oneDNN's per-thread buffers grow with it) and the grad mode (a
+  recurrent kernel returns its workspace only with gradients on); fresh tensors never
+  require gradients, so a probe builds no graph. Learnt once per process, in
+  one profiler session after the run, outside every dispatch mode: a later run with
+  the same shapes probes nothing. ``learnt()`` is that table.
+* On the meta device the scratch is this host's CPU's for the same op, shapes and dtypes
+  (probed with CPU tensors when the op's tensors take at most :data:`PROBE_LIMIT`; none
+  above, said in the notes). A GPU's kernels (cuDNN's workspace) take other amounts,
+  and on CUDA none is modelled: the notes say both. An output a meta kernel leaves empty
+  where the CPU kernel's is not (the LSTM's ``workspace``, kept for the backward) gets
+  the CPU's bytes (:meth:`Scratch.output_bytes`); an op reading such an empty buffer is
+  not probed on meta (its CPU kernel would read past its end), and the notes say so.
+
+Example
+-------
+>>> import torch
+>>> table = Scratch()
+>>> op = torch.ops.aten.convolution.default
+>>> key = table.key(op, (torch.ones(1, 8, 16, 16), torch.ones(8, 8, 3, 3), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1), None)
+>>> table.key(torch.ops.aten.relu.default, (torch.ones(4),), None) is None     # pointwise: none
+True
+>>> sizes = table.learn([key]); sizes[key] >= 0
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import torch
+
+from ..tensors import forked_rng, tensors_in
+from .allocator import AllocatorWatch
+
+__all__ = ["PROBE_LIMIT", "Scratch", "learnt"]
+
+PROBE_LIMIT = 256 << 20
+"""Bytes of an op's tensor arguments up to which a run on the meta device probes it on
+this host's CPU: a virtual run allocates no more than one such op at a time (above it,
+no scratch is assumed, and the notes say so)."""
+
+# (op, arguments, keywords, threads, grad mode) -> bytes of scratch; None: the probe failed.
+# A memo of a pure function of its key (the kernels this process runs), like a
+# functools.cache: it is read, never changed, by a run that finds its keys in it.
+_LEARNT: dict[tuple, int | None] = {}
+_OUTPUTS: dict[tuple, tuple[int, ...]] = {}  # key -> each output tensor's storage bytes on the CPU
+
+
+def learnt() -> dict[tuple, int | None]:
+    """A copy of what this process has learnt: ``{key: bytes or None}``."""
+    return dict(_LEARNT)
+
+
+class _Tensor(NamedTuple):
+    """A tensor argument as the key holds it: all a fresh one needs."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+
+    @property
+    def span(self) -> int:
+        """Elements of storage its strides reach (0 when empty)."""
+        if any(s == 0 for s in self.shape):
+            return 0
+        return self.offset + 1 + sum((n - 1) * st for n, st in zip(self.shape, self.stride))
+
+
+class _Unkeyable(Exception):
+    """An argument the key cannot hold (a symbolic size, an unhashable object)."""
+
+
+def _spec(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        if value.layout is not torch.strided or value.is_nested:
+            raise _Unkeyable
+        shape, stride = tuple(value.shape), value.stride()
+        if not all(type(n) is int for n in (*shape, *stride)):
+            raise _Unkeyable  # (a symbolic size)
+        return _Tensor(shape, stride, value.storage_offset(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_spec(v) for v in value)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _Unkeyable
+    if isinstance(value, torch.device):
+        return torch.device("cpu")  # (probed on this host's CPU, whatever the run's device)
+    try:
+        hash(value)
+    except TypeError as e:
+        raise _Unkeyable from e
+    return value
+
+
+def _fresh(spec: Any) -> Any:
+    """An argument made from its spec: a CPU tensor, of zeros where its values may index
+    (integers, booleans); a floating one is left unwritten (values do not change what a
+    kernel allocates, and pages only read are never resident: a large probe costs RSS
+    only for what it writes)."""
+    if isinstance(spec, _Tensor):
+        unwritten = spec.dtype.is_floating_point or spec.dtype.is_complex
+        base = (torch.empty if unwritten else torch.zeros)(spec.span, dtype=spec.dtype, device="cpu")
+        return base.as_strided(spec.shape, spec.stride, spec.offset)
+    if isinstance(spec, tuple):
+        return [_fresh(s) for s in spec]
+    return spec
+
+
+def _tensor_bytes(spec: Any) -> int:
+    if isinstance(spec, _Tensor):
+        return spec.span * spec.dtype.itemsize
+    if isinstance(spec, tuple):
+        return sum(_tensor_bytes(s) for s in spec)
+    return 0
+
+
+def _probed(func: Any) -> bool:
+    """Whether ``func`` may take scratch: an aten op with tensor arguments that returns a
+    new tensor and is not pointwise."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or getattr(func, "namespace", None) != "aten" or torch.Tag.pointwise in func.tags:
+        return False
+    if any(r.alias_info is not None for r in schema.returns):  # views, in-place and out= variants
+        return False
+    takes = any("Tensor" in str(a.type) for a in schema.arguments)
+    returns = any("Tensor" in str(r.type) for r in schema.returns)
+    return takes and returns
+
+
+_OPAQUE = frozenset({"workspace", "reserve"})
+
+
+def _empty_buffer(func: Any, args: tuple) -> bool:
+    """Whether a kernel's opaque buffer argument (a recurrent layer's ``workspace``) is
+    empty, as a meta kernel leaves it: the CPU kernel would read past its end."""
+    named = zip(func._schema.arguments, args)
+    return any(a.name in _OPAQUE and isinstance(v, torch.Tensor) and v.numel() == 0 for a, v in named)
+
+
+class Scratch:
+    """The scratch of one run's ops: :meth:`key` as each op runs, :meth:`learn` after."""
+
+    def __init__(self, meta: bool = False) -> None:
+        self.meta = meta  # (a run on fake tensors, whatever device they claim)
+        self.threads = torch.get_num_threads()
+        self.resized: list[Any] = []  # ops (on meta) whose empty outputs were given the CPU's bytes
+        self._probed: dict[Any, bool] = {}
+        self._counts: tuple[int, int] | None = None  # (calls that take scratch, calls probed)
+        self._failed: list[str] = []
+        self._large: list[str] = []
+        self.opaque: set[str] = set()  # ops not probed: given an empty workspace by a meta kernel
+
+    def key(self, func: Any, args: tuple, kwargs: dict | None) -> tuple | None:
+        """The key of one op's call, or ``None`` when it takes no scratch to learn."""
+        probed = self._probed.get(func)
+        if probed is None:
+            probed = self._probed[func] = _probed(func)
+        if not probed:
+            return None
+        if self.meta and _empty_buffer(func, args):
+            self.opaque.add(str(func))
+            return None
+        try:
+            named = tuple(sorted((k, _spec(v)) for k, v in kwargs.items())) if kwargs else ()
+            return (func, _spec(args), named, self.threads, torch.is_grad_enabled())
+        except _Unkeyable:
+            return None
+
+    def learn(self, keys: Iterable[tuple]) -> dict[tuple, int]:
+        """Bytes of scratch per key, probing the keys not learnt yet (all at once)."""
+        wanted = set(keys)
+        missing = [k for k in wanted if k not in _LEARNT]
+        large = [k for k in missing if self.meta and _tensor_bytes(k[1:3]) > PROBE_LIMIT]
+        _probe([k for k in missing if k not in large])
+        self._failed = sorted({str(k[0]) for k in wanted if k not in large and _LEARNT.get(k, 0) is None})
+        self._large = sorted({str(k[0]) for k in large})
+        self._counts = (sum(1 for k in wanted if _LEARNT.get(k)), len(wanted))
+        return {k: _LEARNT.get(k) or 0 for k in wanted}
+
+    @property
+    def notes(self) -> list[str]:
+        """What the run's scratch assumed, for ``MemoryRecord.notes``."""
+        notes = []
+        if self._counts is not None:
+            where = "this host's CPU" + (" (the run is on meta)" if self.meta else "")
+            notes.append(
+                f"kernel scratch: {self._counts[0]} of {self._counts[1]} distinct op calls take scratch memory "
+                f"inside the op on {where}, {self.threads} threads; the peak includes each at its op"
+            )
+        if self.meta:
+            notes.append(
+                "kernel scratch on meta is this CPU's for the same ops, shapes and dtypes (oneDNN); "
+                "a GPU's kernels (cuDNN's workspace) take other amounts"
+            )
+        if self._large:
+            notes.append(
+                f"kernel scratch: op calls with tensors over {PROBE_LIMIT >> 20} MiB not probed on meta "
+                f"({', '.join(self._large[:4])}): none assumed for them"
+            )
+        if self._failed:
+            notes.append(f"kernel scratch: could not probe {', '.join(self._failed[:4])}: none assumed")
+        if self.resized:
+            notes.append(
+                f"on meta, {', '.join(map(str, self.resized))} returns an empty workspace (the meta kernel's); "
+                "its bytes are the CPU kernel's, probed"
+            )
+        if self.opaque:
+            notes.append(
+                f"on meta, {', '.join(sorted(self.opaque))} reads a workspace the meta kernel left empty: "
+                "its own scratch is not probed (none assumed)"
+            )
+        return notes
+
+    def output_bytes(self, key: tuple, index: int) -> int:
+        """Bytes of output ``index`` of the probed call ``key`` on the CPU (0 if unknown)."""
+        sizes = _OUTPUTS.get(key, ())
+        if 0 <= index < len(sizes) and sizes[index]:
+            if key[0] not in self.resized:
+                self.resized.append(key[0])
+            return sizes[index]
+        return 0
+
+
+def _probe(keys: list[tuple]) -> None:
+    """Run each key's op once on fresh CPU tensors under one allocator watch; learn its scratch."""
+    if not keys:
+        return
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    watch = AllocatorWatch(torch.device("cpu"))
+    failed: set[int] = set()
+    with _disable_current_modes(), forked_rng(), watch:  # (dropout's probe draws: not from the user's stream)
+        for i, (func, args, kwargs, _, grad) in enumerate(keys):
+            try:
+                fresh, named = _fresh(args), {k: _fresh(v) for k, v in kwargs}
+            except (RuntimeError, TypeError, ValueError):
+                failed.add(i)
+                continue
+            watch.enter(str(i))
+            try:
+                with torch.set_grad_enabled(grad):  # (a kernel may keep a workspace for the backward only then)
+                    out = func(*fresh, **named)
+                _OUTPUTS[keys[i]] = tuple(t.untyped_storage().nbytes() for t in tensors_in(out))
+            except Exception:  # a kernel that refuses zeros (or these strides): nothing learnt
+                out = None
+                failed.add(i)
+            finally:
+                watch.exit(str(i))
+            del out, fresh, named  # (freed outside the probe's range: its growth is its outputs)
+    for i, key in enumerate(keys):
+        rise, growth = watch.rise.get(str(i), 0), watch.growth.get(str(i), 0)
+        _LEARNT[key] = None if i in failed else max(0, rise - growth)
