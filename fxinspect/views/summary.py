@@ -218,8 +218,7 @@ def _memory(m: MemoryRecord, measurable: bool) -> list[str]:
         lines.append(
             _line(
                 "",
-                f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: "
-                f"memory the model does not see)"
+                f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by} ({gap:+.1%}: memory the model does not see)"
                 if abs(gap) > 0.005
                 else f"measured {fmt.nbytes(m.measured_peak)} by {m.measured_by}",
             )
