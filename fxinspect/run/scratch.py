@@ -20,8 +20,8 @@ op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op
   one profiler session after the run, outside every dispatch mode: a later run with
   the same shapes probes nothing. ``learnt()`` is that table.
 * On the meta device the scratch is this host's CPU's for the same op, shapes and dtypes
-  (probed with CPU tensors when the op's tensors take at most :data:`PROBE_LIMIT`; none
-  above, said in the notes). A GPU's kernels (cuDNN's workspace) take other amounts,
+  (probed with CPU tensors when the op's tensors take at most :data:`PROBE_LIMIT` and its
+  work at most :data:`PROBE_WORK`; none above, said in the notes). A GPU's kernels (cuDNN's workspace) take other amounts,
   and on CUDA none is modelled: the notes say both. An output a meta kernel leaves empty
   where the CPU kernel's is not (the LSTM's ``workspace``, kept for the backward) gets
   the CPU's bytes (:meth:`Scratch.output_bytes`); an op reading such an empty buffer is
@@ -46,15 +46,29 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..rules import lookup
 from ..tensors import forked_rng, tensors_in
 from .allocator import AllocatorWatch
 
-__all__ = ["PROBE_LIMIT", "Scratch", "learnt"]
+__all__ = ["NEGLIGIBLE", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt"]
 
 PROBE_LIMIT = 256 << 20
 """Bytes of an op's tensor arguments up to which a run on the meta device probes it on
 this host's CPU: a virtual run allocates no more than one such op at a time (above it,
 no scratch is assumed, and the notes say so)."""
+
+NEGLIGIBLE = 256
+"""Scratch under ``1 / NEGLIGIBLE`` of the op's own tensors (arguments and results, alive
+while it runs) is taken as none: a reduction's per-thread partials (8 to 12 bytes beside
+a tensor of megabytes) move no peak measurably, and they come and go with the thread
+split rather than the shapes, which would make a step's memory not affine in the batch
+where it otherwise is (a sweep then derives no point)."""
+
+PROBE_WORK = 10**10
+"""FLOPs of one op (as the rules count them) up to which a run on the meta device probes
+it: a probe computes, and a large model's matmuls (a 70B layer's take 10**11 and more)
+would cost seconds each on this CPU for a figure that is the CPU's, not the target's
+(above it, no scratch is assumed, and the notes say so)."""
 
 # (op, arguments, keywords, threads, grad mode) -> bytes of scratch; None: the probe failed.
 # A memo of a pure function of its key (the kernels this process runs), like a
@@ -165,10 +179,12 @@ class Scratch:
         self._counts: tuple[int, int] | None = None  # (calls that take scratch, calls probed)
         self._failed: list[str] = []
         self._large: list[str] = []
+        self._work: dict[tuple, int] = {}  # on meta: each key's FLOPs, which bound what is probed
         self.opaque: set[str] = set()  # ops not probed: given an empty workspace by a meta kernel
 
-    def key(self, func: Any, args: tuple, kwargs: dict | None) -> tuple | None:
-        """The key of one op's call, or ``None`` when it takes no scratch to learn."""
+    def key(self, func: Any, args: tuple, kwargs: dict | None, out: Any = None) -> tuple | None:
+        """The key of one op's call, or ``None`` when it takes no scratch to learn (``out``:
+        its result, which prices the probe's work on meta)."""
         probed = self._probed.get(func)
         if probed is None:
             probed = self._probed[func] = _probed(func)
@@ -179,20 +195,28 @@ class Scratch:
             return None
         try:
             named = tuple(sorted((k, _spec(v)) for k, v in kwargs.items())) if kwargs else ()
-            return (func, _spec(args), named, self.threads, torch.is_grad_enabled())
+            key = (func, _spec(args), named, self.threads, torch.is_grad_enabled())
         except _Unkeyable:
             return None
+        if self.meta and key not in self._work:
+            self._work[key] = _flops(func, args, kwargs, out)
+        return key
 
     def learn(self, keys: Iterable[tuple]) -> dict[tuple, int]:
         """Bytes of scratch per key, probing the keys not learnt yet (all at once)."""
         wanted = set(keys)
         missing = [k for k in wanted if k not in _LEARNT]
-        large = [k for k in missing if self.meta and _tensor_bytes(k[1:3]) > PROBE_LIMIT]
+        large = [
+            k
+            for k in missing
+            if self.meta and (_tensor_bytes(k[1:3]) > PROBE_LIMIT or self._work.get(k, 0) > PROBE_WORK)
+        ]
         _probe([k for k in missing if k not in large])
         self._failed = sorted({str(k[0]) for k in wanted if k not in large and _LEARNT.get(k, 0) is None})
         self._large = sorted({str(k[0]) for k in large})
-        self._counts = (sum(1 for k in wanted if _LEARNT.get(k)), len(wanted))
-        return {k: _LEARNT.get(k) or 0 for k in wanted}
+        sizes = {k: _significant(k) for k in wanted}
+        self._counts = (sum(1 for v in sizes.values() if v), len(wanted))
+        return sizes
 
     @property
     def notes(self) -> list[str]:
@@ -211,7 +235,8 @@ class Scratch:
             )
         if self._large:
             notes.append(
-                f"kernel scratch: op calls with tensors over {PROBE_LIMIT >> 20} MiB not probed on meta "
+                f"kernel scratch: op calls with tensors over {PROBE_LIMIT >> 20} MiB or over "
+                f"{PROBE_WORK / 1e9:g} GFLOP not probed on meta "
                 f"({', '.join(self._large[:4])}): none assumed for them"
             )
         if self._failed:
@@ -235,6 +260,24 @@ class Scratch:
             if key[0] not in self.resized:
                 self.resized.append(key[0])
             return sizes[index]
+        return 0
+
+
+def _significant(key: tuple) -> int:
+    """The scratch learnt for ``key``, or 0 when unknown or negligible (:data:`NEGLIGIBLE`)."""
+    scratch = _LEARNT.get(key) or 0
+    own = _tensor_bytes(key[1:3]) + sum(_OUTPUTS.get(key, ()))
+    return scratch if scratch * NEGLIGIBLE >= own else 0
+
+
+def _flops(func: Any, args: tuple, kwargs: dict | None, out: Any) -> int:
+    """The FLOPs the rules give one call (0 where no rule prices it, or it fails)."""
+    rule = lookup(func)
+    if rule is None or out is None:
+        return 0
+    try:
+        return rule(args, kwargs or {}, out).flops
+    except Exception:  # (a rule that cannot read these arguments: the bytes bound still holds)
         return 0
 
 

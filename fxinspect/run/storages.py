@@ -188,7 +188,7 @@ class StorageTracker(TorchDispatchMode):
                     continue
             self._allocate(st, key, t.shape if not t.is_nested else (), t.dtype, st.nbytes())
         if self.scratch is not None:
-            found = self.scratch.key(func, args, kwargs)
+            found = self.scratch.key(func, args, kwargs, out)
             if found is not None:
                 made = None
                 if self.scratch.meta:  # (its outputs, whose bytes a meta kernel may leave out)
