@@ -117,6 +117,41 @@ def test_residuals_sliced_off_a_tuple_are_let_go_as_the_model_lets_them_go(metho
     assert m.peak == m.measured_eager_peak
 
 
+class _ListPopUNet(_TupleSliceUNet):
+    """The same U-Net keeping its residuals in one list, which a helper of its own (a
+    method, not a module) pops one off per layer while the forward waits on it."""
+
+    def forward(self, x):
+        x = self.inp(x)
+        skips = []
+        for down in self.downs:
+            x, r = down(x)
+            skips.extend(r)
+        for up in self.ups:
+            x = self._up(up, x, skips)
+        return x
+
+    @staticmethod
+    def _up(up, x, skips):
+        for i, layer in enumerate(up.layers):
+            x = torch.relu(layer(torch.cat([x, skips.pop()], -1)))
+            if i == 0:
+                x = x.repeat_interleave(2, 1).repeat_interleave(2, 2)
+        return x
+
+
+@ON_CPU
+@pytest.mark.parametrize("method", ["symbolic", "export"])
+def test_residuals_a_callee_pops_off_its_callers_list_are_let_go_when_popped(method):
+    model, x = _ListPopUNet().eval(), torch.randn(2, 64, 64, 3)
+    with torch.no_grad():
+        m = fxinspect.analyze(model, x, method=method, timing=False, measure_memory=True).memory
+    # the allocator on the model's own call is the truth, to the byte, as above (the
+    # forward's list was read only when the forward itself last ran, so each residual
+    # popped after the helper's first op was held until the helper returned: +18.6 %)
+    assert m.peak == m.measured_eager_peak
+
+
 def _tiny_gpt2():
     from transformers import AutoModel, GPT2Config
 

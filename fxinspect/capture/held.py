@@ -15,9 +15,12 @@ are modelled from the module calls instead. A frame's locals are read again only
 the frame has run since (it calls another frame, or from another instruction), so a
 trace pays for the frames that changed, not for the whole stack at every op.
 
+A frame that waits on a call is not read again, but the lists and dicts it holds are
+checked at each op: a callee may change them (``skips.pop()`` on its caller's list lets
+a U-Net's residual go while the caller waits), and the frame is read again when one has.
+
 Not seen: values held on the interpreter's stack rather than in a name (a later op of
-the same expression reads them anyway), stored on ``self``, or appended to a list by a
-callee while the list's owner waits for it.
+the same expression reads them anyway), or stored on ``self``.
 
 Example
 -------
@@ -78,8 +81,9 @@ class FrameHolds:
         self.nodes: list[fx.Node] = []
         self.until: dict[fx.Node, int] = {}
         # the model's frames under the trace, outermost first: (frame, last instruction,
-        # held nodes); each kept, so no other frame takes its id
-        self._stack: list[tuple[types.FrameType, int, list[fx.Node]]] = []
+        # held nodes, the lists and dicts it holds with their items' ids); each kept, so
+        # no other frame takes its id
+        self._stack: list[tuple[types.FrameType, int, list[fx.Node], list[tuple[Any, tuple[int, ...]]]]] = []
         self._where: dict[int, int] = {}  # id(frame) -> its place in the stack
         self._ours: dict[int, tuple[types.CodeType, bool]] = {}  # id -> (code, not the model's)
         self._stop = stop or fx.Tracer.trace.__code__
@@ -113,17 +117,24 @@ class FrameHolds:
                 callee = f
             f = f.f_back
         while len(stack) > keep:  # returned or run on: what they held, they held until the last op
-            frame, _, held = stack.pop()
+            frame, _, held, _ = stack.pop()
             del where[id(frame)]
             self._flush(held, index - 1)
+        for place in range(keep):  # waiting on a call: read again if the call changed its containers
+            frame, lasti, held, containers = stack[place]
+            if containers and any(_items(c) != items for c, items in containers):
+                self._flush(held, index - 1)
+                names = frame.f_locals
+                stack[place] = (frame, lasti, self._held(names), _containers(names))
         for f in reversed(fresh):
             where[id(f)] = len(stack)
-            stack.append((f, f.f_lasti, self._held(f.f_locals)))
+            names = f.f_locals
+            stack.append((f, f.f_lasti, self._held(names), _containers(names)))
 
     def finish(self) -> dict[fx.Node, fx.Node]:
         """Per value a frame held past its making, the last op node it was held at."""
         last = len(self.nodes) - 1
-        for _, _, held in self._stack:
+        for _, _, held, _ in self._stack:
             self._flush(held, last)
         self._stack.clear()
         self._where.clear()
@@ -158,3 +169,25 @@ def _collect(value: Any, held: list[fx.Node], depth: int) -> None:
     elif depth and type(value) in _CONTAINERS and len(value) <= _MAX_ITEMS:
         for item in value.values() if type(value) is dict else value:
             _collect(item, held, depth - 1)
+
+
+def _items(container: Any) -> tuple[int, ...]:
+    """The ids of a list's items or a dict's values: changed when a callee changes it."""
+    return tuple(map(id, container.values() if isinstance(container, dict) else container))
+
+
+def _containers(names: dict[str, Any]) -> list[tuple[Any, tuple[int, ...]]]:
+    """The lists and dicts the locals hold (to the depth read for values), each with its
+    items' ids: what a callee may change while the frame waits on it."""
+    found: list[tuple[Any, tuple[int, ...]]] = []
+    pending = [(value, 2) for value in names.values() if isinstance(value, _CONTAINERS)]
+    while pending:
+        value, depth = pending.pop()
+        if len(value) > _MAX_ITEMS:
+            continue
+        if isinstance(value, (list, dict)):
+            found.append((value, _items(value)))
+        if depth:
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth - 1) for item in items if isinstance(item, _CONTAINERS))
+    return found

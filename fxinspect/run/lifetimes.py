@@ -12,6 +12,10 @@ which the symbolic trace and ``torch.export`` record (:mod:`fxinspect.capture.he
 :mod:`fxinspect.capture.export_frames`). A memory run holds both until then, so the
 timeline follows the eager model's.
 
+Not modelled: a module call that pops a value off a list its caller passed it (a U-Net
+block taking its residuals off the caller's ``skips``) holds the value to its end, as
+a call's inputs are found from what it reads, not from its arguments.
+
 The eager tier sees no frames of the model (``Capture.frames_seen``): there a call's
 inputs are held, and a value entering a loop over a ``ModuleList`` is held through the
 loop (see :class:`CallInputs`), an approximation.
