@@ -848,7 +848,7 @@ def test_writes_into_buffers_and_reads_after_them_are_counted_by_every_capture(m
     assert written == {
         "aten.arange.default": 2 * 8,  # the two positions, int64
         "aten.add.Tensor": 2 * 8,  # pos + them
-        "aten.index_copy_.default": 1 * 2 * 16 * 4 * 4,  # the cache written in place (and returned): its bytes, once
+        "aten.index_copy_.default": 1 * 2 * 2 * 4 * 4,  # the two positions written in place: x's bytes, not the cache's
         "aten.add_.Tensor": 8 + 8,  # pos += 2 and calls += 1: one int64 each
         "aten.sum.default": 4,  # the cache read after the write
     }
@@ -861,6 +861,52 @@ def _cost_of(fn, *args):
     with mode:
         fn(*args)
     return mode
+
+
+_ROWS, _PAIRS = torch.tensor([3, 1]), torch.tensor([[0, 5]] * 4)  # int64: 2 * 8 B and 8 * 8 B
+
+
+@pytest.mark.parametrize(
+    "write, read, written",
+    [
+        # a (4, 6) float32 tensor; 2 rows are 2 * 6 floats = 48 B, 8 positions 32 B
+        (lambda t: t.index_copy_(0, _ROWS, torch.ones(2, 6)), 16 + 48, 48),
+        (lambda t: t.index_add_(0, _ROWS, torch.ones(2, 6)), 16 + 48 + 48, 48),  # + the rows added to
+        (lambda t: t.index_fill_(1, _ROWS, 0.5), 16, 2 * 4 * 4),  # 2 columns of 4
+        (lambda t: t.scatter_(1, _PAIRS, torch.ones(4, 6)), 64 + 32, 32),  # src: the 8 elements used
+        (lambda t: t.scatter_(1, _PAIRS, 2.0), 64, 32),
+        (lambda t: t.scatter_(1, _PAIRS, torch.ones(4, 6), reduce="add"), 64 + 32 + 32, 32),
+        (lambda t: t.scatter_add_(1, _PAIRS, torch.ones(4, 6)), 64 + 32 + 32, 32),
+        (lambda t: t.scatter_reduce_(1, _PAIRS, torch.ones(4, 6), "amax", include_self=False), 64 + 32, 32),
+        (lambda t: t.index_put_((_ROWS,), torch.ones(6)), 16 + 24, 48),  # t[rows] = v: 2 whole rows
+        (lambda t: t.index_put_((_ROWS, _ROWS), torch.ones(()), accumulate=True), 32 + 4 + 8, 8),  # 2 elements
+        (lambda t: t.__setitem__((slice(None), _ROWS), torch.ones(4, 2)), 16 + 32, 32),  # t[:, rows] = v: 4 * 2
+        (lambda t: t.index_put_((t > 0,), torch.ones(())), 96 + 24 + 4, 96),  # a mask: every argument, all of t
+    ],
+    ids=[
+        "index_copy_",
+        "index_add_",
+        "index_fill_",
+        "scatter_",
+        "scatter_value",
+        "scatter_reduce",
+        "scatter_add_",
+        "scatter_reduce_",
+        "index_put_",
+        "index_put_accumulate",
+        "index_put_columns",
+        "index_put_mask",
+    ],
+)
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+def test_a_write_in_place_through_an_index_moves_the_positions_it_writes(write, read, written):
+    """A static KV cache's ``index_copy_`` writes the new token's keys, not the cache."""
+    mode = _cost_of(write, torch.zeros(4, 6))
+    (cost,) = [c for f, c in mode.calls if f.overloadpacket.__name__.endswith("_")]  # the one in-place op
+    if written == 96:  # a mask: the default, "every tensor argument read, the result written"
+        assert (cost.bytes_read, cost.bytes_written) == (None, None)
+    else:
+        assert (cost.bytes_read, cost.bytes_written) == (read, written)
 
 
 @pytest.mark.parametrize(

@@ -53,10 +53,11 @@ Counting conventions
     A rule leaves them ``None`` for "all tensor arguments / all results", and sets
     them where an op touches less: gathers (``embedding``, ``index_select``,
     ``gather``, ``index``) read indices plus the returned elements, factories read
-    nothing, ``copy_`` reads its source. Free ops move nothing.
+    nothing, ``copy_`` reads its source, writes through an index (``index_copy_``
+    into a static KV cache, ``index_put_``, ``scatter_``) read their index and source
+    and write only their positions (:mod:`.scatters`). Free ops move nothing.
     An argument written in place counts its bytes as written, once per call: an
-    in-place op that returns it (``add_``, ``copy_``, ``index_copy_`` into a static KV
-    cache, ``out=``) counts it as its result; an argument the op's schema marks written
+    in-place op that returns it (``add_``, ``copy_``, ``out=``) counts it as its result; an argument the op's schema marks written
     (``Tensor(a!)``) and does not return (``_native_batch_norm_legit``'s running
     statistics) is added by the counting mode to the default ``bytes_written``. A rule
     that sets ``bytes_written`` counts such writes itself: native/cudnn/miopen batch
@@ -76,7 +77,7 @@ Free reasons (:class:`FreeReason`, from :func:`free_reason`)
 Rules are registered by decorator, one family per module: :mod:`.matmul`,
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
-:mod:`.movement`, :mod:`.free`,
+:mod:`.movement`, :mod:`.scatters` (in-place writes through an index), :mod:`.free`,
 :mod:`.vision` for torchvision's custom ops and :mod:`.hf` for transformers' (its MoE
 experts' grouped matmul), which exist only once their library is imported: they are
 registered when first met. ``_grouped_mm`` and transformers' grouped matmul read the
@@ -109,6 +110,7 @@ from . import (  # noqa: F401  isort: skip
     pooling,
     spectral,
     movement,
+    scatters,
     free,
     vision,
     hf,

@@ -1,7 +1,8 @@
 """Data movement and factories: no flops, but bytes are read and written.
 
 * Copies, concatenation, padding, permuting copies, scatters, sorting, selection by
-  mask: 0 flops, the default bytes (all tensor arguments read, all results written).
+  mask: 0 flops, the default bytes (all tensor arguments read, all results written);
+  scatters in place write only their positions (:mod:`.scatters`).
   Accumulating scatters (``index_add``, ``scatter_add``, ``index_put(accumulate=True)``,
   ``embedding_dense_backward``) are counted as movement too: their adds are few next to
   the bytes they move.
@@ -97,23 +98,15 @@ MOVES: tuple[str, ...] = (
     "max_unpool3d",
     # scatters and their backward counterparts
     "index_put",
-    "index_put_",
-    "_index_put_impl_",
     "_unsafe_index_put",
     "index_add",
-    "index_add_",
     "index_copy",
-    "index_copy_",
     "index_fill",
-    "index_fill_",
     "masked_scatter",
     "masked_scatter_",
     "scatter",
-    "scatter_",
     "scatter_add",
-    "scatter_add_",
     "scatter_reduce",
-    "scatter_reduce_",
     "select_scatter",
     "slice_scatter",
     "diagonal_scatter",

@@ -11,7 +11,10 @@ and raises autograd's own error, a ``RuntimeError`` with PyTorch's message.
 
 Example
 -------
->>> import torch
+>>> from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
 >>> x = torch.ones(3, requires_grad=True)
 >>> with torch.autograd.graph.saved_tensors_hooks(packed, unpacked):
 ...     y = x.exp()              # exp saves its output
@@ -26,8 +29,10 @@ Example
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 __all__ = ["Saved", "modified_error", "packed", "unpacked"]
 
@@ -78,7 +83,7 @@ def modified_error(saved: Saved) -> RuntimeError:
         own = running is not None and running._sequence_nr() == saved.creator
         fn = running if own else t.grad_fn
         if fn is not None:
-            message += f", which is output {saved.output_nr} of {_node_name(fn.name())},"
+            message += f", which is output {saved.output_nr} of {_node_name(_eager_name(t, fn, own))},"
     message += f" is at version {t._version}; expected version {saved.version} instead."
     if torch.is_anomaly_enabled():
         message += (
@@ -91,6 +96,17 @@ def modified_error(saved: Saved) -> RuntimeError:
             "with torch.autograd.set_detect_anomaly(True, check_nan=False)."
         )
     return RuntimeError(message)
+
+
+def _eager_name(t: torch.Tensor, fn: Any, own: bool) -> str:
+    """The name of ``fn`` as the user's eager run gives it. Once a view's family is written
+    in place, autograd remakes the view's node: a real strided tensor gets
+    ``AsStridedBackward0``, but a fake one (``device="meta"``: a tensor subclass, which
+    autograd does not take as strided) replays its view op (``TBackward0``)."""
+    remade = not own and t._is_view() and not torch._C._is_view_replay_enabled()
+    if remade and isinstance(t, FakeTensor) and not t.is_nested:
+        return "AsStridedBackward0"
+    return fn.name()
 
 
 def _node_name(name: str) -> str:
