@@ -126,17 +126,20 @@ def test_derived_sweep_points_equal_analysed_ones_figure_for_figure(make, inputs
     assert not any(p.derived for p in analysed.points)
     for d, a in zip(derived.points, analysed.points, strict=True):
         assert d.composition == a.composition and d == dataclasses.replace(a, derived=d.derived)
-    if make is not mlp:
+    if make is cnn:
         # the kernels' scratch is in the timeline, and not affine in the batch here: oneDNN
-        # picks a convolution's blocking by shape, and GPT-2's sum over (b, 16, 500) takes
-        # 8 B of per-thread partials from batch 6 only. The middle batch is off the line,
-        # and every batch is analysed (the MLP's scratch, mm's transposed copies, is affine)
+        # picks a convolution's blocking by shape (36,864 B at batch 1, 24,576 at 2, 49,152
+        # at 4). The middle batch is off the line, and every batch is analysed
         assert by_line == [] and "not on the line" in " ".join(derived.notes)
         return
+    # the MLP's scratch (mm's copies of transposed operands) is affine in the batch, and
+    # GPT-2's too once a reduction's per-thread partials (8 B beside megabytes) count as none
+    assert f"and {batches[-1]}: every event of the memory timeline" in " ".join(derived.notes)
+    if make is tiny_gpt2:
+        return  # (what holds its peak changes between the line's ends: no point's make-up is derived)
     # the largest and the middle batch are analysed (they check the line); a point is
     # derived where the line gives every figure, the make-up of its peak included
     assert by_line and not {sorted(batches)[len(batches) // 2], batches[-1]} & set(by_line)
-    assert f"and {batches[-1]}: every event of the memory timeline" in " ".join(derived.notes)
     assert "derived" in derived.table() and "analysed" in derived.table()
 
 

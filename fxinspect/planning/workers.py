@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..run.scratch import probe_threads
 
 __all__ = ["DEFAULT_MOST", "Job", "Workers", "can_fork", "worker_count"]
 
@@ -139,7 +140,10 @@ class Workers:
         if pid == 0:  # the worker: compute, write, and leave without running the parent's exit code
             code = 1  # (nothing written: the caller computes it itself)
             try:
-                torch.set_num_threads(1)  # (the cores are the workers')
+                # (the cores are the workers'; the kernels' scratch is the caller's threads',
+                # so that a point is the one analysed in turn)
+                probe_threads(torch.get_num_threads())
+                torch.set_num_threads(1)
                 data = pickle.dumps(call(*args))
                 with os.fdopen(fd, "wb") as file:
                     file.write(data)

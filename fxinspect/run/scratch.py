@@ -42,15 +42,14 @@ True
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from ..rules import lookup
-from ..tensors import forked_rng, tensors_in
-from .allocator import AllocatorWatch
+from . import probe
 
-__all__ = ["NEGLIGIBLE", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt"]
+__all__ = ["NEGLIGIBLE", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt", "probe_threads"]
 
 PROBE_LIMIT = 256 << 20
 """Bytes of an op's tensor arguments up to which a run on the meta device probes it on
@@ -77,72 +76,19 @@ _LEARNT: dict[tuple, int | None] = {}
 _OUTPUTS: dict[tuple, tuple[int, ...]] = {}  # key -> each output tensor's storage bytes on the CPU
 
 
+_PROBE_THREADS: list[int] = []  # set in a forked sweep worker: its caller's thread count
+
+
+def probe_threads(threads: int) -> None:
+    """Key scratch by ``threads`` threads, whatever this process computes on: a sweep's
+    forked worker runs on one thread, and its points must be the caller's. A probe it
+    then needs runs in a fresh process (OpenMP starts no more threads in a forked child)."""
+    _PROBE_THREADS[:] = [threads]
+
+
 def learnt() -> dict[tuple, int | None]:
     """A copy of what this process has learnt: ``{key: bytes or None}``."""
     return dict(_LEARNT)
-
-
-class _Tensor(NamedTuple):
-    """A tensor argument as the key holds it: all a fresh one needs."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-    dtype: torch.dtype
-
-    @property
-    def span(self) -> int:
-        """Elements of storage its strides reach (0 when empty)."""
-        if any(s == 0 for s in self.shape):
-            return 0
-        return self.offset + 1 + sum((n - 1) * st for n, st in zip(self.shape, self.stride))
-
-
-class _Unkeyable(Exception):
-    """An argument the key cannot hold (a symbolic size, an unhashable object)."""
-
-
-def _spec(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        if value.layout is not torch.strided or value.is_nested:
-            raise _Unkeyable
-        shape, stride = tuple(value.shape), value.stride()
-        if not all(type(n) is int for n in (*shape, *stride)):
-            raise _Unkeyable  # (a symbolic size)
-        return _Tensor(shape, stride, value.storage_offset(), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_spec(v) for v in value)
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise _Unkeyable
-    if isinstance(value, torch.device):
-        return torch.device("cpu")  # (probed on this host's CPU, whatever the run's device)
-    try:
-        hash(value)
-    except TypeError as e:
-        raise _Unkeyable from e
-    return value
-
-
-def _fresh(spec: Any) -> Any:
-    """An argument made from its spec: a CPU tensor, of zeros where its values may index
-    (integers, booleans); a floating one is left unwritten (values do not change what a
-    kernel allocates, and pages only read are never resident: a large probe costs RSS
-    only for what it writes)."""
-    if isinstance(spec, _Tensor):
-        unwritten = spec.dtype.is_floating_point or spec.dtype.is_complex
-        base = (torch.empty if unwritten else torch.zeros)(spec.span, dtype=spec.dtype, device="cpu")
-        return base.as_strided(spec.shape, spec.stride, spec.offset)
-    if isinstance(spec, tuple):
-        return [_fresh(s) for s in spec]
-    return spec
-
-
-def _tensor_bytes(spec: Any) -> int:
-    if isinstance(spec, _Tensor):
-        return spec.span * spec.dtype.itemsize
-    if isinstance(spec, tuple):
-        return sum(_tensor_bytes(s) for s in spec)
-    return 0
 
 
 def _probed(func: Any) -> bool:
@@ -173,7 +119,7 @@ class Scratch:
 
     def __init__(self, meta: bool = False) -> None:
         self.meta = meta  # (a run on fake tensors, whatever device they claim)
-        self.threads = torch.get_num_threads()
+        self.threads = _PROBE_THREADS[0] if _PROBE_THREADS else torch.get_num_threads()
         self.resized: list[Any] = []  # ops (on meta) whose empty outputs were given the CPU's bytes
         self._probed: dict[Any, bool] = {}
         self._counts: tuple[int, int] | None = None  # (calls that take scratch, calls probed)
@@ -194,9 +140,9 @@ class Scratch:
             self.opaque.add(str(func))
             return None
         try:
-            named = tuple(sorted((k, _spec(v)) for k, v in kwargs.items())) if kwargs else ()
-            key = (func, _spec(args), named, self.threads, torch.is_grad_enabled())
-        except _Unkeyable:
+            named = tuple(sorted((k, probe.spec(v)) for k, v in kwargs.items())) if kwargs else ()
+            key = (func, probe.spec(args), named, self.threads, torch.is_grad_enabled())
+        except probe.Unkeyable:
             return None
         if self.meta and key not in self._work:
             self._work[key] = _flops(func, args, kwargs, out)
@@ -209,7 +155,7 @@ class Scratch:
         large = [
             k
             for k in missing
-            if self.meta and (_tensor_bytes(k[1:3]) > PROBE_LIMIT or self._work.get(k, 0) > PROBE_WORK)
+            if self.meta and (probe.tensor_bytes(k[1:3]) > PROBE_LIMIT or self._work.get(k, 0) > PROBE_WORK)
         ]
         _probe([k for k in missing if k not in large])
         self._failed = sorted({str(k[0]) for k in wanted if k not in large and _LEARNT.get(k, 0) is None})
@@ -266,7 +212,7 @@ class Scratch:
 def _significant(key: tuple) -> int:
     """The scratch learnt for ``key``, or 0 when unknown or negligible (:data:`NEGLIGIBLE`)."""
     scratch = _LEARNT.get(key) or 0
-    own = _tensor_bytes(key[1:3]) + sum(_OUTPUTS.get(key, ()))
+    own = probe.tensor_bytes(key[1:3]) + sum(_OUTPUTS.get(key, ()))
     return scratch if scratch * NEGLIGIBLE >= own else 0
 
 
@@ -282,31 +228,13 @@ def _flops(func: Any, args: tuple, kwargs: dict | None, out: Any) -> int:
 
 
 def _probe(keys: list[tuple]) -> None:
-    """Run each key's op once on fresh CPU tensors under one allocator watch; learn its scratch."""
+    """Learn each key's scratch (and its outputs' bytes): probed here, or in a fresh
+    process where this one cannot run the key's thread count (see :func:`probe_threads`)."""
     if not keys:
         return
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    watch = AllocatorWatch(torch.device("cpu"))
-    failed: set[int] = set()
-    with _disable_current_modes(), forked_rng(), watch:  # (dropout's probe draws: not from the user's stream)
-        for i, (func, args, kwargs, _, grad) in enumerate(keys):
-            try:
-                fresh, named = _fresh(args), {k: _fresh(v) for k, v in kwargs}
-            except (RuntimeError, TypeError, ValueError):
-                failed.add(i)
-                continue
-            watch.enter(str(i))
-            try:
-                with torch.set_grad_enabled(grad):  # (a kernel may keep a workspace for the backward only then)
-                    out = func(*fresh, **named)
-                _OUTPUTS[keys[i]] = tuple(t.untyped_storage().nbytes() for t in tensors_in(out))
-            except Exception:  # a kernel that refuses zeros (or these strides): nothing learnt
-                out = None
-                failed.add(i)
-            finally:
-                watch.exit(str(i))
-            del out, fresh, named  # (freed outside the probe's range: its growth is its outputs)
-    for i, key in enumerate(keys):
-        rise, growth = watch.rise.get(str(i), 0), watch.growth.get(str(i), 0)
-        _LEARNT[key] = None if i in failed else max(0, rise - growth)
+    threads = keys[0][3]  # (a run's keys share its thread count)
+    found = probe.measure(keys) if threads == torch.get_num_threads() else probe.measure_elsewhere(keys, threads)
+    for key, (scratch, outputs) in zip(keys, found):
+        _LEARNT[key] = scratch
+        if outputs is not None:
+            _OUTPUTS[key] = outputs
