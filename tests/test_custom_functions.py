@@ -116,3 +116,21 @@ def test_auto_refuses_a_backward_when_no_tier_keeps_the_function():
     # forward only, the same model is analysed (export, with the note)
     report = fxinspect.analyze(RowsThenDoubled(Doubled), torch.randn(3, 4), timing=False)
     assert report.capture.method == "export" and any("Doubled" in n for n in report.capture.notes)
+
+
+class OnAConstant(torch.nn.Module):
+    """A Function applied to a tensor made in the forward: no proxy, so symbolic tracing calls it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) + Doubled.apply(torch.ones(2))
+
+
+def test_symbolic_calls_a_function_applied_outside_the_trace():
+    # torch 2.14's Function.apply is a C classmethod: the trace's own apply must call it as one
+    model, x = OnAConstant(), torch.randn(3, 2)
+    program = fxinspect.instrument(model, x, method="symbolic")
+    torch.testing.assert_close(program(x), model(x))
