@@ -27,6 +27,7 @@ from .base import MODULE_KEY, Capture, Method, module_of, one_line, type_name
 from .blame import module_where, plain_call_error, raised_by_model
 from .eager import trace_eager
 from .exported import trace_export
+from .functions import lost_function_error, named
 from .hf import prepare_inputs
 from .inputs import FlatInputs, check_inputs, normalize
 from .quiet import quiet
@@ -77,6 +78,7 @@ def captures(
     method: Method | str = Method.AUTO,
     leaf_modules: Iterable[Any] = (),
     batch_dims: Iterable[Iterable[int]] | None = None,
+    backward: bool = False,
 ) -> Iterator[Capture]:
     """Captures of ``model(*args, **kwargs)``, best first, each tier tried only when asked.
 
@@ -88,6 +90,9 @@ def captures(
     partial) takes the next. Raises ``CaptureError`` when no tier captures.
     ``batch_dims`` (per tensor input, the dimensions that follow the batch) asks for a
     capture that serves every batch size (see :attr:`FlatInputs.batch_dims`).
+    ``backward``: a backward will run on the capture, so one that traced through a custom
+    ``autograd.Function`` (its backward lost: see :mod:`.functions`) is never given; the
+    named tier's raises ``CaptureError`` saying so, and ``"auto"`` goes on to the next tier.
     """
     method = Method.parse(method)
     check_inputs(model, args, kwargs)
@@ -99,6 +104,7 @@ def captures(
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
     lossy: list[Capture] = []  # captures that traced through torch.utils.checkpoint
+    unkept: Capture | None = None  # a capture that lost a custom Function's backward (refused)
     found = False
     for position, name in enumerate(tiers):
         said: list[str] = []
@@ -120,6 +126,14 @@ def captures(
             continue
         finally:  # what a tier printed or logged goes to the capture's notes, not the terminal
             notes += [f"{name} tier said: {line}" for line in said]
+        if cap.lost_functions and backward:
+            if method != Method.AUTO:
+                raise lost_function_error(str(name), cap.lost_functions)
+            unkept = unkept or cap
+            failures.append(
+                (name, f"traced through the custom autograd.Function {named(cap.lost_functions)}: its backward is lost")
+            )
+            continue
         if cap.auto_leaves and position < len(tiers) - 1 and partial is None:
             # keep it as a fallback, but a later tier may break the whole model down
             partial = cap
@@ -140,6 +154,8 @@ def captures(
         return
     if found:
         return
+    if unkept is not None:  # every tier that captured lost the Function's backward
+        raise lost_function_error(str(unkept.method), unkept.lost_functions, failures)
     reasons = "\n".join(f"  {tier}: {reason}" for tier, reason in failures)
     raise CaptureError(
         f"could not capture {type_name(model)} with {'any tier' if method == Method.AUTO else method}:\n{reasons}\n"

@@ -72,6 +72,8 @@ class Capture:
     auto_leaves: tuple[str, ...] = ()  # untraceable modules made leaves
     # checkpointed calls traced through as plain ops (their recomputation lost): see kept.py
     lost_checkpoints: tuple[str, ...] = ()
+    # custom autograd.Functions traced through, their backward lost: (class, module path); see functions.py
+    lost_functions: tuple[tuple[str, str], ...] = ()
     attr_prefix: str = ""  # prefix of get_attr/call_module targets that the user's model lacks
     model: torch.nn.Module | None = None  # the model captured (its parameters may live outside the graph)
     # buffers the capture itself wrote and the graph does not (path, value after one call):
@@ -90,6 +92,7 @@ class Capture:
             ("failures", tuple),
             ("auto_leaves", tuple),
             ("lost_checkpoints", tuple),
+            ("lost_functions", tuple),
         ):
             object.__setattr__(self, name, kind(getattr(self, name)))
 

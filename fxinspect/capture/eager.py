@@ -46,6 +46,7 @@ from .base import Capture, Method, resolve_attr, type_name
 from .calls import number_calls
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
+from .functions import functions_traced_through, lost_function_notes
 from .inputs import FlatInputs, flatten_outputs
 from .kept import checkpoints_traced_through, lost_checkpoint_notes
 
@@ -107,7 +108,8 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     try:
         # (autocast's cache emptied: a weight cast before would be recorded as its cached copy)
         with fresh_autocast_cache(), modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
-            out = model(*inputs.args, **inputs.kwargs)
+            with functions_traced_through(model) as functions:
+                out = model(*inputs.args, **inputs.kwargs)
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         path, cls = builder.module
         where = f"module {path!r} ({cls})" if path else f"the root module ({cls})"
@@ -130,8 +132,9 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
         method=Method.EAGER,
         inputs=inputs,
         calls=modules.calls,
-        notes=_notes(builder) + lost_checkpoint_notes("eager", lost),
+        notes=_notes(builder) + lost_checkpoint_notes("eager", lost) + lost_function_notes("eager", functions),
         out_spec=spec,
         lost_checkpoints=lost,
+        lost_functions=functions,
         attribute_writes=named_writes(written, builder.graph),
     )

@@ -60,6 +60,7 @@ from .base import Capture, Method, one_line, resolve_attr, type_name
 from .checkpoints import keep_checkpoints, kept_checkpoint_notes, tagging_checkpoints
 from .export_frames import ExportFrames
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
+from .functions import functions_traced_through, lost_function_notes
 from .hf import is_hf_model
 from .inputs import FlatInputs
 from .kept import checkpoints_traced_through, lost_checkpoint_notes
@@ -211,6 +212,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     with (
         checkpoints_traced_through(model) as lost,
         tagging_checkpoints(model) as seen,
+        functions_traced_through(model) as functions,
         _without_stack_traces(),
         warnings.catch_warnings(),
     ):
@@ -238,6 +240,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
     kept, not_kept = keep_checkpoints(graph, seen, attributes)
     lost = [name for name in lost if name not in kept or name in not_kept]
     notes += lost_checkpoint_notes("export", lost) + kept_checkpoint_notes("export", kept)
+    notes += lost_function_notes("export", functions)
     # compiled on first call only: the analysis runs probed copies of it
     gm = _LazyGraphModule(attributes, graph, class_name=type_name(model))
     gm.graph.lint()
@@ -255,6 +258,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes=notes,
         out_spec=root.out_spec,
         lost_checkpoints=lost,
+        lost_functions=functions,
         attribute_writes=named_writes(written, graph),
         frames_seen=frames_seen,
     )

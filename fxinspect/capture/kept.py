@@ -106,7 +106,7 @@ def kept_calls(tracer: fx.Tracer, model: torch.nn.Module) -> Iterator[None]:
     def apply(cls, *args, **kwargs):
         if cls.__module__.split(".")[0] != "torch" and _has_proxy((args, kwargs)):
             return tracer.create_proxy("call_function", FunctionCall(cls), args, kwargs)
-        return original_apply.__func__(cls, *args, **kwargs)
+        return original_apply.__get__(None, cls)(*args, **kwargs)  # (a classmethod: in C since torch 2.x)
 
     paths = {id(m): p for p, m in model.named_modules()}
 

@@ -58,7 +58,13 @@ def count_best(
     called with the first capture before it is counted (a sweep forks its workers then).
     """
     attempts = captures(
-        model, args, kwargs, method=options.method, leaf_modules=options.leaf_modules, batch_dims=batch_dims
+        model,
+        args,
+        kwargs,
+        method=options.method,
+        leaf_modules=options.leaf_modules,
+        batch_dims=batch_dims,
+        backward=options.backward,  # (no capture that lost a custom Function's backward)
     )
     capture = next(attempts)
     if captured is not None:

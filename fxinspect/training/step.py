@@ -168,7 +168,16 @@ class Inspection:
         # the guard ends before the real call: a tier that runs the model to capture it
         # leaves no trace, while the call itself changes the model as a plain call would
         with prepared(self.model, args, kwargs, lazy=Lazy.IN_PLACE, virtual_copy=False, caller="inspect") as run:
-            cap = capture(run.model, run.args, run.kwargs, method=opts.method, leaf_modules=opts.leaf_modules)
+            # under grad the user's step may run a backward through the program: no capture
+            # that lost a custom autograd.Function's own backward (see capture/functions.py)
+            cap = capture(
+                run.model,
+                run.args,
+                run.kwargs,
+                method=opts.method,
+                leaf_modules=opts.leaf_modules,
+                backward=torch.is_grad_enabled(),
+            )
         with torch.no_grad():  # the buffer writes the trace made, undone by the guard, are this call's
             for path, value in cap.trace_writes:
                 run.model.get_buffer(path).copy_(value)
