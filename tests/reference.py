@@ -150,6 +150,35 @@ def prod(xs) -> int:
     return math.prod(xs)
 
 
+def _step_on_a_copy(model, inputs, loss_fn, optimizer):
+    """The step :func:`measured_step_peak` and :func:`allocated_step_peak` follow, on a
+    copy of the model, after a first step made the optimizer's state, and the bytes
+    resident before it (parameters, buffers, inputs, state: each storage once)."""
+    import copy
+
+    model = copy.deepcopy(model)
+    args, kwargs = (inputs, {}) if not isinstance(inputs, dict) else ((), inputs)
+    args = args if isinstance(args, tuple) else (args,)
+    opt = optimizer(model.parameters()) if optimizer is not None else None
+
+    def step():
+        out = model(*args, **kwargs)
+        loss = loss_fn(out)
+        loss.backward()
+        if opt is not None:
+            opt.step()
+        return out, loss
+
+    step()  # makes the optimizer's state
+    model.zero_grad(set_to_none=True)
+    state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
+    resident = [
+        t for t in (*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state) if torch.is_tensor(t)
+    ]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident}
+    return step, resident, sum(storages.values())
+
+
 def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     """The most bytes a real training step holds, resident memory included, found by
     following every storage it allocates (``StorageTracker``), not by fxinspect's model.
@@ -160,68 +189,30 @@ def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     inputs and optimizer state are resident, each storage once. The model is a copy: its
     weights and state are the caller's as they were.
     """
-    import copy
-
     from fxinspect.run.scratch import Scratch
     from fxinspect.run.storages import StorageTracker
 
-    model = copy.deepcopy(model)
-    args, kwargs = (inputs, {}) if not isinstance(inputs, dict) else ((), inputs)
-    args = args if isinstance(args, tuple) else (args,)
-    opt = optimizer(model.parameters()) if optimizer is not None else None
-
-    def step():
-        out = model(*args, **kwargs)
-        loss = loss_fn(out)
-        loss.backward()
-        if opt is not None:
-            opt.step()
-        return out, loss
-
-    step()  # makes the optimizer's state
-    model.zero_grad(set_to_none=True)
-    state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
-    resident = [*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state]
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident if torch.is_tensor(t)}
-    tracker = StorageTracker([t for t in resident if torch.is_tensor(t)], Scratch())
+    step, resident, resident_bytes = _step_on_a_copy(model, inputs, loss_fn, optimizer)
+    tracker = StorageTracker(resident, Scratch())
     with tracker:
         held = step()
     del held
     tracker.settle()  # each op's kernel scratch at the op, probed (fxinspect.run.scratch)
-    return sum(storages.values()) + tracker.peak
+    return resident_bytes + tracker.peak
 
 
 def allocated_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     """The most bytes a real training step holds as the allocator counts them (CPU:
     ``torch.profiler``'s allocation events; kernel scratch included), resident memory
     included: the step :func:`measured_step_peak` follows, on a copy of the model."""
-    import copy
-
     from fxinspect.run.allocator import AllocatorWatch
 
-    model = copy.deepcopy(model)
-    args, kwargs = (inputs, {}) if not isinstance(inputs, dict) else ((), inputs)
-    args = args if isinstance(args, tuple) else (args,)
-    opt = optimizer(model.parameters()) if optimizer is not None else None
-
-    def step():
-        out = model(*args, **kwargs)
-        loss = loss_fn(out)
-        loss.backward()
-        if opt is not None:
-            opt.step()
-        return out, loss
-
-    step()  # makes the optimizer's state
-    model.zero_grad(set_to_none=True)
-    state = [v for s in (opt.state.values() if opt else ()) for v in s.values() if torch.is_tensor(v)]
-    resident = [*model.parameters(), *model.buffers(), *args, *kwargs.values(), *state]
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in resident if torch.is_tensor(t)}
+    step, _, resident_bytes = _step_on_a_copy(model, inputs, loss_fn, optimizer)
     watch = AllocatorWatch(torch.device("cpu"))
     with watch:
         held = step()
         del held
-    return sum(storages.values()) + watch.peak
+    return resident_bytes + watch.peak
 
 
 def count_binned(monkeypatch, measure=lambda t: t.numel()) -> list:

@@ -97,3 +97,34 @@ def test_probes_leave_the_random_stream_as_it_was():
     rng = torch.get_rng_state()
     table.learn([key])
     assert key is not None and torch.equal(rng, torch.get_rng_state())
+
+
+def test_an_op_whose_work_is_over_the_bound_is_not_probed_on_meta_and_the_notes_say_so():
+    # Linear(4096, 4096) on (512, 4096): 2 * 512 * 4096 * 4096 = 17.2 GFLOP > 10 GFLOP,
+    # with 512*4096*4 + 4096*4096*4 + 4096*4 = 75.5 MiB of arguments, under the 256 MiB
+    # bound: the work alone keeps it from being probed (seconds on this CPU)
+    with torch.device("meta"):
+        model = torch.nn.Linear(4096, 4096)
+    report = fxinspect.analyze(model, torch.randn(512, 4096, device="meta"), timing=False)
+    notes = " ".join(report.memory.notes)
+    assert "over 256 MiB or over 10 GFLOP not probed on meta (aten.addmm.default)" in notes
+    assert not any(str(k[0]) == "aten.addmm.default" and k[1][0].shape == (4096,) for k in scratch.learnt())
+    # the same op at a quarter of the rows, 4.3 GFLOP, is probed
+    fxinspect.analyze(model, torch.randn(128, 4096, device="meta"), timing=False)
+    assert any(str(k[0]) == "aten.addmm.default" and k[1][1].shape == (128, 4096) for k in scratch.learnt())
+
+
+def test_scratch_negligible_beside_the_ops_own_tensors_counts_as_none(monkeypatch):
+    # a key whose arguments are one (1024, 1024) float tensor: 4 MiB, output 4 KiB;
+    # 1/256 of 4 MiB + 4 KiB is 16,400 B: 12 B of partials are none, 16,400 B count
+    key = (
+        torch.ops.aten.sum.dim_IntList,
+        (scratch.probe.ProbedTensor((1024, 1024), (1024, 1), 0, torch.float32), (1,)),
+        (),
+        2,
+        False,
+    )
+    monkeypatch.setitem(scratch._OUTPUTS, key, (4096,))
+    for learnt, counted in ((12, 0), (16_399, 0), (16_400, 16_400)):
+        monkeypatch.setitem(scratch._LEARNT, key, learnt)
+        assert scratch.Scratch().learn([key]) == {key: counted}
