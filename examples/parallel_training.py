@@ -14,7 +14,12 @@ with a ``device_spec``, the time they keep the link busy.
 ``Parallel.fsdp(n)`` shards each layer of a ``ModuleList`` and the root;
 ``Parallel.tp(n, plan)`` applies a ``parallelize_module`` plan; ``Parallel(mesh, apply)``
 takes your own ``apply(model, mesh)`` on a 1-D or 2-D mesh, as below. The figures were
-checked against real runs over gloo on 2 and 4 processes (``tests/test_parallel.py``).
+checked against real runs over gloo on 2, 3 and 4 processes (``tests/test_parallel.py``).
+Where a dimension does not divide among the ranks, the report's notes name the ranks
+whose shards differ and what differs: FSDP2 pads each shard to the largest (a
+``Linear(10, 10)`` weight over 3 ranks: 4, 4 and 2 rows, each rank allocating 4), so
+only the optimizer state, made like the unpadded shard, differs; analyse such a rank
+with ``Parallel.fsdp(n, rank=k)``.
 """
 
 from __future__ import annotations
