@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 from reference import assert_same_state, reference_flops, state_fingerprint
+from test_meta import _tiny_llama
 
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
@@ -467,18 +468,7 @@ def test_an_edge_follows_the_value_through_an_op_that_returns_its_argument(first
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_llama_residual_edges_skip_the_norms(device):
     """Every Llama block: the residual add reads the block's input, not the norm's `to`."""
-    from transformers import LlamaConfig, LlamaModel
-
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-    )
-    with torch.device(device):  # (meta: the capture runs under the analysis's own fake mode)
-        model = LlamaModel(config).eval()
+    model = _tiny_llama(device).model  # (its LlamaModel; on meta the capture runs under the analysis's fake mode)
     ids = torch.randint(0, 128, (1, 8), device=device)
     r = fxinspect.analyze(model, ids, timing=False, memory=False)
     assert r.capture.method == "export"
