@@ -332,16 +332,6 @@ def test_use_cache_note_whatever_tier_runs(method):
     assert cap.inputs.kwargs == {"use_cache": False}
 
 
-def test_a_hugging_face_model_captured_by_export_says_its_code_may_differ():
-    from transformers import GPT2Config, GPT2Model
-
-    model = GPT2Model(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)).eval()
-    r = fxinspect.analyze(model, torch.randint(0, 64, (1, 8)), method="export", timing=False, memory=False)
-    assert any("transformers runs other code under torch.export" in n for n in r.capture.notes)
-    plain = fxinspect.analyze(torch.nn.Linear(4, 4), torch.randn(2, 4), method="export", timing=False, memory=False)
-    assert not any("transformers" in n for n in plain.capture.notes)
-
-
 def _is_checkpoint_node(n) -> bool:
     return n.name.startswith(("checkpoint", "end_checkpoint"))
 
@@ -547,12 +537,6 @@ def _bert_checkpointed():
     return model, {"input_ids": torch.randint(0, 128, (2, 16))}, enable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39 item 8, open: auto takes symbolic's capture, one node per checkpointed module (a "
-    "checkpointed BertModel: 26 ops, not 82). Preferring export's (as a capture with auto leaves) "
-    "changes checkpoint_plan on torchvision's ViT: test_planning's MultiheadAttention test finds no plan",
-)
 @pytest.mark.parametrize(
     "make",
     [_small_checkpointed, _bert_checkpointed],  # (symbolic traces a checkpointed BertModel, not a plain one)

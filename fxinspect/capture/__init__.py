@@ -30,6 +30,7 @@ from .exported import trace_export
 from .functions import lost_function_error, named
 from .hf import prepare_inputs
 from .inputs import FlatInputs, check_inputs, normalize
+from .kept import opaque_checkpoints
 from .quiet import quiet
 from .symbolic import trace_symbolic
 
@@ -83,8 +84,9 @@ def captures(
     """Captures of ``model(*args, **kwargs)``, best first, each tier tried only when asked.
 
     The named tier's capture; for ``"auto"``, each tier's that works in ``TIERS`` order,
-    except that one which had to hide untraceable modules in leaves comes after those
-    of later tiers (they may break the whole model down), and those that traced through
+    except that one which had to hide untraceable modules in leaves, or kept each
+    checkpointed module as one node, comes after those of later tiers (they may break
+    the whole model down), and those that traced through
     ``torch.utils.checkpoint`` (losing its recomputation) come last. The first is what
     :func:`capture` returns; a caller that finds it wanting (``analyze``: its count is
     partial) takes the next. Raises ``CaptureError`` when no tier captures.
@@ -103,6 +105,7 @@ def captures(
     failures: list[tuple[str, str]] = []
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
+    opaque: Capture | None = None  # a capture with checkpoints as one node each (their ops hidden)
     lossy: list[Capture] = []  # captures that traced through torch.utils.checkpoint
     unkept: Capture | None = None  # a capture that lost a custom Function's backward (refused)
     found = False
@@ -141,6 +144,15 @@ def captures(
                 (name, f"had to make {list(cap.auto_leaves)} leaves; trying the next tier for a full breakdown")
             )
             continue
+        hidden = opaque_checkpoints(cap.graph_module.graph) if method == Method.AUTO else []
+        if hidden and position < len(tiers) - 1 and opaque is None:
+            # right, but each checkpointed module one node: a later tier may keep the
+            # checkpoints with every op a node of its module
+            opaque = cap
+            failures.append(
+                (name, f"kept the checkpoints of {', '.join(hidden)} as one node each; trying the next tier")
+            )
+            continue
         if cap.lost_checkpoints and method == Method.AUTO:
             # a program without the model's recomputation: its memory would be wrong
             lossy.append(cap)
@@ -148,9 +160,9 @@ def captures(
             continue
         found = True
         yield _finish(cap, model, list(failures), list(notes))
-    for kept in ([partial] if partial is not None else []) + lossy:
+    for kept in [c for c in (partial, opaque) if c is not None] + lossy:
         yield _finish(kept, model, list(failures), list(notes))
-    if partial is not None or lossy:
+    if partial is not None or opaque is not None or lossy:
         return
     if found:
         return

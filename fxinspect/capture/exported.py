@@ -23,6 +23,11 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
 * the readers of an op that returns its argument itself (``x.to(torch.float32)`` on a
   float32 ``x``) read that argument, so that edges follow values
   (:mod:`fxinspect.capture.aliases`);
+* the model's forward runs with ``torch.compiler.is_compiling()`` and
+  ``is_exporting()`` off, so that it takes the branches of its eager call
+  (:mod:`fxinspect.capture.eager_branches`);
+* an SDPA call given an explicit causal mask made of constants gets
+  ``is_causal=True`` instead (:mod:`fxinspect.capture.causal_masks`);
 * placeholders get the readable input names, the pytree code generation is replaced
   by a plain one, unused attribute reads are removed;
 * attribute reads use the model's own names (``fc.weight``, not ``model.fc.weight``)
@@ -57,11 +62,13 @@ from torch.utils import _pytree as pytree
 from .aliases import follow_values
 from .attributes import AttributeWatch, named_writes
 from .base import Capture, Method, one_line, resolve_attr, type_name
+from .blame import raised_by_model
+from .causal_masks import causal_mask_note, causal_masks_to_flags
 from .checkpoints import keep_checkpoints, kept_checkpoint_notes, tagging_checkpoints
+from .eager_branches import compiler_branch_note, eager_branches
 from .export_frames import ExportFrames
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
 from .functions import functions_traced_through, lost_function_notes
-from .hf import is_hf_model
 from .inputs import FlatInputs
 from .kept import checkpoints_traced_through, lost_checkpoint_notes
 from .regions import inline_regions
@@ -97,11 +104,14 @@ class _Root(torch.nn.Module):
         # export restores the module's own attributes (lists too) after tracing: the
         # output's tree spec is kept on a plain object the root refers to
         self._seen = _Seen()
+        self.eager_branches = True
 
     def forward(self, *tensors: torch.Tensor) -> tuple:
         args, kwargs = self._inputs.rebuild(list(tensors))
         attributes = AttributeWatch(self.model)
-        leaves, spec = pytree.tree_flatten(self.model(*args, **kwargs))
+        with eager_branches(self.eager_branches):
+            out = self.model(*args, **kwargs)
+        leaves, spec = pytree.tree_flatten(out)
         self._seen.spec = spec
         # tensors the forward set on its modules leave as extra outputs, so that the graph
         # says which nodes compute them (split off again by _attribute_writes)
@@ -137,6 +147,18 @@ def _for_every_batch(root: _Root, inputs: FlatInputs, frames: ExportFrames) -> t
         why = f"export: the batch could not stay a symbol, captured for this size only ({one_line(exc)})"
         return None, dataclasses.replace(inputs, batch_dims=None), why
     return program, dataclasses.replace(inputs, batch_min=2), "export: captured for every batch from 2"
+
+
+def _export(root: _Root, inputs: FlatInputs, frames: ExportFrames) -> tuple[Any, FlatInputs, list[str]]:
+    """Export for every batch where the model allows it, else for this one; with its notes."""
+    program, said = None, []
+    if inputs.batch_dims is not None:
+        program, inputs, why = _for_every_batch(root, inputs, frames)
+        said.append(why)
+    if program is None:
+        with frames.during():
+            program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+    return program, inputs, said
 
 
 # -- cleaning the unlifted program ---------------------------------------------------
@@ -201,12 +223,6 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         notes.append(
             "export: leaf_modules not applied (the export graph is aten-level; every module is traced through)"
         )
-    if is_hf_model(model):
-        # transformers asks torch.compiler.is_compiling() / is_exporting() and takes other branches
-        notes.append(
-            "export: transformers runs other code under torch.export (mask and cache branches), so the "
-            "captured ops, and the memory they keep alive, can differ from the model's eager call"
-        )
     root = _Root(model, inputs)
     frames = ExportFrames(_Root.forward.__code__)  # what the model's frames hold, as it runs
     with (
@@ -219,19 +235,23 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         # export asks for tensors the forward sets on self to be buffers: they are
         # attribute writes here (see _Root.forward), replayed by ``inspect``
         warnings.filterwarnings("ignore", message=r"The tensor attributes? .* (was|were) assigned during export")
-        program = None
-        if inputs.batch_dims is not None:
-            program, inputs, said = _for_every_batch(root, inputs, frames)
-            notes.append(said)
-        if program is None:
-            with frames.during():
-                program = torch.export.export(root, tuple(inputs.tensors), strict=False)
+        try:
+            program, inputs, said = _export(root, inputs, frames)
+        except Exception as exc:
+            if raised_by_model(exc):
+                raise  # the model's own error (a plain call shows whose): not a branch's
+            # the eager branches read values, say: export the branches kept for it
+            root.eager_branches = False
+            program, inputs, said = _export(root, inputs, frames)
+            said.insert(0, compiler_branch_note(one_line(exc)))
+        notes += said
     unlifted = program.module()
     graph = unlifted.graph
     _drop_checks(graph)
     inlined = inline_regions(unlifted)
     if inlined:
         notes.append(f"export: inlined {inlined} grad-mode/autocast region(s) of the forward")
+    notes += causal_mask_note(causal_masks_to_flags(graph, unlifted, tuple(inputs.tensors)))
     follow_values(graph)
     graph._codegen = fx.graph.CodeGen()  # flat inputs in, flat tuple of output leaves out
     _rename(graph, inputs)

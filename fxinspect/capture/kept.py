@@ -34,6 +34,7 @@ __all__ = [
     "CheckpointCall",
     "FunctionCall",
     "checkpoint_name",
+    "opaque_checkpoints",
     "checkpoints_traced_through",
     "kept_calls",
     "lost_checkpoint_notes",
@@ -92,6 +93,11 @@ def checkpoint_name(function: Any, paths: dict[int, str]) -> str:
     owner = _owner(function, paths)
     inner = function.func if isinstance(function, functools.partial) else function
     return repr(paths[id(owner)]) if owner is not None else getattr(inner, "__qualname__", repr(inner))
+
+
+def opaque_checkpoints(graph: fx.Graph) -> list[str]:
+    """The checkpointed calls ``graph`` keeps as one node each (their ops not nodes)."""
+    return [repr(n.target) for n in graph.nodes if n.op == "call_function" and isinstance(n.target, CheckpointCall)]
 
 
 def _has_proxy(value: Any) -> bool:

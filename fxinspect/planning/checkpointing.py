@@ -92,6 +92,10 @@ def checkpoint_plan(
         return report, point
 
     base, point = analysed(())
+    if options.get("method", "auto") == "auto":
+        # every plan on the base's tier: figures comparable to the base's (auto would take
+        # export over symbolic's one node per checkpoint, where both give the same memory)
+        options["method"] = str(base.capture.method)
     found, basis = candidates(base)
     notes = []
     taken = [c.path for c in found if not checkpointable(target.get_submodule(c.path))]
