@@ -70,6 +70,7 @@ def causal_masks_to_flags(
 
 
 def _rewrite(graph: fx.Graph, owner: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> tuple[int, int]:
+    """:func:`causal_masks_to_flags`, outside any fake mode."""
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     values: dict[fx.Node, Any] = {
         node: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor) else _UNKNOWN
