@@ -8,7 +8,6 @@ Example
 136
 """
 
-from . import devices
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
@@ -33,6 +32,7 @@ from .records import (
 from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.program import InstrumentedProgram
+from .timemodel import devices
 from .training import Inspection, Stash, Tracker, Watch, inspect, track, watch
 
 

@@ -29,11 +29,11 @@ from .run.choose import Counted, count_best
 from .run.passes import PassResult
 from .run.passes.backward import BackwardPass
 from .run.passes.memory import MemoryPass
-from .run.passes.time_model import TimeModelPricing
 from .run.passes.timing import TimingPass
 from .run.prepare import Prepared, prepared
 from .run.program import InstrumentedProgram
 from .tensors import has_data
+from .timemodel.pricing import TimeModelPricing
 
 __all__ = ["LATER_PASSES", "analyze", "instrument", "no_gc_pauses", "report_of"]
 
@@ -93,7 +93,7 @@ def analyze(
         process group (see ``fxinspect.parallel``), with every collective it issued in
         ``report.communication``.
     device_spec : a device to predict each node's latency on (``predicted_latency``, see
-        ``fxinspect.run.passes.time_model``): a preset of ``fxinspect.devices``
+        ``fxinspect.timemodel.pricing``): a preset of ``fxinspect.devices``
         (``"h100-sxm"``, or a driver's name as ``torch.cuda.get_device_name()`` gives it),
         a ``DeviceSpec``, or ``"measured"`` (this host, measured once and cached).
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import fxinspect
-from fxinspect import devices, measured_device
 from fxinspect.errors import InputError
+from fxinspect.timemodel import devices, host
 
 
 @pytest.mark.parametrize("name", sorted(devices.PRESETS))
@@ -22,7 +22,7 @@ def test_presets_are_dense_datasheet_figures(name):
     bf16 = spec.peak(torch.bfloat16)
     # on every sheet: BF16 dense is twice TF32 dense and FP8 twice BF16 (within the sheets' rounding)
     assert bf16 == pytest.approx(2 * spec.tf32_flops, rel=0.02)
-    if torch.float8_e4m3fn in spec.peak_flops:
+    if "float8_e4m3fn" in spec.peak_flops:
         assert spec.peak(torch.float8_e4m3fn) == pytest.approx(2 * bf16, rel=0.02)
     else:
         assert name.startswith("a100")  # no FP8 units
@@ -88,7 +88,7 @@ def fake_measure(tmp_path, monkeypatch):
             handed.append(device)
             return copy.deepcopy(queue.pop(0) if len(queue) > 1 else queue[0])
 
-        monkeypatch.setattr(measured_device, "measure", measure)
+        monkeypatch.setattr(host, "measure", measure)
         return handed
 
     return hand_out
@@ -97,7 +97,7 @@ def fake_measure(tmp_path, monkeypatch):
 def test_the_measured_spec_is_measured_once_and_cached(fake_measure):
     calls = fake_measure(_figures())
     first, second = devices.get("measured"), devices.get("measured")
-    assert calls == ["cpu"] and first == second and measured_device.cache_file("cpu").exists()
+    assert calls == ["cpu"] and first == second and host.cache_file("cpu").exists()
     assert (first.peak(torch.float32), first.memory_bandwidth, first.launch_overhead) == (2e11, 6e10, 1e-6)
     assert "2 threads, each figure the best of at least 1 trials" in first.source
 
@@ -118,8 +118,8 @@ def _fake_timed(fn, device):
 
 def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
     _fake_timed.calls = 0
-    monkeypatch.setattr(measured_device, "_timed", _fake_timed)
-    found = measured_device.measure("cpu", budget=0.4)
+    monkeypatch.setattr(host, "_timed", _fake_timed)
+    found = host.measure("cpu", budget=0.4)
     # the fastest call of the fastest size, 512: 2 * 512**3 FLOPs in 2 * 512**3 / 1e11 s; medians would give a third
     assert found["peak_flops"] == {
         "float32": pytest.approx(1e11),
@@ -148,8 +148,8 @@ def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
     ],
 )
 def test_a_slow_dtype_stops_the_sizes_and_a_stalled_call_does_not(monkeypatch, seconds, sizes):
-    monkeypatch.setattr(measured_device, "_timed", lambda fn, device: seconds[fn.args[0].shape[0]])
-    tried = measured_device._matmuls(torch.float32, "cpu", budget=0.4)
+    monkeypatch.setattr(host, "_timed", lambda fn, device: seconds[fn.args[0].shape[0]])
+    tried = host._matmuls(torch.float32, "cpu", budget=0.4)
     assert [round((t["work"] / 2) ** (1 / 3)) for t in tried] == sizes
 
 
@@ -172,28 +172,28 @@ _BUSY_FLOAT32 = dict(f32=23e6, f64=46e9)
     ],
 )
 def test_problems_name_what_is_implausible(implausible, said):
-    assert measured_device.problems(_figures()) == []
-    assert said in measured_device.problems(_figures(**implausible))
+    assert host.problems(_figures()) == []
+    assert said in host.problems(_figures(**implausible))
 
 
 @pytest.mark.parametrize("implausible", [_BUSY_FLOAT32, dict(f64=1e9), dict(copy=1e8), dict(launch=5e-3)])
 def test_an_implausible_set_is_measured_again(fake_measure, implausible):
     calls = fake_measure(_figures(**implausible), _figures())
-    found = measured_device.measured()
+    found = host.measured()
     # measured again, the trials pooled: each figure the faster of the two attempts'
-    assert calls == ["cpu", "cpu"] and measured_device.problems(found) == []
+    assert calls == ["cpu", "cpu"] and host.problems(found) == []
     assert (found["peak_flops"]["float32"], found["memory_bandwidth"], found["launch_overhead"]) == (2e11, 6e10, 1e-6)
-    assert json.loads(measured_device.cache_file().read_text()) == found
+    assert json.loads(host.cache_file().read_text()) == found
 
 
 def test_a_set_that_stays_implausible_is_used_with_a_warning_and_measured_next_time(fake_measure):
     calls = fake_measure(_figures(**_BUSY_FLOAT32))
     with pytest.warns(UserWarning, match="implausible .float32 matmul 0.023 GFLOP/s.*using them for now"):
-        found = measured_device.measured()
+        found = host.measured()
     assert len(calls) == 3 and found["peak_flops"]["float32"] == 23e6  # three attempts
-    assert json.loads(measured_device.cache_file().read_text())["problems"]
+    assert json.loads(host.cache_file().read_text())["problems"]
     with pytest.warns(UserWarning):
-        measured_device.measured()
+        host.measured()
     assert len(calls) == 6  # not taken from the cache
 
 
@@ -212,32 +212,32 @@ def test_a_set_that_stays_implausible_is_used_with_a_warning_and_measured_next_t
 )
 def test_a_stale_or_implausible_cache_is_measured_again(fake_measure, cached, measured_again):
     calls = fake_measure(_figures(f32=3e11))
-    measured_device.cache_file().parent.mkdir(parents=True)
-    measured_device.cache_file().write_text(json.dumps(cached))
-    found = measured_device.measured()
+    host.cache_file().parent.mkdir(parents=True)
+    host.cache_file().write_text(json.dumps(cached))
+    found = host.measured()
     assert (calls == ["cpu"]) == measured_again
     assert found["peak_flops"]["float32"] == (3e11 if measured_again else 2e11)
-    assert measured_device.measured(refresh=True)["peak_flops"]["float32"] == 3e11
+    assert host.measured(refresh=True)["peak_flops"]["float32"] == 3e11
 
 
 def test_a_measurement_far_below_the_last_keeps_the_last(fake_measure):
     # the last plausible set is 8 days old; now the machine is busy: every figure a fifth of it, each plausible alone
     busy = _figures(f32=4e10, f64=1.8e10, bf16=8e10, copy=1.2e10)
-    assert measured_device.problems(busy) == []
-    measured_device.cache_file().parent.mkdir(parents=True)
-    measured_device.cache_file().write_text(json.dumps(_figures(age=timedelta(days=8))))
+    assert host.problems(busy) == []
+    host.cache_file().parent.mkdir(parents=True)
+    host.cache_file().write_text(json.dumps(_figures(age=timedelta(days=8))))
     calls = fake_measure(busy)
     with pytest.warns(UserWarning, match="float32 matmul 40 GFLOP/s is below half of .*using those of"):
-        found = measured_device.measured()
+        found = host.measured()
     assert len(calls) == 3 and found["peak_flops"]["float32"] == 2e11
-    kept = json.loads(measured_device.cache_file().read_text())
+    kept = json.loads(host.cache_file().read_text())
     assert kept["peak_flops"]["float32"] == 2e11 and kept["rejected"]["peak_flops"]["float32"] == 4e10
-    assert measured_device.measured()["peak_flops"]["float32"] == 2e11 and len(calls) == 3  # no new try for an hour
+    assert host.measured()["peak_flops"]["float32"] == 2e11 and len(calls) == 3  # no new try for an hour
 
 
 def test_measure_runs_for_real():
     # the real clock, briefly: only the shape of the answer, never this machine's speed
-    found = measured_device.measure("cpu", budget=0.02)
+    found = host.measure("cpu", budget=0.02)
     assert set(found["peak_flops"]) == {"float32", "float64", "bfloat16"}
     figures = [*found["peak_flops"].values(), found["memory_bandwidth"], found["launch_overhead"]]
     assert all(math.isfinite(v) and v > 0 for v in figures) and found["trials"]["copy"][0]["seconds"]
@@ -304,7 +304,43 @@ def test_without_a_time_model_the_roofline_says_how_to_get_one():
     reason="needs a CUDA device: the measured spec times CUDA kernels with synchronisation",
 )
 def test_the_measured_spec_on_cuda_times_with_synchronisation():
-    found = measured_device.measure("cuda", budget=0.05)
+    found = host.measure("cuda", budget=0.05)
     # the shape of the answer, not the card's speed; matmuls beyond the CPU's 1024 are tried
     assert found["device"] == "cuda" and all(v > 0 for v in found["peak_flops"].values())
     assert found["trials"]["float32"][-1]["work"] > 2 * 1024**3 and found["memory_bandwidth"] > 0
+
+
+def test_one_spec_prices_the_ops_draws_the_roofs_and_times_the_links():
+    # 1 GFLOP/s in float32 (the tiny matmuls compute-bound), 100 GB/s memory, no launch cost,
+    # NVLink 2 GB/s both directions together: 1 GB/s a direction
+    spec = devices.DeviceSpec("toy", {"float32": 1e9}, 1e11, launch_overhead=0.0, interconnect={"nvlink": 2e9})
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    fsdp = fxinspect.Parallel.fsdp(2, blocks=torch.nn.Linear)
+    report = fxinspect.analyze(model, torch.randn(4, 16), backward=True, timing=False, parallel=fsdp, device_spec=spec)
+    assert report.time_model is spec  # the report refers to the spec given, no copy of its figures
+    first = next(n for n in report.nodes if n.label == "addmm")
+    # 4×16 @ 16×32 + bias: 2*4*16*32 + 4*32 = 4224 FLOPs / 1e9 = 4.224 µs, above its
+    # (4*16 + 16*32 + 32 + 4*32) * 4 = 2944 bytes / 1e11 = 29.4 ns
+    assert (first.flops, first.bytes_moved) == (4224, 2944)
+    assert first.predicted_latency == pytest.approx(4224 / 1e9)
+    row = next(r for r in report.roofline() if r["node"] == first.name)
+    assert (row["peak"], row["bound"], row["roof_time"]) == (1e9, "compute", pytest.approx(4224 / 1e9))
+    # each Linear all-gathered for the forward and again for the backward, its gradient
+    # reduce-scattered; of 2 ranks each sends half: (32*16 + 32) * 4 / 2 = 1088 and
+    # (8*32 + 8) * 4 / 2 = 528 bytes, at 1 GB/s
+    comm = report.communication
+    assert sorted(c.wire_bytes for c in comm.collectives) == [528] * 3 + [1088] * 3
+    assert all(c.predicted_time == c.wire_bytes / 1e9 for c in comm.collectives)
+    assert comm.predicted_time == pytest.approx(3 * (1088 + 528) / 1e9)  # 4.848 µs
+    back = fxinspect.Report.from_json(report.to_json())
+    assert back.time_model == spec and back == report
+
+
+@pytest.mark.parametrize(
+    ("peaks", "said"),
+    [({"bfloat16": 1e12}, r"needs a float32 figure .* got \['bfloat16'\]"), ({}, r"float32 figure .* got \[\]")],
+)
+def test_a_spec_without_float32_is_refused_when_made(peaks, said):
+    with pytest.raises(ValueError, match=said):
+        devices.DeviceSpec("toy", peaks, 1e11)

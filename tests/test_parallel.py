@@ -93,7 +93,7 @@ def test_sent_bytes_are_a_figure_of_the_nodes_summed_into_each_blocks_module():
 
 
 def test_collectives_are_timed_on_the_links_their_group_uses():
-    from fxinspect.devices import DeviceSpec, get
+    from fxinspect.timemodel import DeviceSpec, get
 
     h100 = get("h100-sxm")  # NVLink 900 GB/s both ways: 450 GB/s a direction
     report = fxinspect.analyze(

@@ -1,6 +1,7 @@
 """How long a rank's collectives take on a device's links: bytes sent over bandwidth.
 
-A device spec (:mod:`fxinspect.devices`) names its links' bandwidths in
+The time model's device spec (a :class:`~fxinspect.records.DeviceSpec`, the one that
+prices the step's ops: :mod:`fxinspect.timemodel`) names its links' bandwidths in
 ``interconnect``: the presets give the datasheet's NVLink (or Infinity Fabric) total,
 both directions together, and PCIe. A ring collective sends ``wire_bytes`` from each
 rank over one direction of its link, so its time here is ``wire_bytes`` over half the
@@ -15,7 +16,7 @@ out: these are lower bounds on the time the wire is busy.
 Example
 -------
 >>> from fxinspect.records import Collective, Communication
->>> from fxinspect.devices import get
+>>> from fxinspect.timemodel import get
 >>> c = Collective("all_gather", "c10d._allgather_base_", "forward", "", None, 8, "torch.bfloat16", 8 * 10**9, 7 * 10**9, "(n-1)/n", tuple(range(8)))
 >>> priced(Communication(0, 8, (("dp", 8),), (c,)), get("h100-sxm")).predicted_time   # 7 GB at 450 GB/s
 0.015555555555555555
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..devices import DeviceSpec
+from ..records import DeviceSpec
 from ..records.communication import Communication
 
 __all__ = ["priced"]

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from .. import devices
 from ..capture.base import module_of
 from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs
@@ -45,6 +44,7 @@ from ..run.passes.backward import default_loss
 from ..run.passes.one_run import counted_run
 from ..run.prepare import Prepared
 from ..run.resizes import follow_resizes
+from ..timemodel import devices
 from .collectives import CollectiveLog, kind_of
 from .group import fake_world
 from .links import priced

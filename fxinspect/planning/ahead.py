@@ -28,7 +28,7 @@ from typing import Any
 from ..analyze import no_gc_pauses, report_of
 from ..options import Options
 from ..run.choose import count_best
-from ..run.passes.time_model import TimeModelPricing
+from ..timemodel.pricing import TimeModelPricing
 from .derived import Analysed
 from .points import point_of
 from .shared import Shared

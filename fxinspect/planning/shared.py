@@ -35,8 +35,8 @@ from ..capture import Capture, Method, flat_inputs, normalize
 from ..options import Options
 from ..report import Report
 from ..run.choose import Counted, count_best, count_with
-from ..run.passes.time_model import TimeModelPricing
 from ..run.prepare import prepared
+from ..timemodel.pricing import TimeModelPricing
 from .points import StepPoint, analysed_point, point_of
 
 __all__ = ["EachOnItsOwn", "Forks", "Shared", "batch_dims", "shared_capture"]

@@ -5,7 +5,7 @@ views turn these records into text, pictures and files. This package imports not
 from capture, the run layer, the views or torch: it is the bottom of the package.
 :mod:`.nodes` holds the graph's parts (tensors, aten calls, nodes, modules),
 :mod:`.analysis` the whole (totals, findings, timing, the report record),
-:mod:`.memory` the memory of a run.
+:mod:`.memory` the memory of a run, :mod:`.device_spec` the device a time model prices for.
 """
 
 from .analysis import (
@@ -16,12 +16,12 @@ from .analysis import (
     NonFiniteKind,
     ReportRecord,
     SharedParameter,
-    TimeModel,
     TimingInfo,
     Totals,
     UncountedOp,
 )
 from .communication import Collective, Communication
+from .device_spec import DeviceSpec
 from .memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from .nodes import OP_KINDS, AtenCall, ModuleRecord, NodeRecord, OpStatus, TensorMeta, ValueStats
 
@@ -32,6 +32,7 @@ __all__ = [
     "CaptureInfo",
     "Collective",
     "Communication",
+    "DeviceSpec",
     "Environment",
     "LiveTensor",
     "MemoryRecord",
@@ -46,7 +47,6 @@ __all__ = [
     "TensorMeta",
     "Saves",
     "TensorRole",
-    "TimeModel",
     "TimingInfo",
     "Totals",
     "UncountedOp",

@@ -3,7 +3,7 @@
 Example
 -------
 >>> str(NonFiniteKind("nan+inf")), SCHEMA_VERSION
-('nan+inf', 6)
+('nan+inf', 7)
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from ..choices import Choice
 from .communication import Communication
+from .device_spec import DeviceSpec
 from .fields import Derived, with_figures
 from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 
-SCHEMA_VERSION = 6  # 6: comm_bytes per node, module and total; report.communication
+SCHEMA_VERSION = 7  # 7: report.time_model is the DeviceSpec; 6: comm_bytes per node, module and total
 
 
 class NonFiniteKind(Choice):
@@ -81,23 +82,6 @@ class CaptureInfo:
     # modules whose torch.utils.checkpoint the capture traced through (its program keeps
     # what they would free and never recomputes them; the notes say so)
     lost_checkpoints: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TimeModel:
-    """The device the time model priced the ops for (``analyze(device_spec=...)``):
-    dense peak FLOP/s per dtype name, memory bandwidth in bytes/s, seconds per aten op."""
-
-    device: str
-    peak_flops: Mapping[str, float]
-    memory_bandwidth: float
-    launch_overhead: float
-    source: str = ""
-
-    def peak(self, dtype: str | None) -> float:
-        """FLOP/s for a dtype's name (``"torch.bfloat16"`` or ``"bfloat16"``); float32's otherwise."""
-        key = (dtype or "").removeprefix("torch.")
-        return self.peak_flops.get(key, self.peak_flops["float32"])
 
 
 @dataclass(frozen=True)
@@ -210,7 +194,7 @@ class ReportRecord:
     backward_unattributed: tuple[AtenCall, ...] = ()
     grad_nonfinite: NonFinite | None = None  # where NaN/Inf first appeared in the backward
     memory: MemoryRecord | None = None  # the memory pass's model and measurement
-    time_model: TimeModel | None = None  # the device the predicted latencies are for
+    time_model: DeviceSpec | None = None  # the device the predicted latencies are for
     communication: Communication | None = None  # a parallel step's collectives (one rank's)
     schema_version: int = SCHEMA_VERSION
 

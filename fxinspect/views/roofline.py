@@ -1,6 +1,7 @@
 """The roofline: each op against the device's roofs, and the chart of it.
 
-Needs a report made with ``analyze(..., device_spec=...)`` (``report.time_model``).
+Needs a report made with ``analyze(..., device_spec=...)``: its roofs are those of the
+:class:`~fxinspect.records.DeviceSpec` the ops were priced on (``report.time_model``).
 Per op node (:func:`roofline`): its arithmetic intensity (FLOPs per byte moved), the
 roof it sits under (``min(peak, intensity * bandwidth)``, the peak of its output's
 dtype), whether compute or memory bounds it, the time the roof allows for its work,
@@ -16,23 +17,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..records import ReportRecord
+from ..records import DeviceSpec, ReportRecord
+from ..records.device_spec import priced_dtype
 
 __all__ = ["plot_roofline", "roofline"]
 
 
-def _place(model: Any, dtype: str | None, flops: int | None, moved: int | None, latency: float | None) -> dict:
+def _place(spec: DeviceSpec, dtype: str | None, flops: int | None, moved: int | None, latency: float | None) -> dict:
     """One op's position under the roofs: intensity, bound, roof time, achieved fraction."""
     if flops is None or moved is None:
         return {}
-    peak, bandwidth = model.peak(dtype), model.memory_bandwidth
-    compute, memory = flops / peak, moved / bandwidth
+    compute, memory = spec.seconds(flops, moved, dtype)
     roof_time = max(compute, memory)
     out = {
         "intensity": flops / moved if moved else None,
         "bound": None if roof_time == 0 else "compute" if compute >= memory else "memory",
         "roof_time": roof_time,
-        "peak": peak,
+        "peak": spec.peak(dtype),
         "fraction": None,
         "above_roof": False,
     }
@@ -45,25 +46,26 @@ def _place(model: Any, dtype: str | None, flops: int | None, moved: int | None, 
 
 def roofline(report: ReportRecord) -> list[dict[str, Any]]:
     """A row per op node: see the module. ``ValueError`` without a time model."""
-    model = _model(report)
+    spec = _spec(report)
     rows = []
     for n in report.nodes:
         if not n.is_op:
             continue
-        dtype = next((t.dtype for t in n.outputs if t.dtype.startswith(("float", "bfloat"))), None)
+        dtype = priced_dtype(n.outputs)
         row = {"node": n.name, "module": n.module_path, "label": n.label, "dtype": dtype, "flops": n.flops}
         row["bytes"] = n.bytes_moved
-        row.update(_place(model, dtype, n.flops, n.bytes_moved, n.latency))
+        row.update(_place(spec, dtype, n.flops, n.bytes_moved, n.latency))
         row["predicted"], row["latency"] = n.predicted_latency, n.latency
         if n.backward_flops is not None:
-            back = _place(model, dtype, n.backward_flops, n.backward_bytes_moved, n.backward_latency)
+            back = _place(spec, dtype, n.backward_flops, n.backward_bytes_moved, n.backward_latency)
             row.update({f"backward_{k}": v for k, v in back.items()})
             row["backward_predicted"] = n.backward_predicted_latency
         rows.append(row)
     return rows
 
 
-def _model(report: ReportRecord) -> Any:
+def _spec(report: ReportRecord) -> DeviceSpec:
+    """The device the report's ops were priced on; ``ValueError`` without one."""
     if report.time_model is None:
         raise ValueError(
             "the report has no time model: analyze(model, inputs, device_spec=...) with a preset of "
@@ -84,7 +86,7 @@ def plot_roofline(
 
     from .figures import save_figure
 
-    model = _model(report)
+    spec = _spec(report)
     if colour_by not in ("module", "op"):
         raise ValueError(f"plot_roofline(colour_by=...) takes 'module' or 'op', got {colour_by!r}")
     points = _points(report, by, depth, colour_by == "op")
@@ -94,9 +96,9 @@ def plot_roofline(
     ax.set_yscale("log")
     xs = [p["intensity"] for p in points] or [1.0]
     low, high = min(min(xs), 0.01) / 2, max(max(xs), 1000) * 2
-    bandwidth = model.memory_bandwidth
+    bandwidth = spec.memory_bandwidth
     for dtype in sorted({p["dtype"] for p in points} or {"float32"}):
-        peak = model.peak(dtype)
+        peak = spec.peak(dtype)
         knee = peak / bandwidth
         ax.plot([low, knee, high], [low * bandwidth, peak, peak], lw=1.2, label=f"roof, {dtype}")
     groups = list(dict.fromkeys(p["group"] for p in points))
@@ -118,7 +120,7 @@ def plot_roofline(
     ax.set_xlabel("arithmetic intensity (FLOPs per byte moved)")
     ax.set_ylabel("achieved FLOP/s" + ("" if report.totals.latency is not None else " (predicted)"))
     ax.set_xlim(low, high)
-    ax.set_title(f"{report.modules[''].type if '' in report.modules else 'model'} on {model.device}", loc="left")
+    ax.set_title(f"{report.modules[''].type if '' in report.modules else 'model'} on {spec.name}", loc="left")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right", title="size: time; red edge: above its roof", title_fontsize=8)
     if path is not None:
@@ -131,7 +133,7 @@ def _points(report: ReportRecord, by: str, depth: int, by_op: bool = False) -> l
     FLOP/s, the time that sizes them, their group (colour) and whether above the roof."""
     from .. import paths
 
-    model = _model(report)
+    spec = _spec(report)
     if by == "module":
         items = [m for p, m in report.modules.items() if p and m.depth == depth]
         dtypes = {}
@@ -157,7 +159,7 @@ def _points(report: ReportRecord, by: str, depth: int, by_op: bool = False) -> l
         time = r.latency if r.latency is not None else r.predicted_latency
         if not r.flops or not r.bytes_moved or not time:
             continue
-        place = _place(model, dtype, r.flops, r.bytes_moved, r.latency)
+        place = _place(spec, dtype, r.flops, r.bytes_moved, r.latency)
         points.append(
             {
                 "name": name,

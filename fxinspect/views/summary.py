@@ -133,7 +133,7 @@ def _predicted(report: ReportRecord) -> list[str]:
     model, predicted = report.time_model, report.totals.predicted_latency
     if model is None or predicted is None:
         return []
-    text = f"{fmt.seconds(predicted)} forward on {model.device} (roofline of every aten op, launch included)"
+    text = f"{fmt.seconds(predicted)} forward on {model.name} (roofline of every aten op, launch included)"
     if report.totals.backward_predicted_latency is not None:
         text += f", {fmt.seconds(report.totals.backward_predicted_latency)} backward"
     if report.timing is not None and report.timing.plain_forward:

@@ -1,12 +1,12 @@
 """The time model: each node's predicted latency on a device, from its counted aten ops.
 
-``analyze(model, inputs, device_spec=...)`` (a preset of :mod:`fxinspect.devices`, a
-:class:`~fxinspect.devices.DeviceSpec` or ``"measured"``) prices every aten op a node
+``analyze(model, inputs, device_spec=...)`` (a preset of :mod:`fxinspect.timemodel.devices`,
+a :class:`~fxinspect.records.DeviceSpec` or ``"measured"``) prices every aten op a node
 ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
 node's output dtype, plus the device's launch overhead per call; a view or other free
 op costs nothing. The sum is the node's ``predicted_latency`` (with ``backward=True``,
 its backward's is ``backward_predicted_latency``); modules and totals sum them as they
-sum ``latency``. No run is needed, so it works on the meta device (a 70B
+sum ``latency``; the report keeps the spec as ``report.time_model``. No run is needed, so it works on the meta device (a 70B
 step gets its prediction with no accelerator). ``report.roofline()`` and
 ``report.plot_roofline()`` set it beside what was measured.
 
@@ -22,10 +22,11 @@ Example
 
 from __future__ import annotations
 
-from ...devices import DeviceSpec, get
-from ...options import Options
-from ...records import OpStatus, TimeModel
-from . import PassResult
+from ..options import Options
+from ..records import DeviceSpec, OpStatus
+from ..records.device_spec import priced_dtype
+from ..run.passes import PassResult
+from .devices import get
 
 __all__ = ["TimeModelPricing"]
 
@@ -45,14 +46,6 @@ class TimeModelPricing:
 
     def priced(self, results: list[PassResult]) -> PassResult:
         """Each node's predicted forward (and backward) seconds, from ``results``."""
-        spec = self.spec
-        model = TimeModel(
-            spec.name,
-            {str(k).removeprefix("torch."): v for k, v in spec.peak_flops.items()},
-            spec.memory_bandwidth,
-            spec.launch_overhead,
-            spec.source,
-        )
         found: dict[str, dict] = {}
         for result in results:
             for name, record in result.nodes.items():
@@ -62,18 +55,17 @@ class TimeModelPricing:
         for name, record in found.items():
             if "aten" not in record:
                 continue  # not an op node
-            dtype = next((t.dtype for t in record["outputs"] if t.dtype.startswith(("float", "bfloat"))), None)
-            peak = model.peak(dtype)
-            nodes[name] = {"predicted_latency": self._seconds(record["aten"], peak)}
+            dtype = priced_dtype(record["outputs"])
+            nodes[name] = {"predicted_latency": self._seconds(record["aten"], dtype)}
             if "backward_aten" in record:
-                nodes[name]["backward_predicted_latency"] = self._seconds(record["backward_aten"], peak)
-        return PassResult(nodes=nodes, report={"time_model": model})
+                nodes[name]["backward_predicted_latency"] = self._seconds(record["backward_aten"], dtype)
+        return PassResult(nodes=nodes, report={"time_model": self.spec})
 
-    def _seconds(self, calls, peak: float) -> float:
-        """The roofline time of aten ``calls``, a launch each; free ops cost nothing."""
+    def _seconds(self, calls, dtype: str | None) -> float:
+        """The roofline time of aten ``calls`` at ``dtype``'s peak, a launch each; free ops cost nothing."""
         seconds = 0.0
         for call in calls:
             if call.status is not OpStatus.FREE:
-                work = max(call.flops / peak, (call.bytes_read + call.bytes_written) / self.spec.memory_bandwidth)
+                work = max(self.spec.seconds(call.flops, call.bytes_read + call.bytes_written, dtype))
                 seconds += work + call.calls * self.spec.launch_overhead
         return seconds

@@ -71,7 +71,7 @@ def cache_file(device: str = "cpu") -> Path:
 def measured(device: str | None = None, refresh: bool = False) -> dict:
     """This host's figures (``device``: ``"cpu"``, or ``"cuda"`` when one is present):
     the cached ones while fresh and plausible, else measured now and checked;
-    :func:`fxinspect.devices.get` makes them a spec."""
+    :func:`fxinspect.timemodel.devices.get` makes them a spec."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = cache_file(device)
     cached = _read(path)
@@ -95,7 +95,7 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
     warnings.warn(
         f"fxinspect: this host's measured figures look implausible ({'; '.join(found)}), {used}; "
         f"the machine may be busy. Measure again later with "
-        f"fxinspect.measured_device.measured(refresh=True), or delete {path}",
+        f"fxinspect.timemodel.host.measured(refresh=True), or delete {path}",
         stacklevel=2,
     )
     _write(path, {**good, "rejected": rejected} if good else rejected)

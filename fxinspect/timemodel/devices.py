@@ -1,9 +1,10 @@
-"""Device specs for the time model: dense peak FLOP/s per dtype, memory bandwidth.
+"""Device presets for the time model: dense peak FLOP/s per dtype, memory bandwidth.
 
-``fxinspect.devices.get(name)`` returns a :class:`DeviceSpec`: a preset by its short
-name (``"h100-sxm"``) or by the name the driver gives (``torch.cuda.get_device_name()``,
-such as ``"NVIDIA H100 80GB HBM3"``), or ``"measured"``: this host, measured by a short
-microbenchmark (:mod:`fxinspect.measured_device`), checked and cached per machine.
+``fxinspect.devices.get(name)`` (this module) returns a :class:`DeviceSpec`: a preset by
+its short name (``"h100-sxm"``) or by the name the driver gives
+(``torch.cuda.get_device_name()``, such as ``"NVIDIA H100 80GB HBM3"``), or
+``"measured"``: this host, measured by a short microbenchmark
+(:mod:`fxinspect.timemodel.host`), checked and cached per machine.
 
 Every preset is a datasheet's *dense* figure; the sparse ("with sparsity") figures the
 same sheets print beside them, twice as large, are never used. The source of each is
@@ -15,51 +16,27 @@ Example
 -------
 >>> import torch
 >>> spec = get("NVIDIA H100 80GB HBM3")
->>> spec.name, spec.peak_flops[torch.bfloat16] / 1e12, spec.memory_bandwidth / 1e12
+>>> spec.name, spec.peak(torch.bfloat16) / 1e12, spec.memory_bandwidth / 1e12
 ('h100-sxm', 989.4, 3.35)
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-import torch
-
-from .errors import InputError
+from ..errors import InputError
+from ..records.device_spec import DeviceSpec
 
 __all__ = ["PRESETS", "DeviceSpec", "get"]
 
 T = 1e12
 
 
-@dataclass(frozen=True)
-class DeviceSpec:
-    """A device's roofs: ``peak_flops`` maps a ``torch.dtype`` to dense FLOP/s,
-    ``memory_bandwidth`` is bytes/s; ``interconnect`` names link bandwidths in bytes/s
-    (for later use), ``launch_overhead`` is seconds per aten op."""
-
-    name: str
-    peak_flops: dict[torch.dtype, float]
-    memory_bandwidth: float
-    launch_overhead: float = 5e-6
-    tf32_flops: float | None = None  # float32 matmuls with TF32 allowed (not used by default)
-    interconnect: dict[str, float] = field(default_factory=dict)
-    aliases: tuple[str, ...] = ()  # patterns of the names drivers report
-    source: str = ""
-
-    def peak(self, dtype: torch.dtype | str | None) -> float:
-        """Dense FLOP/s for ``dtype`` (a dtype or its name); float32's when it is not listed."""
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype.removeprefix("torch."), None)
-        return self.peak_flops.get(dtype, self.peak_flops[torch.float32])
-
-
 def _nvidia(fp64: float, fp32: float, bf16: float, fp8: float | None = None) -> dict:
     """Dense figures per dtype, in TFLOPS (float32 is the plain, non-TF32 figure)."""
-    peaks = {torch.float64: fp64 * T, torch.float32: fp32 * T, torch.bfloat16: bf16 * T, torch.float16: bf16 * T}
+    peaks = {"float64": fp64 * T, "float32": fp32 * T, "bfloat16": bf16 * T, "float16": bf16 * T}
     if fp8 is not None:  # (the A100 has no FP8 units: it is not listed there)
-        peaks[torch.float8_e4m3fn] = peaks[torch.float8_e5m2] = fp8 * T
+        peaks["float8_e4m3fn"] = peaks["float8_e5m2"] = fp8 * T
     return peaks
 
 
@@ -73,7 +50,6 @@ PRESETS: dict[str, DeviceSpec] = {
         1555e9,
         tf32_flops=156 * T,
         interconnect={"nvlink": 600e9, "pcie": 64e9},
-        aliases=(r"A100.*40GB", r"A100-SXM4-40GB", r"A100-PCIE-40GB"),
         source="NVIDIA A100 datasheet",
     ),
     "a100-80gb": DeviceSpec(
@@ -82,7 +58,6 @@ PRESETS: dict[str, DeviceSpec] = {
         2039e9,
         tf32_flops=156 * T,
         interconnect={"nvlink": 600e9, "pcie": 64e9},
-        aliases=(r"A100.*80GB",),
         source="NVIDIA A100 datasheet",
     ),
     # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: FP64 tensor 67, FP32 67, TF32 494.7,
@@ -94,7 +69,6 @@ PRESETS: dict[str, DeviceSpec] = {
         3.35e12,
         tf32_flops=494.7 * T,
         interconnect={"nvlink": 900e9, "pcie": 128e9},
-        aliases=(r"H100.*HBM3", r"H100 SXM", r"H100-SXM"),
         source="NVIDIA H100 datasheet",
     ),
     # the same sheet, H100 PCIe: FP64 tensor 51, FP32 51, TF32 378, BF16/FP16 756.5, FP8 1,513
@@ -105,7 +79,6 @@ PRESETS: dict[str, DeviceSpec] = {
         2.0e12,
         tf32_flops=378 * T,
         interconnect={"nvlink": 600e9, "pcie": 128e9},
-        aliases=(r"H100 PCIe", r"H100-PCIE"),
         source="NVIDIA H100 datasheet",
     ),
     # NVIDIA H200 datasheet, SXM: compute as the H100 SXM (BF16 989.4 dense), HBM3e 4.8 TB/s
@@ -115,7 +88,6 @@ PRESETS: dict[str, DeviceSpec] = {
         4.8e12,
         tf32_flops=494.7 * T,
         interconnect={"nvlink": 900e9, "pcie": 128e9},
-        aliases=(r"H200",),
         source="NVIDIA H200 datasheet",
     ),
     # NVIDIA L4 datasheet: FP32 30.3, TF32 60, BF16/FP16 121, FP8 242.5 TFLOPS dense (120 /
@@ -126,7 +98,6 @@ PRESETS: dict[str, DeviceSpec] = {
         300e9,
         tf32_flops=60 * T,
         interconnect={"pcie": 64e9},
-        aliases=(r"\bL4\b",),
         source="NVIDIA L4 datasheet",
     ),
     # NVIDIA L40S datasheet: FP32 91.6, TF32 183, BF16/FP16 362.05, FP8 733 TFLOPS dense
@@ -137,7 +108,6 @@ PRESETS: dict[str, DeviceSpec] = {
         864e9,
         tf32_flops=183 * T,
         interconnect={"pcie": 64e9},
-        aliases=(r"L40S",),
         source="NVIDIA L40S datasheet",
     ),
     # AMD Instinct MI300X datasheet: FP64 matrix 163.4, FP32 163.4, TF32 653.7, BF16/FP16
@@ -149,9 +119,21 @@ PRESETS: dict[str, DeviceSpec] = {
         5.3e12,
         tf32_flops=653.7 * T,
         interconnect={"infinity_fabric": 896e9, "pcie": 128e9},
-        aliases=(r"MI300X",),
         source="AMD Instinct MI300X datasheet",
     ),
+}
+
+# the patterns of the names drivers report, per preset (how a name is resolved, not a
+# figure of the device: kept out of the spec, which the report carries)
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "a100-40gb": (r"A100.*40GB", r"A100-SXM4-40GB", r"A100-PCIE-40GB"),
+    "a100-80gb": (r"A100.*80GB",),
+    "h100-sxm": (r"H100.*HBM3", r"H100 SXM", r"H100-SXM"),
+    "h100-pcie": (r"H100 PCIe", r"H100-PCIE"),
+    "h200": (r"H200",),
+    "l4": (r"\bL4\b",),
+    "l40s": (r"L40S",),
+    "mi300x": (r"MI300X",),
 }
 
 
@@ -163,23 +145,22 @@ def get(name: str | DeviceSpec) -> DeviceSpec:
         raise InputError(f"device_spec= takes a preset name, a DeviceSpec or 'measured', got {type(name).__name__}")
     key = name.strip().lower()
     if key == "measured":
-        from .measured_device import measured
+        from .host import measured
 
         return _measured_spec(measured())
     if key in PRESETS:
         return PRESETS[key]
-    for spec in PRESETS.values():
-        if any(re.search(pattern, name, re.IGNORECASE) for pattern in spec.aliases):
-            return spec
+    for preset, patterns in _ALIASES.items():
+        if any(re.search(pattern, name, re.IGNORECASE) for pattern in patterns):
+            return PRESETS[preset]
     raise InputError(f"no device spec named {name!r}; presets: {', '.join(PRESETS)}, or 'measured'")
 
 
 def _measured_spec(data: dict) -> DeviceSpec:
-    """The spec of figures :func:`~fxinspect.measured_device.measured` gives."""
-    peaks = {getattr(torch, k): v for k, v in data["peak_flops"].items()}
+    """The spec of figures :func:`~fxinspect.timemodel.host.measured` gives."""
     return DeviceSpec(
         f"measured ({data['device']})",
-        peaks,
+        data["peak_flops"],
         data["memory_bandwidth"],
         launch_overhead=data["launch_overhead"],
         source=_provenance(data),

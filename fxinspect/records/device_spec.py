@@ -1,0 +1,76 @@
+"""A device's roofs: the one record the time model, the roofline and the links read.
+
+``analyze(..., device_spec=...)`` resolves a preset (:mod:`fxinspect.timemodel.devices`),
+a :class:`DeviceSpec` or ``"measured"`` to one spec; the pricing reads it, the report
+keeps it as ``report.time_model`` (the roofline draws its roofs from it) and a parallel
+step's collectives are timed on its ``interconnect``. Dtypes are keyed by name
+(``"bfloat16"``), so the record holds no torch object and a report round-trips through
+JSON; a ``torch.dtype`` is accepted wherever a dtype is asked for.
+
+Example
+-------
+>>> import torch
+>>> spec = DeviceSpec("toy", {torch.float32: 1e12, "bfloat16": 4e12}, 1e11)
+>>> spec.peak_flops, spec.peak(torch.bfloat16), spec.peak("torch.int64")   # an unlisted dtype: float32's
+({'float32': 1000000000000.0, 'bfloat16': 4000000000000.0}, 4000000000000.0, 1000000000000.0)
+>>> spec.seconds(2e12, 1e11, "float32")   # (2e12 / 1e12 s at the peak, 1e11 / 1e11 s at the bandwidth)
+(2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .nodes import TensorMeta
+
+__all__ = ["DeviceSpec", "dtype_name", "priced_dtype"]
+
+
+def dtype_name(dtype: Any) -> str:
+    """A dtype's name without ``torch.``: ``torch.bfloat16`` and ``"torch.bfloat16"`` are ``"bfloat16"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def priced_dtype(outputs: Sequence[TensorMeta]) -> str | None:
+    """The dtype a node's ops are priced at: its first floating output's (``None``: float32's)."""
+    return next((t.dtype for t in outputs if t.dtype.startswith(("float", "bfloat"))), None)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A device's roofs: ``peak_flops`` maps a dtype's name (or a ``torch.dtype``) to
+    dense FLOP/s and must give float32's, the peak of every dtype it does not list;
+    ``memory_bandwidth`` is bytes/s, ``launch_overhead`` seconds per aten op;
+    ``tf32_flops`` float32 matmuls with TF32 allowed (not used by default);
+    ``interconnect`` its links' bandwidths in bytes/s (see :mod:`fxinspect.parallel.links`)."""
+
+    name: str
+    peak_flops: Mapping[str, float]
+    memory_bandwidth: float
+    launch_overhead: float = 5e-6
+    tf32_flops: float | None = None
+    interconnect: Mapping[str, float] = field(default_factory=dict)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        peaks = {dtype_name(k): v for k, v in self.peak_flops.items()}
+        if "float32" not in peaks:
+            raise ValueError(
+                f"DeviceSpec {self.name!r}: peak_flops needs a float32 figure (the peak of every dtype it "
+                f"does not list), got {sorted(peaks)}"
+            )
+        object.__setattr__(self, "peak_flops", peaks)  # (frozen: set once, here)
+        object.__setattr__(self, "interconnect", dict(self.interconnect))
+
+    def peak(self, dtype: Any) -> float:
+        """Dense FLOP/s for ``dtype`` (a ``torch.dtype`` or its name, with or without
+        ``torch.``); float32's when it is not listed or ``None``."""
+        found = self.peak_flops.get(dtype_name(dtype)) if dtype is not None else None
+        return self.peak_flops["float32"] if found is None else found
+
+    def seconds(self, flops: float, moved: float, dtype: Any) -> tuple[float, float]:
+        """The roofline's two times: ``flops`` at ``dtype``'s peak, ``moved`` bytes at the
+        memory bandwidth. Their maximum is the time the roofs allow."""
+        return flops / self.peak(dtype), moved / self.memory_bandwidth
