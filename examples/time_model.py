@@ -15,7 +15,7 @@ over 100 %); ``report.plot_roofline(path)`` draws it.
 No run is needed for the prediction: on the meta device, a model too large for this
 machine gets its H100 time. The image models also get their receptive fields.
 
-**The measured spec** (``fxinspect.measured_device``) is taken on first use: matmul
+**The measured spec** (``fxinspect.timemodel.host``) is taken on first use: matmul
 FLOP/s for float32, float64 and bfloat16 (square matmuls of n = 128, 256, 512 and 1024, up
 to 8192 on CUDA, fewer where a dtype is slow; one call per trial), memory bandwidth (a
 64 MiB copy, its bytes read and written) and launch overhead (a batch of 100 ops on
@@ -25,7 +25,7 @@ so the fastest is the one closest to what the machine can do, where a median fol
 the load (one busy host read 4.5 to 102 GFLOP/s between repeats, once float32 at 23
 MFLOP/s, which made this page's example predict 353 s for a 4 s forward).
 
-**Checked** (``measured_device.problems``): every figure finite and positive; float32 at
+**Checked** (``host.problems``): every figure finite and positive; float32 at
 least a quarter of float64 (never far below it on a CPU or a GPU), float64 at least an
 eighth of float32 on a CPU (1/128 on a GPU); float32 and float64 at least 0.2 GFLOP/s;
 the copy between 0.5 GB/s and 50 TB/s, and float32's FLOP/s at least a quarter of its
@@ -38,15 +38,15 @@ used for that run, with the warning, and measured again next time.
 
 **Cached** in one JSON file per host, processor, torch version, thread count and device:
 ``$XDG_CACHE_HOME/fxinspect/device-<key>.json`` (``~/.cache/fxinspect/`` when
-``XDG_CACHE_HOME`` is unset; ``measured_device.cache_file("cpu")`` gives the path). It
+``XDG_CACHE_HOME`` is unset; ``host.cache_file("cpu")`` gives the path). It
 records when and how the figures were taken: ``taken_at`` (UTC), ``torch``, ``threads``,
 ``cpus``, the load average before (``load_before``), the ``budget``, and under ``trials``
 every trial's seconds with the work of one (FLOPs, bytes or ops), per size; ``rejected``
 holds the last implausible set and its ``problems``. The figures are measured again
-when the file is **older than 7 days** (``measured_device.MAX_AGE``), of an older format,
+when the file is **older than 7 days** (``host.MAX_AGE``), of an older format,
 or implausible, and **after an hour** (``BUSY_MAX_AGE``) when the load average was above
 the CPUs the process may use as they were taken: a machine busy alike through all the
-trials slows every figure alike, which no check sees. ``fxinspect.measured_device.measured(refresh=True)`` measures now (on a
+trials slows every figure alike, which no check sees. ``fxinspect.timemodel.host.measured(refresh=True)`` measures now (on a
 quiet machine); ``device_spec="measured"`` then uses those figures. Deleting the file
 starts afresh, with no previous set to compare with. The spec's ``source`` says when and
 how its figures were taken.
