@@ -108,3 +108,45 @@ def test_generated_flags_are_checked_as_analyze_checks_them_before_the_model_is_
     with pytest.raises(SystemExit) as exit_info:
         main(["no_such_module:build", "--input-shape", "1", *flags])  # (never built: checked first)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+# one name per idea: the old spellings still work one release, with a DeprecationWarning
+
+
+@pytest.fixture(scope="module")
+def report() -> fxinspect.Report:
+    return fxinspect.analyze(_mlp(), torch.randn(2, 8), timing=False, device_spec="h100-sxm")
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_to_networkx_takes_by_as_table_does_and_level_still_warns(report, recwarn):
+    graph = report.to_networkx(by="module", depth=1)
+    assert not [w for w in recwarn if w.category is DeprecationWarning]
+    assert list(graph.nodes) == ["input", "0", "1", "2", "output"]  # the Sequential's three children
+    with pytest.warns(DeprecationWarning, match=r"to_networkx: level= is now by="):
+        old = report.to_networkx(level="module", depth=1)
+    assert list(old.nodes) == list(graph.nodes) and list(old.edges) == list(graph.edges)
+
+
+def test_plot_roofline_takes_color_by_as_plot_does_and_colour_by_still_warns(report, recwarn):
+    by_op = _legend(report.plot_roofline(color_by="op"))
+    assert not [w for w in recwarn if w.category is DeprecationWarning]
+    assert by_op != _legend(report.plot_roofline())  # coloured by op kind, not by module
+    with pytest.warns(DeprecationWarning, match=r"plot_roofline: colour_by= is now color_by="):
+        assert _legend(report.plot_roofline(colour_by="op")) == by_op
+
+
+def test_a_tracker_is_removed_as_watch_and_plans_are_and_unregister_still_warns(recwarn):
+    model = _mlp()
+    tracker = fxinspect.track(model, include=r"^0$").register()
+    assert len(model[0]._forward_hooks) == 1 and len(model._forward_pre_hooks) == 1
+    tracker.remove()
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks
+    assert not [w for w in recwarn if w.category is DeprecationWarning]
+    tracker.register()
+    with pytest.warns(DeprecationWarning, match=r"Tracker: unregister\(\) is now remove\(\)"):
+        tracker.unregister()
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks
