@@ -5,7 +5,10 @@ model and inputs and build one frozen :class:`Options` from them with :meth:`Opt
 which rejects names the entry point does not take (with the closest valid one) and
 checks each value; the passes then read the record, never loose parameters. Each entry
 point's signature is made from these declarations, so ``help(fxinspect.analyze)``
-lists them with their defaults.
+lists them with their defaults. The planning calls (``sweep``, ``max_batch``,
+``checkpoint_plan``) build the same record, with their own defaults for ``device``
+(``"meta"``) and ``timing`` in their signatures; the command line makes a flag of each
+field that declares one (:mod:`fxinspect.cli.flags`).
 
 Example
 -------
