@@ -12,6 +12,9 @@ for the rest. ``--json``, ``--csv``, ``--png`` and ``--svg`` write files;
 A training step: ``--backward`` with ``--optimizer AdamW`` (its state counts in the
 memory), ``--device meta`` to allocate nothing; ``--fsdp N [--rank K]`` analyses one
 rank of FSDP2 over N ranks on a fake process group, with its collectives listed.
+Each of ``analyze``'s options has a flag made from its declaration
+(``fxinspect.options.Options``; ``fxinspect --help`` lists them): ``--no-timing``,
+``--warmup N``, ``--repeats N``, ``--no-check-finite``, ``--method``, ``--device-spec``...
 ``--sweep``, ``--max-batch`` and ``--checkpoint-plan`` answer will-it-fit questions
 (see docs/will_it_fit.md; ``--workers N`` sets a sweep's forked workers).
 """

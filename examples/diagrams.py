@@ -55,7 +55,7 @@ def main(out_dir: Path = Path(".")) -> str:
         with torch.no_grad():
             report = fxinspect.analyze(model.eval(), inputs, timing=False, memory=False)
         report.plot(out_dir / name, **options)
-        boxes = report.to_networkx(level="diagram", depth=options["depth"]).number_of_nodes()
+        boxes = report.to_networkx(by="diagram", depth=options["depth"]).number_of_nodes()
         lines.append(f"{name:22} {boxes:5d}  {report.totals.flops / 1e9:8.2f} G")
         if name.startswith("gpt2"):
             report.plot_breakdown("bytes", out_dir / "gpt2_bytes_by_op.png", by="op", top=8)

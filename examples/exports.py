@@ -5,7 +5,7 @@ Run: ``python examples/exports.py``.
 ``report.to_json(path)`` writes the whole report; ``fxinspect.Report.from_json(path)``
 reads back an equal one. ``to_json(path, layout="nested")`` writes the module tree
 (model -> fields and children). ``to_csv(path, by="node"|"module")`` needs nothing
-else; ``to_dataframe(by=...)`` needs pandas. ``to_networkx(level="node"|"module",
+else; ``to_dataframe(by=...)`` needs pandas. ``to_networkx(by="node"|"module",
 depth=)`` is the dataflow graph. ``report.diff(other)`` matches modules by path:
 ResNet-18 against ResNet-34 here.
 """
@@ -32,13 +32,13 @@ def main(out_dir: Path = Path(".")) -> str:
     back = fxinspect.Report.from_json(folder / "r18.json")
     tree = json.loads(small.to_json(layout="nested"))["model"]
     csv_head = small.to_csv(by="module").splitlines()[0]
-    graph = small.to_networkx(level="module", depth=1)
+    graph = small.to_networkx(by="module", depth=1)
     parts = [
         f">>> fxinspect.Report.from_json(path) == report\n{back == small}",
         f'>>> tree = json.loads(report.to_json(layout="nested"))["model"]; tree["type"], len(tree["children"])\n'
         f"{(tree['type'], len(tree['children']))}",
         f'>>> report.to_csv(by="module").splitlines()[0][:90]\n{csv_head[:90]!r}',
-        f'>>> g = report.to_networkx(level="module", depth=1); list(g.successors("input")), g.nodes["layer1"]["flops"]\n'
+        f'>>> g = report.to_networkx(by="module", depth=1); list(g.successors("input")), g.nodes["layer1"]["flops"]\n'
         f"{(list(graph.successors('input')), graph.nodes['layer1']['flops'])}",
         ">>> print(small.diff(large).table(depth=1))",
         small.diff(large).table(depth=1),

@@ -77,7 +77,7 @@ def main(out_dir: Path = Path(".")) -> str:
     ids = {"input_ids": torch.randint(0, 50257, (8, 1024))}
     with torch.no_grad():  # on meta: no weights allocated, no run; the H100's roofs
         h100 = fxinspect.analyze(gpt2, ids, device="meta", device_spec="NVIDIA H100 80GB HBM3", memory=False)
-    h100.plot_roofline(out_dir / "gpt2_h100_roofline.png", colour_by="op")
+    h100.plot_roofline(out_dir / "gpt2_h100_roofline.png", color_by="op")
     bound = {}
     for row in h100.roofline():
         if row["bound"]:

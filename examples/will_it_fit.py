@@ -22,7 +22,11 @@ step or allocating anything:
   applies them with ``torch.utils.checkpoint``.
 
 Budgets and peaks are total bytes, resident memory included (``report.memory.total_peak``);
-a budget is an int or a string such as ``"24GiB"``.
+a budget is an int or a string such as ``"24GiB"``. Each takes :func:`fxinspect.analyze`'s
+options (``backward``, ``optimizer``, ``loss_fn``, ``device_spec``, ...), checked as
+``analyze`` checks them, with the planning defaults in its signature: ``device="meta"``
+(``analyze``'s is ``None``) and no timing (``sweep`` times its steps when given
+``device=None``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,18 @@ node 'conv1' (module 'conv1', Conv2d) failed on inputs [1×4×224×224]: expecte
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from typing import Any
+
+
+def renamed(caller: str, old: str, new: str, value: Any) -> Any:
+    """``value``, given under ``caller``'s old name ``old``, with a ``DeprecationWarning``
+    that it is now ``new`` (an old name is kept one release, then removed)."""
+    warnings.warn(
+        f"{caller}: {old} is now {new} ({old} is kept as an alias for one release)", DeprecationWarning, stacklevel=3
+    )
+    return value
 
 
 def add_where(exc: BaseException, where: str) -> BaseException:

@@ -18,7 +18,7 @@ Example
 >>> g = to_networkx(report)
 >>> g.nodes["_0_0"]["flops"], g.edges["input_1", "_0_0"]["tensor"].shape     # 2 * 2*4*4 + 2*4 bias adds
 (72, (2, 4))
->>> m = to_networkx(report, level="module", depth=1)
+>>> m = to_networkx(report, by="module", depth=1)
 >>> list(m.nodes), list(m.successors("input"))
 (['input', '0', '1', '2', 'output'], ['0'])
 """
@@ -32,6 +32,7 @@ import networkx as nx
 
 from . import paths
 from .choices import Choice
+from .errors import renamed
 from .records import NodeRecord, ReportRecord, TensorMeta
 from .records.fields import sums
 
@@ -162,13 +163,18 @@ def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.Di
 
 
 def to_networkx(
-    report: ReportRecord, level: Level | str = Level.NODE, depth: int | None = None, fold: bool = True
+    report: ReportRecord,
+    by: Level | str = Level.NODE,
+    depth: int | None = None,
+    fold: bool = True,
+    *,
+    level: Level | str | None = None,
 ) -> nx.DiGraph:
     """The report's dataflow graph.
 
     Parameters
     ----------
-    level : ``"node"``: every ``NodeRecord`` (placeholders and output included) is a
+    by : ``"node"``: every ``NodeRecord`` (placeholders and output included) is a
         graph node keyed by name with the record's fields as attributes; edges
         ``producer -> consumer`` carry ``tensor`` (the producer's ``TensorMeta``, a tuple
         for several outputs), ``bytes`` and ``reads`` (how many arguments use it).
@@ -195,6 +201,7 @@ def to_networkx(
     depth : module and diagram levels; ``None`` keeps full module paths (the diagram:
         every op node).
     fold : diagram level only: draw a run of repeated blocks once.
+    level : the deprecated name of ``by`` (as ``table(by=...)`` names it; a ``DeprecationWarning``).
 
     What adds up over module nodes: ``members`` partition the op nodes, so every
     figure sums to ``report.totals`` at any ``depth``, also where a module and one of
@@ -202,12 +209,14 @@ def to_networkx(
     ops of its own: its ``flops`` are those ops', its ``subtree_flops`` the whole
     model's). Parameter counts (``params``, ...) are the record's, for the subtree.
     """
+    if level is not None:
+        by = renamed("to_networkx", "level=", "by=", level)
     try:
-        level = Level(level)
+        level = Level(by)
     except ValueError:
-        raise ValueError(f"level must be 'node', 'module' or 'diagram', got {level!r}") from None
+        raise ValueError(f"by must be 'node', 'module' or 'diagram', got {by!r}") from None
     if depth is not None and (level is Level.NODE or depth < 0):
-        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth for level='module' or 'diagram'")
+        raise ValueError(f"depth={depth!r}: depth is a non-negative module depth for by='module' or 'diagram'")
     if level is Level.DIAGRAM:
         return _diagram_graph(report, depth, fold)
     return _node_graph(report) if level is Level.NODE else _module_graph(report, depth)

@@ -5,7 +5,10 @@ model and inputs and build one frozen :class:`Options` from them with :meth:`Opt
 which rejects names the entry point does not take (with the closest valid one) and
 checks each value; the passes then read the record, never loose parameters. Each entry
 point's signature is made from these declarations, so ``help(fxinspect.analyze)``
-lists them with their defaults.
+lists them with their defaults. The planning calls (``sweep``, ``max_batch``,
+``checkpoint_plan``) build the same record, with their own defaults for ``device``
+(``"meta"``) and ``timing`` in their signatures; the command line makes a flag of each
+field that declares one (:mod:`fxinspect.cli.flags`).
 
 Example
 -------
@@ -25,7 +28,7 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,7 +36,22 @@ import torch
 from .capture.base import Method
 from .errors import InputError
 
-__all__ = ["CAPTURE_OPTIONS", "INSPECT_OPTIONS", "Options", "meta_device", "signature_of"]
+__all__ = ["CAPTURE_OPTIONS", "INSPECT_OPTIONS", "Options", "meta_device", "own_parameters", "signature_of"]
+
+
+def _flag(help: str, parse: Callable[[str], Any] = str, choices: Callable[[], list[str]] | None = None) -> dict:
+    """A field's command-line flag (``fxinspect.cli.flags`` makes it): its help, how its
+    text is read (a boolean is a switch: ``--no-NAME`` where it defaults on), its choices."""
+    return {"flag": {"help": help, "parse": parse, "choices": choices}}
+
+
+def _optimizer_named(name: str) -> type:
+    """A ``torch.optim`` class from its name (``"AdamW"``); a ``ValueError`` naming the classes if none."""
+    found = getattr(torch.optim, name, None)
+    if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)):
+        names = sorted(n for n, v in vars(torch.optim).items() if isinstance(v, type) and n[0].isupper())
+        raise ValueError(f"{name!r} is not a torch.optim class; one of {', '.join(names)}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -47,19 +65,28 @@ class Options:
     allocating. See :func:`fxinspect.analyze` for what each one does.
     """
 
-    method: Method = Method.AUTO
+    method: Method = field(
+        default=Method.AUTO, metadata=_flag("capture tier", choices=lambda: [str(m) for m in Method])
+    )
     leaf_modules: tuple[Any, ...] = ()
-    timing: bool = True
-    warmup: int = 2
-    repeats: int = 10
-    check_finite: bool = True
-    device: torch.device | None = None
-    backward: bool = False
+    timing: bool = field(default=True, metadata=_flag("skip the timing runs"))
+    warmup: int = field(default=2, metadata=_flag("timing: warm-up runs before the timed ones", parse=int))
+    repeats: int = field(default=10, metadata=_flag("timing: timed runs (latencies are their medians)", parse=int))
+    check_finite: bool = field(default=True, metadata=_flag("skip the NaN/Inf checks and value statistics"))
+    device: torch.device | None = field(
+        default=None, metadata=_flag("'meta' analyses without allocating weights", choices=lambda: ["meta"])
+    )
+    backward: bool = field(default=False, metadata=_flag("also run a backward (implies --train)"))
     loss_fn: Callable[[Any], torch.Tensor] | None = None
-    memory: bool = True
-    measure_memory: bool = False
-    optimizer: Any = None
-    device_spec: Any = None
+    memory: bool = field(default=True, metadata=_flag("skip the memory model"))
+    measure_memory: bool = field(
+        default=False, metadata=_flag("also measure the memory with the allocator (one more run)")
+    )
+    optimizer: Any = field(
+        default=None,
+        metadata=_flag("a torch.optim class whose state the step holds, e.g. AdamW", parse=_optimizer_named),
+    )
+    device_spec: Any = field(default=None, metadata=_flag("price steps on a device, e.g. h100-sxm or measured"))
     parallel: Any = None
 
     def __post_init__(self) -> None:
@@ -103,14 +130,21 @@ class Options:
             )
 
     @classmethod
-    def of(cls, caller: str, given: Mapping[str, Any], allowed: Iterable[str] | None = None) -> Options:
+    def of(
+        cls, caller: str, given: Mapping[str, Any], allowed: Iterable[str] | None = None, own: Iterable[str] = ()
+    ) -> Options:
         """The options ``caller`` was given; names outside ``allowed`` (default: every
-        option) are an :class:`~fxinspect.errors.InputError` naming the closest valid one."""
+        option) are an :class:`~fxinspect.errors.InputError` naming the closest valid one
+        (or the closest of ``own``, the caller's other parameters)."""
         names = list(allowed) if allowed is not None else [f.name for f in dataclasses.fields(cls)]
         for name in given:
             if name not in names:
-                raise InputError(_unknown(caller, name, names))
+                raise InputError(_unknown(caller, name, names, list(own)))
         return cls(**given)
+
+    def keywords(self) -> dict[str, Any]:
+        """The record as the keywords ``analyze`` takes (``analyze(model, x, **opts.keywords())``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 CAPTURE_OPTIONS = ("method", "leaf_modules")
@@ -120,12 +154,12 @@ INSPECT_OPTIONS = ("method", "leaf_modules", "check_finite")
 """The options of ``inspect`` (the inputs are the model's own call's)."""
 
 
-def _unknown(caller: str, name: str, names: list[str]) -> str:
+def _unknown(caller: str, name: str, names: list[str], own: list[str]) -> str:
     every = [f.name for f in dataclasses.fields(Options)]
     if name in every:
         why = "it is an option of analyze()"
     else:
-        close = difflib.get_close_matches(name, names, n=1)
+        close = difflib.get_close_matches(name, names + own, n=1)
         why = f"did you mean {close[0]!r}?" if close else "not an option"
     return f"{caller}() has no option {name!r} ({why}); its options are {', '.join(names)}"
 
@@ -143,6 +177,11 @@ def meta_device(device: Any) -> torch.device | None:
             f"device must be None (run where the model is) or 'meta' (analyse without allocating), got {device!r}"
         )
     return dev
+
+
+def own_parameters(function: Callable) -> tuple[str, ...]:
+    """The names of ``function``'s parameters other than its ``**options``."""
+    return tuple(n for n, p in inspect.signature(function).parameters.items() if p.kind is not p.VAR_KEYWORD)
 
 
 def signature_of(function: Callable, allowed: Iterable[str] | None = None) -> inspect.Signature:

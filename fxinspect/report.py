@@ -125,10 +125,11 @@ class Report(ReportRecord):
         See ``fxinspect.views.explorer``."""
         return _to_html(self, path)
 
-    def to_networkx(self, level: str = "node", depth: int | None = None, fold: bool = True):
+    def to_networkx(self, by: str = "node", depth: int | None = None, fold: bool = True, *, level: str | None = None):
         """The dataflow graph as a ``networkx.DiGraph``: per node, per module, or the
-        boxes ``plot`` draws (``level="diagram"``); see ``fxinspect.graph``."""
-        return to_networkx(self, level=level, depth=depth, fold=fold)
+        boxes ``plot`` draws (``by="diagram"``; ``level=`` is its deprecated name); see
+        ``fxinspect.graph``."""
+        return to_networkx(self, by, depth, fold, level=level)
 
     def diff(self, other: ReportRecord):
         """Per-module differences from this report to ``other``; see ``fxinspect.views.diff``."""

@@ -443,7 +443,7 @@ def test_an_edge_follows_the_value_through_an_op_that_returns_its_argument(first
     model = _Residual(first)
     x = torch.randn(2, 8)
     r = fxinspect.analyze(model, x, method="export", timing=False, memory=False)
-    g = r.to_networkx(level="module")
+    g = r.to_networkx(by="module")
     assert g.has_edge("pre", "") and not g.has_edge("norm", "")  # pre -> add, the norm only feeds fc
     assert set(g.successors("norm")) == {"fc"}
     add = next(n for n in r.nodes if n.target == "aten.add.Tensor" and n.module_path == "")
@@ -462,7 +462,7 @@ def test_llama_residual_edges_skip_the_norms(device):
     ids = torch.randint(0, 128, (1, 8), device=device)
     r = fxinspect.analyze(model, ids, timing=False, memory=False)
     assert r.capture.method == "export"
-    g = r.to_networkx(level="module")
+    g = r.to_networkx(by="module")
     # the first residual add (in layers.i) reads what entered input_layernorm: the
     # embedding for layer 0, the previous layer's last add for layer 1
     assert g.has_edge("embed_tokens", "layers.0") and g.has_edge("layers.0", "layers.1")

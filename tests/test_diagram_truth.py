@@ -50,7 +50,7 @@ def test_a_module_called_three_times_is_three_boxes_in_a_chain(method):
     # each op node knows which call of ``small`` ran it
     calls = sorted({n.call for n in r.nodes if n.module_path == "small"})
     assert calls == [(0,), (1,), (2,)]
-    g = r.to_networkx(level="diagram", depth=1)
+    g = r.to_networkx(by="diagram", depth=1)
     titles = _chain(g)
     small = [t for t in titles if t.startswith("small")]
     assert small == ["small (call 1 of 3)", "small (call 2 of 3)", "small (call 3 of 3)"]
@@ -84,7 +84,7 @@ def test_siblings_that_play_different_roles_never_fold():
     table = r.table(columns=["name", "type"])
     assert "0–1" in table  # the two blocks repeat, each feeding the next
     assert "norm_before_attn" in table and "norm_before_mlp" in table  # the norms do not
-    g = r.to_networkx(level="diagram", depth=2)
+    g = r.to_networkx(by="diagram", depth=2)
     titles = _chain(g)  # one path: the order norm -> attn -> add -> norm -> mlp -> add reads
     assert [t.split(".")[-1] for t in titles[1:7]] == [
         "norm_before_attn",
@@ -96,7 +96,7 @@ def test_siblings_that_play_different_roles_never_fold():
     ]
     assert all(g.nodes[k]["repeats"] == 2 for k in g if g.nodes[k]["kind"] == "module")
     # unfolded on request: every block its own boxes, every row its own module
-    unfolded = r.to_networkx(level="diagram", depth=2, fold=False)
+    unfolded = r.to_networkx(by="diagram", depth=2, fold=False)
     assert len(unfolded) == 2 + 2 * 6 and all(unfolded.nodes[k]["repeats"] == 1 for k in unfolded)
     assert "0–1" not in r.table(fold=False) and "0–1" not in r.plot(depth=2, fold=False)._suptitle.get_text()
 
@@ -154,10 +154,10 @@ class Heads(torch.nn.Module):
 
 def test_a_run_folds_only_when_nothing_else_runs_between_its_members():
     r = _analyze(Interrupted(), torch.randn(2, 8))
-    titles = _chain(r.to_networkx(level="diagram", depth=2))
+    titles = _chain(r.to_networkx(by="diagram", depth=2))
     assert titles[1:4] == ["resnets.0", "attention", "resnets.1"]
     # the entries of a ModuleList run one after the other fold, though none feeds the next
-    g = _analyze(Heads(), torch.randn(2, 8)).to_networkx(level="diagram", depth=2)
+    g = _analyze(Heads(), torch.randn(2, 8)).to_networkx(by="diagram", depth=2)
     assert [g.nodes[k]["title"] for k in g if g.nodes[k]["kind"] == "module"] == ["heads.0–3", "cat"]
     assert g.nodes["heads.0–3"]["repeats"] == 4 and g.nodes["heads.0–3"]["flops"] == 4 * 2 * (2 * 8 + 1)
 
@@ -187,7 +187,7 @@ class TupleBlocks(torch.nn.Module):
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_the_ops_between_repeats_join_the_fold_and_leave_no_cycle(depth):
     r = _analyze(TupleBlocks(), torch.randn(2, 8))
-    g = r.to_networkx(level="diagram", depth=depth)
+    g = r.to_networkx(by="diagram", depth=depth)
     assert nx.is_directed_acyclic_graph(g)
     assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops  # every op in one box
     folded = [k for k in g if g.nodes[k]["repeats"] > 1]
@@ -222,7 +222,7 @@ class UsesHelper(torch.nn.Module):
 def test_a_call_in_two_stretches_is_two_parts():
     # (the eager tier finds the method's module from its frames; symbolic tracing charges
     # a plain method's ops to the module that called it)
-    g = _analyze(UsesHelper(), torch.randn(2, 4), method="eager").to_networkx(level="diagram", depth=1)
+    g = _analyze(UsesHelper(), torch.randn(2, 4), method="eager").to_networkx(by="diagram", depth=1)
     assert _chain(g)[1:4] == ["helper (part 1)", "body", "helper (part 2)"]
 
 
@@ -244,7 +244,7 @@ def test_real_feed_forward_models_draw_no_cycle_at_any_depth(name):
     with torch.no_grad():
         r = fxinspect.analyze(model, inputs, timing=False, memory=False)
     for depth in (1, 2, 3, 4, None):
-        g = r.to_networkx(level="diagram", depth=depth)
+        g = r.to_networkx(by="diagram", depth=depth)
         assert nx.is_directed_acyclic_graph(g), (depth, next(nx.simple_cycles(g)))
         assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops
         titles = [
@@ -269,7 +269,7 @@ class TwoPurposes(torch.nn.Module):
 
 def test_own_ops_of_different_purposes_are_boxes_of_their_own():
     r = _analyze(TwoPurposes(), torch.randn(2, 4))
-    g = r.to_networkx(level="diagram", depth=1)
+    g = r.to_networkx(by="diagram", depth=1)
     assert nx.is_directed_acyclic_graph(g)
     own = {g.nodes[k]["title"]: k for k in g if g.nodes[k]["type"] == "TwoPurposes ops"}
     assert set(own) == {"mul", "tril +1 more", "matmul"}  # not one "mul +2 more" box
@@ -296,7 +296,7 @@ class PositionedBlocks(torch.nn.Module):
 
 def test_the_op_level_picture_folds_repeats_and_draws_constants_inside_their_users():
     r = _analyze(PositionedBlocks(), torch.randn(2, 8, 4))
-    g = r.to_networkx(level="diagram", depth=None)
+    g = r.to_networkx(by="diagram", depth=None)
     # pos[arange] and proj.t() compute from weights alone: inside the add and the matmul,
     # without boxes or edges of their own; the three blocks' ops are two boxes
     assert _chain(g) == ["x", "add", "blocks_0_0", "blocks_0_1", "matmul", "output"]
@@ -306,7 +306,7 @@ def test_the_op_level_picture_folds_repeats_and_draws_constants_inside_their_use
     # each Linear: 2*8 rows x 4 x 4 MACs = 256; three of them
     assert (linear["macs"], linear["flops"]) == (3 * 256, 3 * (2 * 256 + 64))  # (+ the bias add: 64 elements)
     assert sum(g.nodes[k]["flops"] for k in g) == r.totals.flops
-    unfolded = r.to_networkx(level="diagram", depth=None, fold=False)
+    unfolded = r.to_networkx(by="diagram", depth=None, fold=False)
     assert len(unfolded) == len(g) + 4 and all(unfolded.nodes[k]["repeats"] == 1 for k in unfolded)
     heading = r.plot(depth=None).texts[0].get_text()
     assert heading == "PositionedBlocks: every op, repeated blocks folded; 2 constant ops drawn inside their users"

@@ -84,7 +84,7 @@ def test_sent_bytes_are_a_figure_of_the_nodes_summed_into_each_blocks_module():
 
     assert payload(report)["colour_by"]["communication"] == "bytes sent in collectives"  # the explorer offers it
     assert "communication" not in payload(fxinspect.analyze(_mlp(), torch.randn(4, 16), timing=False))["colour_by"]
-    boxes = report.to_networkx(level="diagram", depth=1)  # what plot(depth=1, color_by="communication") colours
+    boxes = report.to_networkx(by="diagram", depth=1)  # what plot(depth=1, color_by="communication") colours
     assert {n: d["comm_bytes"] for n, d in boxes.nodes(data=True) if n in ("0", "1", "2")} == {
         "0": 4896,
         "1": 0,
@@ -401,11 +401,11 @@ def test_the_roots_collectives_are_charged_to_the_root_and_named_for_it():
     assert {nodes[c.node].label for c in root} == {"_allgather_base_"}  # its all-gather, not its last op
     # the diagram's box of the root's own ops that sends them is named for the root:
     # 2 x 132 B x 2/3 = 176 B sent
-    boxes = report.to_networkx(level="diagram", depth=1)
+    boxes = report.to_networkx(by="diagram", depth=1)
     sending = {d["title"]: d["comm_bytes"] for _, d in boxes.nodes(data=True) if d.get("comm_bytes")}
     # the two layers folded into one box: 2 x 3 collectives x 528 B x 2/3
     assert sending == {"(root) collectives": 176, "layers.0–1": 2112}
-    ops = report.to_networkx(level="diagram", depth=None)  # a box per op: the all-gathers' own
+    ops = report.to_networkx(by="diagram", depth=None)  # a box per op: the all-gathers' own
     assert sum(d["comm_bytes"] or 0 for _, d in ops.nodes(data=True)) == 176 + 2112
     assert "(root)    forward   all_gather" in report.communication_table()
 

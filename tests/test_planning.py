@@ -9,6 +9,7 @@ import torch
 from reference import assert_same_state, measured_step_peak, state_fingerprint
 
 import fxinspect
+from fxinspect.options import Options
 from fxinspect.planning import Budget, parse_bytes
 from fxinspect.planning.points import analysed_point
 
@@ -173,7 +174,7 @@ def test_a_sweep_captures_once_and_each_point_equals_its_own_analysis(make, inpu
     s = fxinspect.sweep(model, inputs, batches, derive=False, **options)
     assert_same_state(before, state_fingerprint(model))  # one prepared copy for every point; the model as it was
     for point in s.points:
-        alone = analysed_point(model, inputs, point.batch, None, options)[1]
+        alone = analysed_point(model, inputs, point.batch, None, Options(**options))[1]
         assert point == alone, point.batch
     notes = " ".join(s.notes)
     if make is _BranchesOnBatch:  # the batch cannot stay a symbol: each point has its own capture
@@ -209,7 +210,7 @@ def test_a_model_that_treats_batch_1_apart_gets_its_own_capture_there():
         in notes
     )
     for point in s.points:
-        assert point == analysed_point(model, inputs, point.batch, None, options)[1]
+        assert point == analysed_point(model, inputs, point.batch, None, Options(**options))[1]
     # batch 1 has no relu: 16*4 MACs forward, 16*4 for the weight's gradient; from 2 the
     # relu's 4 FLOPs a sample and its backward's 4 more
     one, two = s.points[0], s.points[1]

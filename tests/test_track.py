@@ -71,7 +71,7 @@ def test_stash_value_custom_stash_steps_and_frame():
     tracker = fxinspect.track(model, include=r"^\d$", stash_value=lambda t: float(t.std())).register()
     for _ in range(2):
         model(torch.randn(3, 4)).sum().backward()
-    tracker.unregister()
+    tracker.remove()
     model(torch.randn(3, 4))  # not tracked any more
     assert [(s.name, s.kind, s.step) for s in tracker.stashes] == [
         ("0", "output", 0),

@@ -479,7 +479,7 @@ def test_every_summed_field_is_a_member_sum(field, timed):
         "head": ("head",),
         "": ("square",),
     }
-    g = to_networkx(report, level="module", depth=1)
+    g = to_networkx(report, by="module", depth=1)
     for key, names in groups.items():
         hand = _hand_sum(field, (getattr(report.node(n), field.name) for n in names))
         got = g.nodes[key][field.name]
@@ -622,7 +622,7 @@ def test_networkx_edges_carry_tensors(edge, nbytes, reads):
 )
 def test_module_graph_collapse(depth, nodes, edges):
     report = make_report(root_op=True, timed=True)
-    g = to_networkx(report, level="module", depth=depth)
+    g = to_networkx(report, by="module", depth=depth)
     assert list(g.nodes) == nodes and list(g.edges) == edges
     modules = [k for k, kind in g.nodes(data="kind") if kind == "module"]
     # members partition the op nodes, so their sums add up to the totals at any depth
@@ -668,7 +668,7 @@ def test_module_graph_figures_add_up_with_the_root(depth):
     import fxinspect
 
     report = fxinspect.analyze(*_Nested.build(), timing=False)
-    g = to_networkx(report, level="module", depth=depth)
+    g = to_networkx(report, by="module", depth=depth)
     modules = [k for k, kind in g.nodes(data="kind") if kind == "module"]
     assert sum(g.nodes[k]["flops"] for k in modules) == report.totals.flops
     assert sum(g.nodes[k]["bytes_read"] for k in modules) == report.totals.bytes_read
@@ -679,12 +679,12 @@ def test_module_graph_figures_add_up_with_the_root(depth):
 
 
 def test_module_graph_edge_figures():
-    g = to_networkx(make_report(root_op=True), level="module", depth=1)
+    g = to_networkx(make_report(root_op=True), by="module", depth=1)
     assert g.edges["input", "features"] == {"count": 1, "bytes": 768}
     assert g.edges["head", ""] == {"count": 1, "bytes": 16}  # read twice by square, crosses once
 
 
-@pytest.mark.parametrize("options", [{"level": "op"}, {"level": "node", "depth": 1}, {"level": "module", "depth": -1}])
+@pytest.mark.parametrize("options", [{"by": "op"}, {"by": "node", "depth": 1}, {"by": "module", "depth": -1}])
 def test_networkx_bad_options(options):
     with pytest.raises(ValueError):
         to_networkx(make_report(), **options)

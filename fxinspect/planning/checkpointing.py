@@ -28,8 +28,10 @@ from typing import Any
 import torch
 import torch.utils.checkpoint
 
+from ..capture.base import Method
 from ..errors import InputError
 from ..formatting import units
+from ..options import Options, own_parameters, signature_of
 from ..run.prepare import unwrapped
 from .applied import AppliedPlan, checkpointable
 from .budget import Budget
@@ -47,16 +49,19 @@ def checkpoint_plan(
     budget: int | str,
     *,
     reserve: int | float | str = 0,
-    device: str | None = "meta",
     kwargs: dict | None = None,
+    device: str | None = "meta",
+    timing: bool = False,
     **options: Any,
 ) -> CheckpointPlan:
     """Modules to checkpoint for the training step to fit ``budget``, at a low recompute cost.
 
     ``budget`` is total bytes as ``report.memory.total_peak`` counts them (an int or
-    ``"24GiB"``; ``reserve`` kept back); the other keywords are
-    :func:`~fxinspect.analyze`'s (``optimizer``, ``loss_fn``, ``device_spec``, ``timing``
-    ...), and ``backward=True`` always. The recompute cost is measured latency when the
+    ``"24GiB"``; ``reserve`` kept back); the other keywords are :func:`~fxinspect.analyze`'s
+    options (``optimizer``, ``loss_fn``, ``device_spec``, ...), checked as ``analyze``
+    checks them (:class:`~fxinspect.options.Options`), with the planning defaults
+    ``device="meta"`` (not ``analyze``'s ``None``) and ``timing=False``, and
+    ``backward=True`` always. The recompute cost is measured latency when the
     step was timed, the time model's with ``device_spec``, FLOPs otherwise. When no plan
     along the orders fits, the lowest analysed one is returned (``plan.fits`` is False)
     with a note saying what holds the peak. A model only ``eager`` can capture (its
@@ -65,19 +70,18 @@ def checkpoint_plan(
     as the model does (a note says so).
     """
     limit = Budget.of(budget, reserve)
-    options = {"timing": False, **options, "backward": True, "device": device}
-    if kwargs is not None:
-        options["kwargs"] = kwargs
+    given = {**options, "backward": True, "device": device, "timing": timing}
+    opts = Options.of("checkpoint_plan", given, own=own_parameters(checkpoint_plan))
     target = unwrapped(model, "checkpoint_plan")[0]
 
     whole_notes: list[str] = []
 
     def analysed(paths: Sequence[str]):
         with AppliedPlan(model, paths):
-            report, point = analysed_point(model, lambda _: example_inputs, 0, None, options)
+            report, point = analysed_point(model, lambda _: example_inputs, 0, None, opts, kwargs)
             if report.capture.lost_checkpoints:  # (export and eager trace through checkpoints)
                 method = report.capture.method
-                report, point = _as_one_leaf(target, example_inputs, options)
+                report, point = _as_one_leaf(target, example_inputs, opts, kwargs)
                 if not whole_notes:
                     whole_notes.append(
                         f"plans analysed with the model as one leaf: its {method} capture traced through the "
@@ -92,10 +96,10 @@ def checkpoint_plan(
         return report, point
 
     base, point = analysed(())
-    if options.get("method", "auto") == "auto":
+    if opts.method == Method.AUTO:
         # every plan on the base's tier: figures comparable to the base's (auto would take
         # export over symbolic's one node per checkpoint, where both give the same memory)
-        options["method"] = str(base.capture.method)
+        opts = dataclasses.replace(opts, method=base.capture.method)
     found, basis = candidates(base)
     notes = []
     taken = [c.path for c in found if not checkpointable(target.get_submodule(c.path))]
@@ -178,6 +182,11 @@ def checkpoint_plan(
     )
 
 
+checkpoint_plan.__signature__ = signature_of(  # help() lists analyze's options too (backward is always on)
+    checkpoint_plan, [f.name for f in dataclasses.fields(Options) if f.name != "backward"]
+)
+
+
 def _search(found, base_peak: int, total_saved: int, basis: str, usable: int, peak_of) -> tuple:
     """The greedy orders, the likeliest first, walked until one has a plan that fits.
 
@@ -218,11 +227,10 @@ class _Whole(torch.nn.Module):
         return self.model(*args, **kwargs)
 
 
-def _as_one_leaf(model: torch.nn.Module, example_inputs: Any, options: dict[str, Any]):
+def _as_one_leaf(model: torch.nn.Module, example_inputs: Any, opts: Options, kwargs: dict | None):
     """The step analysed through :class:`_Whole`, the model a leaf of a symbolic capture."""
-    leaves = [*options.get("leaf_modules", ()), model]
-    whole = {**options, "method": "symbolic", "leaf_modules": leaves}
-    return analysed_point(_Whole(model), lambda _: example_inputs, 0, None, whole)
+    whole = dataclasses.replace(opts, method=Method.SYMBOLIC, leaf_modules=(*opts.leaf_modules, model))
+    return analysed_point(_Whole(model), lambda _: example_inputs, 0, None, whole, kwargs)
 
 
 def _curve_point(plan: Sequence[Candidate], base_peak: int, total_saved: int, basis: str) -> CurvePoint:

@@ -11,9 +11,10 @@ do so exactly (a size that would not be a whole number of bytes, or a peak at an
 whose make-up neither analysed step knows), and that point is then analysed.
 
 >>> import dataclasses, torch
+>>> from fxinspect.options import Options
 >>> from fxinspect.planning.points import analysed_point
 >>> model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
->>> step = lambda b: Analysed.of(*analysed_point(model, lambda b: torch.randn(b, 8), b, None, {"timing": False, "backward": True}))
+>>> step = lambda b: Analysed.of(*analysed_point(model, lambda b: torch.randn(b, 8), b, None, Options(timing=False, backward=True)))
 >>> line, third = Line(step(2), step(16)), step(9)
 >>> line.agrees(third), line.at(5, (third,)) == dataclasses.replace(step(5).point, derived=True)
 (True, True)

@@ -23,6 +23,7 @@ import torch
 
 from ..errors import InputError
 from ..formatting import units
+from ..options import Options, own_parameters, signature_of
 from .budget import Budget
 from .points import StepPoint
 from .shared import shared_capture
@@ -90,13 +91,18 @@ def max_batch(
     reserve: int | float | str = 0,
     lowest: int = 1,
     highest: int = 2**20,
+    kwargs: dict | None = None,
     device: str | None = "meta",
+    timing: bool = False,
     **options: Any,
 ) -> BatchFit:
     """The largest batch in ``[lowest, highest]`` whose step's ``total_peak`` fits ``budget``.
 
-    ``make_inputs(batch)`` returns one point's example inputs; the other keywords are
-    :func:`~fxinspect.analyze`'s (``backward``, ``optimizer``, ``loss_fn``, ...). ``budget``
+    ``make_inputs(batch)`` returns one point's example inputs (``kwargs``: keywords added
+    to positional ones); the other keywords are :func:`~fxinspect.analyze`'s options
+    (``backward``, ``optimizer``, ``loss_fn``, ...), checked as ``analyze`` checks them
+    (:class:`~fxinspect.options.Options`), with the planning defaults ``device="meta"``
+    (not ``analyze``'s ``None``) and ``timing=False`` (memory alone decides). ``budget``
     is total bytes (an int or ``"80GiB"``); ``reserve`` (bytes, or a fraction below 1) is
     kept back for what the model cannot see, and the search holds peaks to the rest.
     ``device="meta"`` (the default) analyses without allocating; ``None`` runs where the
@@ -108,10 +114,10 @@ def max_batch(
     limit = Budget.of(budget, reserve)
     if not (isinstance(lowest, int) and isinstance(highest, int) and 1 <= lowest <= highest):
         raise InputError(f"max_batch expects 1 <= lowest <= highest, got lowest={lowest!r}, highest={highest!r}")
-    options = {"timing": False, **options, "device": device}
+    opts = Options.of("max_batch", {**options, "device": device, "timing": timing}, own=own_parameters(max_batch))
     points: dict[int, StepPoint] = {}
     # one capture for every batch: taken at the second batch the search tries (see .shared)
-    with shared_capture(model, make_inputs, None, options, [lowest, min(highest, lowest + 1)]) as shared:
+    with shared_capture(model, make_inputs, None, opts, [lowest, min(highest, lowest + 1)], kwargs=kwargs) as shared:
 
         def peak(batch: int) -> int:
             if batch not in points:
@@ -148,6 +154,9 @@ def max_batch(
         tried=tried,
         notes=tuple(notes),
     )
+
+
+max_batch.__signature__ = signature_of(max_batch)  # help() lists analyze's options too, with their defaults
 
 
 def _bracket(peak: Callable[[int], int], lowest: int, highest: int, usable: int) -> tuple[int | None, int | None]:

@@ -7,7 +7,7 @@ analysis timed the step or priced it on a device, its latency and inputs per sec
 
 >>> import torch
 >>> model = torch.nn.Linear(8, 4)
->>> p = analysed_point(model, lambda b: torch.randn(b, 8), 2, None, {"timing": False})[1]
+>>> p = analysed_point(model, lambda b: torch.randn(b, 8), 2, None, Options(timing=False))[1]
 >>> p.batch, p.flops, sum(p.composition.values()) == p.total_peak   # 2 * (2*8*4) + 2*4 bias adds
 (2, 136, True)
 """
@@ -23,6 +23,7 @@ import torch
 
 from ..analyze import analyze
 from ..errors import InputError
+from ..options import Options
 from ..records import MemoryRecord, TensorRole
 from ..report import Report
 
@@ -136,16 +137,18 @@ def analysed_point(
     make_inputs: Callable[..., Any],
     batch: int,
     seq_len: int | None,
-    options: dict[str, Any],
+    opts: Options,
+    kwargs: dict | None = None,
 ) -> tuple[Report, StepPoint]:
-    """Build the inputs of one point and analyse the step on them.
+    """Build the inputs of one point and analyse the step on them, with ``opts``
+    (``kwargs``: keywords beside positional inputs).
 
     With ``device="meta"`` the inputs are built under ``torch.device("meta")``, so a large
     batch allocates nothing (a factory given an explicit device still makes real tensors,
     which the analysis then copies as fake ones).
     """
-    where = torch.device("meta") if str(options.get("device")) == "meta" else contextlib.nullcontext()
+    where = torch.device("meta") if str(opts.device) == "meta" else contextlib.nullcontext()
     with where:
         inputs = make_inputs(batch) if seq_len is None else make_inputs(batch, seq_len)
-    report = analyze(model, inputs, **options)
+    report = analyze(model, inputs, kwargs=kwargs, **opts.keywords())
     return report, point_of(report, batch, seq_len)

@@ -14,7 +14,7 @@ its batch), inputs whose structure changes with the batch.
 
 >>> import torch
 >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
->>> with shared_capture(model, lambda b: torch.randn(b, 8), None, {"timing": False}, [1, 2, 4]) as shared:
+>>> with shared_capture(model, lambda b: torch.randn(b, 8), None, Options(timing=False), [1, 2, 4]) as shared:
 ...     points = [shared.analysed(b)[1] for b in (4, 2, 1)]
 >>> [p.macs for p in points], shared.notes                # 8*4 MACs a sample
 ([128, 64, 32], ['one symbolic capture served batches 1, 2, 4'])
@@ -180,14 +180,21 @@ class EachOnItsOwn:
     """Analyses every point with its own ``analyze`` call (a parallel step has no capture
     to share: :mod:`fxinspect.parallel.step` runs the model itself, three times a point)."""
 
-    def __init__(self, model: torch.nn.Module, make_inputs: Callable[..., Any], seq: int | None, options: dict) -> None:
-        self.model, self.make_inputs, self.seq, self.options = model, make_inputs, seq, options
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        make_inputs: Callable[..., Any],
+        seq: int | None,
+        opts: Options,
+        kwargs: dict | None,
+    ) -> None:
+        self.model, self.make_inputs, self.seq, self.opts, self.kwargs = model, make_inputs, seq, opts, kwargs
         self.served: list[int] = []
 
     def analysed(self, batch: int) -> tuple[Report, StepPoint]:
         """The report and point of ``batch``."""
         self.served.append(batch)
-        return analysed_point(self.model, self.make_inputs, batch, self.seq, self.options)
+        return analysed_point(self.model, self.make_inputs, batch, self.seq, self.opts, self.kwargs)
 
     @property
     def notes(self) -> list[str]:
@@ -200,19 +207,20 @@ def shared_capture(
     model: torch.nn.Module,
     make_inputs: Callable[..., Any],
     seq: int | None,
-    options: dict[str, Any],
+    opts: Options,
     batches: list[int],
     forks: Forks | None = None,
+    kwargs: dict | None = None,
 ) -> Iterator[Shared | EachOnItsOwn]:
     """Prepare ``model`` once and capture it once, at the largest of ``batches``, for
     every batch size it can serve (see the module). ``forks`` is told when the model is
-    prepared, captured and counted (:class:`Forks`), to fork its workers."""
-    extra = options.get("kwargs")  # keywords beside positional inputs, as ``analyze`` takes them
-    opts = Options.of("analyze", {k: v for k, v in options.items() if k != "kwargs"})
+    prepared, captured and counted (:class:`Forks`), to fork its workers; ``kwargs`` are
+    keywords beside positional inputs, as ``analyze`` takes them."""
+    extra = kwargs
     if opts.parallel is not None:  # a parallel step runs the model itself: nothing to share
-        yield EachOnItsOwn(model, make_inputs, seq, options)
+        yield EachOnItsOwn(model, make_inputs, seq, opts, kwargs)
         return
-    where = torch.device("meta") if str(options.get("device")) == "meta" else contextlib.nullcontext()
+    where = torch.device("meta") if str(opts.device) == "meta" else contextlib.nullcontext()
 
     def make(batch: int) -> Any:
         with where:

@@ -26,6 +26,7 @@ import torch
 from ..errors import InputError
 from ..formatting import units
 from ..optional import pandas
+from ..options import Options, own_parameters, signature_of
 from .ahead import Ahead
 from .budget import Budget
 from .derived import Analysed, Line
@@ -127,19 +128,24 @@ def sweep(
     seq_lens: Iterable[int] | None = None,
     budget: int | str | None = None,
     reserve: int | float | str = 0,
-    device: str | None = "meta",
     derive: bool = True,
     workers: int | None = None,
+    kwargs: dict | None = None,
+    device: str | None = "meta",
+    timing: bool | None = None,
     **options: Any,
 ) -> Sweep:
     """Analyse one step per batch size (and per sequence length): a :class:`Sweep`.
 
     ``make_inputs(batch)`` (or ``make_inputs(batch, seq_len)`` with ``seq_lens``) returns the
-    example inputs of one point, as :func:`~fxinspect.analyze` takes them. The other
-    keywords are ``analyze``'s options (``backward``, ``optimizer``, ``loss_fn``,
-    ``device_spec``, ...). ``device="meta"`` (the default) sweeps with no memory and no
-    data; ``device=None`` runs each step where the model is and times it (``timing``,
-    ``repeats`` as for ``analyze``), for measured latency and inputs per second.
+    example inputs of one point, as :func:`~fxinspect.analyze` takes them (``kwargs``:
+    keywords added to positional ones). The other keywords are ``analyze``'s options
+    (``backward``, ``optimizer``, ``loss_fn``, ``device_spec``, ...), checked as ``analyze``
+    checks them (:class:`~fxinspect.options.Options`), with two planning defaults:
+    ``device="meta"`` (not ``analyze``'s ``None``) sweeps with no memory and no data;
+    ``device=None`` runs each step where the model is, and ``timing=None`` (the default)
+    then times it (``repeats`` as for ``analyze``), for measured latency and inputs per
+    second.
     ``budget`` (bytes or ``"24GiB"``, less ``reserve``) adds a "fits" column and a line
     on the plot.
 
@@ -160,14 +166,15 @@ def sweep(
     ``workers=0`` analyses every point in this process.
     """
     count = worker_count(workers)
-    options = {"timing": device != "meta", **options, "device": device}
+    timed = timing if timing is not None else str(device) != "meta"
+    opts = Options.of("sweep", {**options, "device": device, "timing": timed}, own=own_parameters(sweep))
     batches = _positive(batch_sizes, "batch_sizes")
     seqs: list[int | None] = [None] if seq_lens is None else list(_positive(seq_lens, "seq_lens"))
-    derivable = derive and not options["timing"] and options.get("device_spec") is None
+    derivable = derive and not opts.timing and opts.device_spec is None
     points: list[StepPoint] = []
     notes: list[str] = []
     for seq in seqs:
-        found, said = _swept(model, make_inputs, batches, seq, options, derivable, count)
+        found, said = _swept(model, make_inputs, batches, seq, opts, kwargs, derivable, count)
         points += found
         notes += said
     limit = None if budget is None else Budget.of(budget, reserve)
@@ -181,7 +188,8 @@ def _swept(
     make_inputs: Callable[..., Any],
     batches: list[int],
     seq: int | None,
-    options: dict[str, Any],
+    opts: Options,
+    kwargs: dict | None,
     derivable: bool,
     workers: int,
 ) -> tuple[list[StepPoint], list[str]]:
@@ -193,9 +201,9 @@ def _swept(
     lows = ordered[:2] if len(ordered) >= 5 else ordered[:1]
     expected = [lows[0], ordered[-1], ordered[len(ordered) // 2], *lows[1:]] if derives else ordered
     with Workers() as pool:
-        forking = workers > 0 and can_fork(options["device"])
+        forking = workers > 0 and can_fork(opts.device)
         ahead = Ahead(pool if forking else None, workers, expected)
-        with shared_capture(model, make_inputs, seq, options, batches, ahead) as shared:
+        with shared_capture(model, make_inputs, seq, opts, batches, ahead, kwargs) as shared:
             found, notes = _points(shared, ahead, batches, seq, derives, lows)
     return found, notes + shared.notes
 
@@ -252,3 +260,6 @@ def _positive(values: Iterable[int], what: str) -> list[int]:
     if not values or bad:
         raise InputError(f"{what} expects positive ints, got {values!r}")
     return values
+
+
+sweep.__signature__ = signature_of(sweep)  # help() lists analyze's options too, with their defaults

@@ -11,7 +11,9 @@ keeps a number instead. ``stash=`` replaces the whole record: it receives the
 Gradients are taken with a hook on each output tensor, not a module backward hook, so
 in-place ops that follow (``nn.ReLU(inplace=True)``, ``out += identity``) are fine: the
 gradient kept is the one with respect to the output as the module returned it.
-``register()``/``unregister()`` do what entering and leaving the block do.
+``register()``/``remove()`` do what entering and leaving the block do (``remove``, as
+torch's hook handles, ``watch`` and a checkpoint plan's ``apply`` name it; ``unregister``
+is its deprecated name).
 
 With ``ops=True`` the stashes are per op node instead: the model's first call in the
 block is captured on its actual arguments (as :func:`fxinspect.inspect` does) and every
@@ -39,7 +41,7 @@ from typing import Any
 import torch
 
 from ..analyze import instrument
-from ..errors import InputError
+from ..errors import InputError, renamed
 from ..guard import in_analysis
 from ..optional import pandas
 from ..run.assemble import node_label
@@ -136,17 +138,22 @@ class Tracker:
             self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
         return self
 
-    def unregister(self) -> None:
+    def remove(self) -> None:
         """Take every hook off; the stashes stay."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
 
+    def unregister(self) -> None:
+        """The deprecated name of :meth:`remove` (a ``DeprecationWarning``)."""
+        renamed("Tracker", "unregister()", "remove()", None)
+        self.remove()
+
     def __enter__(self) -> Tracker:
         return self.register()
 
     def __exit__(self, *exc: Any) -> None:
-        self.unregister()
+        self.remove()
 
     def _run_program(self, args: tuple, kwargs: dict) -> Any:
         """ops=True: answer a call of the model with the instrumented program, probed."""

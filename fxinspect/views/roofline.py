@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import renamed
 from ..records import DeviceSpec, ReportRecord
 from ..records.device_spec import priced_dtype
 
@@ -75,21 +76,30 @@ def _spec(report: ReportRecord) -> DeviceSpec:
 
 
 def plot_roofline(
-    report: ReportRecord, path: str | Path | None = None, *, by: str = "node", depth: int = 1, colour_by: str = "module"
+    report: ReportRecord,
+    path: str | Path | None = None,
+    *,
+    by: str = "node",
+    depth: int = 1,
+    color_by: str = "module",
+    colour_by: str | None = None,
 ) -> Any:
     """The roofs and every op (``by="node"``) or module to ``depth`` (``by="module"``),
     placed by intensity and achieved FLOP/s (the measured latency's, else the predicted
-    one's), sized by time, coloured by top-level module or (``colour_by="op"``, nodes
-    only) by op kind; the ten largest groups are named. Returns the Figure; saved to ``path``."""
+    one's), sized by time, coloured by top-level module or (``color_by="op"``, nodes
+    only) by op kind; the ten largest groups are named. Returns the Figure; saved to ``path``.
+    ``colour_by`` is the deprecated spelling of ``color_by`` (a ``DeprecationWarning``)."""
     import matplotlib.colors as mcolors
     from matplotlib.figure import Figure
 
     from .figures import save_figure
 
+    if colour_by is not None:
+        color_by = renamed("plot_roofline", "colour_by=", "color_by=", colour_by)
     spec = _spec(report)
-    if colour_by not in ("module", "op"):
-        raise ValueError(f"plot_roofline(colour_by=...) takes 'module' or 'op', got {colour_by!r}")
-    points = _points(report, by, depth, colour_by == "op")
+    if color_by not in ("module", "op"):
+        raise ValueError(f"plot_roofline(color_by=...) takes 'module' or 'op', got {color_by!r}")
+    points = _points(report, by, depth, color_by == "op")
     fig = Figure(figsize=(9, 6), dpi=100)
     ax = fig.add_subplot()
     ax.set_xscale("log")

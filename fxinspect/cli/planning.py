@@ -1,7 +1,9 @@
 """The command line's planning modes: ``--sweep``, ``--max-batch`` and ``--checkpoint-plan``.
 
 Each replaces the analysis the command line prints otherwise, and runs on the meta device
-(``--device-spec`` prices the steps on a device). The batch is the first dimension of
+(``--device-spec`` prices the steps on a device); the analysis options given
+(``--backward``, ``--optimizer``, ...) go to the planning call as they would to
+``analyze``, the others keep the planning call's defaults. The batch is the first dimension of
 every ``--input-shape`` and ``--input`` (``--kwargs`` stay as they are);
 ``--png``/``--svg`` draw the sweep's or the plan's plot instead of the diagram.
 """
@@ -13,9 +15,8 @@ from typing import Any
 
 import torch
 
-from .errors import InputError
-from .parallel import Parallel
-from .planning import Budget, checkpoint_plan, max_batch, sweep
+from ..errors import InputError
+from ..planning import Budget, checkpoint_plan, max_batch, sweep
 
 __all__ = ["add_planning_options", "check_planning", "run_planning"]
 
@@ -48,8 +49,6 @@ def add_planning_options(parser: argparse.ArgumentParser) -> None:
         help="with --sweep: forked workers on the meta device (default: one a core, at most 4)",
     )
     group.add_argument("--reserve", default="0", help="bytes (or a fraction below 1) kept back from the budget")
-    group.add_argument("--optimizer", default=None, help="a torch.optim class whose state the step holds, e.g. AdamW")
-    group.add_argument("--device-spec", default=None, help="price steps on a device, e.g. h100-sxm or measured")
 
 
 def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
@@ -59,10 +58,8 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         parser.error(f"give one of --sweep, --max-batch, --checkpoint-plan, not {len(modes)}")
     if modes and opts.input_shape and opts.input:
         parser.error("--sweep, --max-batch and --checkpoint-plan take --input-shape or --input, not both")
-    if opts.optimizer is not None and not isinstance(getattr(torch.optim, opts.optimizer, None), type):
-        names = sorted(n for n, v in vars(torch.optim).items() if isinstance(v, type) and n[0].isupper())
-        parser.error(f"--optimizer {opts.optimizer!r} is not a torch.optim class; one of {', '.join(names)}")
-    if opts.optimizer is not None and not opts.backward:
+    backward = getattr(opts, "backward", False)  # (a flag of fxinspect.cli.flags: absent when not given)
+    if getattr(opts, "optimizer", None) is not None and not backward:
         parser.error("--optimizer needs --backward (its step follows a backward)")
     if opts.budget is not None and not opts.sweep:
         parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
@@ -72,13 +69,12 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
         parser.error(f"--workers expects a count of processes, 0 or more, got {opts.workers}")
     if opts.checkpoint_plan and opts.fsdp:
         parser.error("--checkpoint-plan does not plan a parallel step yet: use it without --fsdp")
-    if opts.checkpoint_plan and not opts.backward:
+    if opts.checkpoint_plan and not backward:
         parser.error("--checkpoint-plan plans a training step: add --backward")
     if modes:
-        ignored = [
-            f"--{o.replace('_', '-')}"
-            for o in ("json", "csv", "html", "no_memory", "measure_memory")
-            if getattr(opts, o)
+        ignored = [f"--{o.replace('_', '-')}" for o in ("json", "csv", "html") if getattr(opts, o)]
+        ignored += [
+            f for f, o in (("--no-memory", "memory"), ("--measure-memory", "measure_memory")) if hasattr(opts, o)
         ]
         if ignored:
             parser.error(f"{', '.join(ignored)} do not go with --{modes[0].replace('_', '-')} (they write an analysis)")
@@ -94,19 +90,14 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
             parser.error(str(exc))
 
 
-def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namespace) -> Any | None:
-    """Run the planning mode asked for, print its result and return it (``None`` if none)."""
+def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namespace, given: dict) -> Any | None:
+    """Run the planning mode asked for with the analysis options ``given`` (those of the
+    flags given), print its result and return it (``None`` if none)."""
     if not (opts.sweep or opts.max_batch or opts.checkpoint_plan):
         return None
-    options: dict[str, Any] = {"method": opts.method, "backward": opts.backward}
+    options: dict[str, Any] = dict(given)
     if opts.input_shape and opts.kwargs:  # the batched inputs are positional: the rest go as keywords
         options["kwargs"] = opts.kwargs
-    if opts.optimizer is not None:
-        options["optimizer"] = getattr(torch.optim, opts.optimizer)
-    if opts.fsdp:  # (each batch one rank's analysis)
-        options["parallel"] = Parallel.fsdp(opts.fsdp, rank=opts.rank or 0)
-    if opts.device_spec is not None:
-        options["device_spec"] = opts.device_spec
     reserve = _reserve(opts.reserve)
     if opts.sweep:
         result = sweep(
@@ -123,7 +114,7 @@ def run_planning(model: torch.nn.Module, make_inputs: Any, opts: argparse.Namesp
     else:
         with torch.device("meta"):  # (planned on meta: the inputs need no memory either)
             batch = make_inputs(None)
-        options.pop("backward")
+        options.pop("backward", None)  # (always on in a plan)
         result = checkpoint_plan(model, batch, opts.checkpoint_plan, reserve=reserve, **options)
     print(result)
     for path in (opts.png, opts.svg):

@@ -10,8 +10,11 @@ positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``
 ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
 keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png``,
 ``--svg`` and ``--html`` (the explorer) write files. ``--sweep``, ``--max-batch`` and
-``--checkpoint-plan`` plan instead (:mod:`fxinspect.cli_planning`). Every option is checked before the model is built; any failure
-is one line on stderr and exit status 2 (``--debug`` shows the traceback).
+``--checkpoint-plan`` plan instead (:mod:`.planning`). The analysis options' flags
+(``--no-timing``, ``--device meta``, ``--backward``, ``--optimizer AdamW``, ...) are made
+from :class:`~fxinspect.options.Options` (:mod:`.flags`), and the record passed on is the
+one they give. Every option is checked before the model is built; any failure is one
+line on stderr and exit status 2 (``--debug`` shows the traceback).
 
 Example
 -------
@@ -30,15 +33,16 @@ from collections.abc import Sequence
 
 import torch
 
-from .analyze import analyze
-from .capture import TIERS, Method
-from .capture.base import one_line
-from .cli_planning import add_planning_options, check_planning, run_planning
-from .errors import FxInspectError
-from .factory import build, check_keywords
-from .parallel import Parallel
-from .views.columns import By, parse_column
-from .views.diagram import COLOR_BY
+from ..analyze import analyze
+from ..capture.base import one_line
+from ..errors import FxInspectError, InputError
+from ..factory import build, check_keywords
+from ..options import Options
+from ..parallel import Parallel
+from ..views.columns import By, parse_column
+from ..views.diagram import COLOR_BY
+from .flags import add_option_flags, given_options
+from .planning import add_planning_options, check_planning, run_planning
 
 _DTYPES = {
     "float32": torch.float32,
@@ -134,17 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--top", type=_positive, default=None, help="keep the first N rows")
     parser.add_argument("--sort", default=None, help="sort rows by a column, e.g. flops")
-    parser.add_argument(
-        "--method", choices=[str(m) for m in (Method.AUTO, *TIERS)], default="auto", help="capture tier"
-    )
     parser.add_argument("--train", action="store_true", help="train mode with gradients on (default: eval, no_grad)")
-    parser.add_argument("--backward", action="store_true", help="also run a backward (implies --train)")
-    parser.add_argument("--no-timing", action="store_true", help="skip the timing runs")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory model")
-    parser.add_argument(
-        "--measure-memory", action="store_true", help="also measure the memory with the allocator (one more run)"
-    )
-    parser.add_argument("--device", choices=["meta"], default=None, help="'meta' analyses without allocating weights")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     parser.add_argument("--csv", metavar="PATH", help="also write the table's rows (--by) as CSV")
     parser.add_argument("--png", metavar="PATH", help="also draw the diagram (--depth; every op without it)")
@@ -156,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--rank", type=int, default=None, help="with --fsdp: the rank analysed (default 0)")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    group = parser.add_argument_group("analysis options (fxinspect.analyze's; one not given keeps the call's default)")
+    add_option_flags(group)
     add_planning_options(parser)
     return parser
 
@@ -203,6 +199,18 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
     if opts.depth is not None and opts.by != "module" and not (opts.png or opts.svg):
         parser.error("--depth applies to --by module tables and to diagrams")
     check_planning(parser, opts)
+    try:  # the record the flags give, checked as analyze checks it (the parallel step's spec comes later)
+        Options.of("analyze", given_options(opts))
+    except InputError as exc:
+        parser.error(str(exc))
+
+
+def options_of(opts: argparse.Namespace) -> dict:
+    """The analysis options the flags give (what was not given keeps the entry point's default)."""
+    given = given_options(opts)
+    if opts.fsdp:  # (one rank's step)
+        given["parallel"] = Parallel.fsdp(opts.fsdp, rank=opts.rank or 0)
+    return given
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,25 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = build(opts.model, opts.config, opts.args, opts.factory_kwargs)
         args, kwargs = _inputs(opts)
         check_keywords(model, kwargs)
-        train = opts.train or opts.backward
+        given = options_of(opts)
+        train = opts.train or given.get("backward", False)
         model.train(train)
         with torch.set_grad_enabled(train):
-            if run_planning(model, _batched_inputs(opts), opts) is not None:
+            if run_planning(model, _batched_inputs(opts), opts, given) is not None:
                 return 0
-            report = analyze(
-                model,
-                args,
-                kwargs=kwargs,
-                method=opts.method,
-                timing=not opts.no_timing,
-                device=opts.device,
-                backward=opts.backward,
-                memory=not opts.no_memory,
-                measure_memory=opts.measure_memory,
-                optimizer=getattr(torch.optim, opts.optimizer) if opts.optimizer else None,
-                device_spec=opts.device_spec,
-                parallel=Parallel.fsdp(opts.fsdp, rank=opts.rank or 0) if opts.fsdp else None,
-            )
+            report = analyze(model, args, kwargs=kwargs, **given)
         print(report)
         print()
         options = {"depth": opts.depth, "fold": not opts.no_fold} if opts.by == "module" else {}
