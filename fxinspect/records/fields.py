@@ -173,7 +173,7 @@ FIELDS: tuple[Field, ...] = (
           column=(When.BACKWARD, When.NONZERO, When.NOT_BY_OP)),
     Field("measured_growth", "int | None", Unit.BYTE, Aggregate.KNOWN, "alloc growth",
           "allocator bytes held after the node minus before (measured)", label="allocator growth",
-          word="growth", measured_by="analyze(..., memory=True) on a CUDA device measures it"),
+          word="growth", measured_by="analyze(..., measure_memory=True) measures it (not on the meta device)"),
     # a parallel step's collectives (fxinspect.parallel): what this rank sent
     Field("comm_bytes", "int | None", Unit.BYTE, Aggregate.KNOWN, "sent",
           "bytes this rank sent in collectives issued as the node or its backward ran (parallel= only)",
