@@ -1,4 +1,4 @@
-"""A figure of your own: energy in joules, priced from the time model
+"""A figure of your own: energy in joules, priced from the time model.
 
 Run: ``python examples/custom_figure.py``.
 
