@@ -26,7 +26,7 @@ import torch
 import torchvision
 
 import fxinspect
-from fxinspect.views.colouring import LABEL, colour_scale
+from fxinspect.views.colouring import box_label, colour_scale
 
 
 def dot_source(report, depth: int | None) -> str:
@@ -43,7 +43,7 @@ def dot_source(report, depth: int | None) -> str:
         label = [title, box["type"], box["shape"]]
         value = values[key]
         if value:
-            label.append(LABEL["flops"](value))
+            label.append(box_label("flops", value))
         fill = matplotlib.colors.to_hex(colormap(norm(value))) if value and norm else "#dddddd"
         text = "\\n".join(s.replace('"', "'") for s in label if s)
         lines.append(f'n{i} [label="{text}", fillcolor="{fill}"];')

@@ -38,6 +38,7 @@ PAGES = {  # page name: (example file, images it writes)
         ],
     ),
     "time_model": ("time_model.py", ["resnet50_roofline.png", "gpt2_h100_roofline.png"]),
+    "custom_figure": ("custom_figure.py", ["custom_figure_energy.png"]),
     "will_it_fit": ("will_it_fit.py", ["resnet50_sweep.png", "resnet50_checkpoint_plan.png"]),
     "parallel": ("parallel_training.py", ["llama_fsdp_tp_communication.png"]),
     "diagrams": (

@@ -22,9 +22,16 @@ training/           inspect (the user's own step), track, watch: the same progra
                     passes around the user's training loop
 ```
 
-**A new figure** is one ``Field`` in ``fxinspect/records/fields.py`` (name, type, unit,
-how it sums into modules, table header) and a pass that fills it: the records get the
-field, assembly sums it, tables, JSON and diagrams find it by name. Nothing else changes.
+**A new figure** is one ``Field`` in ``fxinspect/records/fields.py`` and a pass that
+fills it. The declaration carries everything a view needs: name, type, unit (the views
+format by it), how it sums into modules, table header, whether it is a default column
+(``column``), what a diagram coloured by it says (``label``, ``word``, ``measured_by``),
+whether ``color_by=`` and the explorer offer it (``color_by``), how ``diff`` compares it
+(``diff``). The records get the field, assembly sums it, and tables, JSON, diagrams, the
+explorer and ``diff`` find it there. Nothing else changes. From outside the package,
+``fxinspect.register_figure(field, compute)`` adds one with a function of a node's record
+(``fxinspect.unregister_figure`` takes it back): ``examples/custom_figure.py`` adds an
+energy estimate priced from the time model and shows it in all four views.
 
 **A new pass** is a class with ``run(program) -> PassResult``: it puts a ``Probe`` at the
 probe points (``before(name)``, ``after(name, output)``), runs the program, and returns

@@ -29,6 +29,7 @@ from .records import (
     UncountedOp,
     ValueStats,
 )
+from .records.registry import register_figure, unregister_figure
 from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.program import InstrumentedProgram
@@ -83,10 +84,12 @@ __all__ = [
     "inspect",
     "instrument",
     "max_batch",
+    "register_figure",
     "register_free",
     "register_rule",
     "sweep",
     "track",
+    "unregister_figure",
     "watch",
 ]
 

@@ -116,7 +116,7 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
     for key, nodes in members.items():
         attrs = g.nodes[key]
         attrs["members"] = tuple(n.name for n in nodes)
-        for name, total in sums(nodes).items():  # the record's subtree figure steps aside
+        for name, total in _flat(sums(nodes)).items():  # the record's subtree figure steps aside
             attrs[f"subtree_{name}"] = attrs.get(name)
             attrs[name] = total
 
@@ -138,6 +138,11 @@ def _module_graph(report: ReportRecord, depth: int | None) -> nx.DiGraph:
     return g
 
 
+def _flat(summed: dict[str, Any]) -> dict[str, Any]:
+    """Summed figures with the registered ones (``fxinspect.register_figure``) beside the declared."""
+    return {**{k: v for k, v in summed.items() if k != "registered"}, **summed.get("registered", {})}
+
+
 def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.DiGraph:
     """The boxes and edges that ``report.plot(depth=depth, fold=fold)`` draws."""
     from .views.boxgraph import boxes  # (views import nothing from here)
@@ -156,7 +161,7 @@ def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.Di
             shape=box.shape,
             members=tuple(n.name for n in box.nodes),
             constants=tuple(box.constants),
-            **sums(box.nodes),
+            **_flat(sums(box.nodes)),
         )
     g.add_edges_from(edges)
     return g

@@ -52,9 +52,11 @@ def test_of_builds_the_record_init_builds():
         (2, 2),
         (3, 3),
         "own",
+        {"energy": 1.5},
     )
     # ..., latency and its IQR, predicted latency, NaN, Inf, backward figures, latency and predicted latency,
-    # memory figures, bytes sent in collectives, aten, grads, backward aten, call, receptive field, its stride and padding, saves
+    # memory figures, bytes sent in collectives, aten, grads, backward aten, call, receptive field, its stride and padding,
+    # saves, registered figures
     record = NodeRecord.of(*values)
     assert record == NodeRecord(*values) and hash(call) == hash(AtenCall(*dataclasses.astuple(call)))
     assert repr(record) == repr(NodeRecord(*values))

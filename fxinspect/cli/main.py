@@ -39,8 +39,8 @@ from ..errors import FxInspectError, InputError
 from ..factory import build, check_keywords
 from ..options import Options
 from ..parallel import Parallel
+from ..views.colouring import colour_figures
 from ..views.columns import By, parse_column
-from ..views.diagram import COLOR_BY
 from .flags import add_option_flags, given_options
 from .planning import add_planning_options, check_planning, run_planning
 
@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--png", metavar="PATH", help="also draw the diagram (--depth; every op without it)")
     parser.add_argument("--svg", metavar="PATH", help="the diagram as SVG")
     parser.add_argument("--html", metavar="PATH", help="also write the explorer: one HTML page to browse the report")
-    parser.add_argument("--color-by", choices=sorted(COLOR_BY), default="flops", help="what colours the diagram")
+    parser.add_argument(
+        "--color-by", choices=sorted(colour_figures()), default="flops", help="what colours the diagram"
+    )
     parser.add_argument(
         "--fsdp", type=_positive, metavar="N", help="one rank of FSDP2 over N ranks, on a fake process group"
     )

@@ -27,6 +27,7 @@ __all__ = [
     "plural",
     "ratio",
     "seconds",
+    "si",
     "value",
 ]
 
@@ -39,6 +40,7 @@ PARTIAL = "+"
 _COUNT_UNITS = ("", " K", " M", " G", " T", " P", " E")
 _BYTE_UNITS = (" B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB")
 _TIME_UNITS = ((1e-9, "ns"), (1e-6, "µs"), (1e-3, "ms"), (1.0, "s"))
+_SI_PREFIXES = ((1e-12, "p"), (1e-9, "n"), (1e-6, "µ"), (1e-3, "m"), (1.0, ""), (1e3, "k"), (1e6, "M"), (1e9, "G"))
 
 
 def _absent(x: Any) -> bool:
@@ -112,6 +114,21 @@ def seconds(s: float | None) -> str:
         if abs(round(v, 2)) < 1000 or name == "s":
             return f"{v:.2f} {name}"
     raise AssertionError("unreachable: the last unit always returns")
+
+
+def si(x: float | None, symbol: str) -> str:
+    """A value in a unit of its own (joules, watts) with the SI prefix that keeps it at or above 1.
+
+    >>> si(0.0123, "J"), si(2.5e-7, "J"), si(1500.0, "W"), si(0, "J"), si(None, "J")
+    ('12.30 mJ', '250.00 nJ', '1.50 kW', '0 J', '—')
+    """
+    if _absent(x):
+        return MISSING
+    if x == 0:
+        return f"0 {symbol}"
+    # the largest prefix that keeps it at or above 1 once rounded; the smallest below that
+    scale, prefix = next((p for p in reversed(_SI_PREFIXES) if abs(round(x / p[0], 2)) >= 1), _SI_PREFIXES[0])
+    return f"{x / scale:.2f} {prefix}{symbol}"
 
 
 def axis_unit(largest: float, kind: str) -> tuple[float, str]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any  # noqa: F401 (the annotation of the records' registered figures)
 
 from ..choices import Choice
 from .communication import Communication
+from .declared import Derived, with_figures
 from .device_spec import DeviceSpec
-from .fields import Derived, with_figures
 from .memory import MemoryRecord
 from .nodes import AtenCall, ModuleRecord, NodeRecord, TensorMeta
 

@@ -2,7 +2,8 @@
 
 Frozen dataclasses in base units (FLOPs, bytes, seconds), no formatting. The per-node
 figures are declared once, in :mod:`fxinspect.records.fields`, and inserted into
-:class:`NodeRecord` and :class:`ModuleRecord` (and ``Totals``) from there.
+:class:`NodeRecord` and :class:`ModuleRecord` (and ``Totals``) from there
+(:mod:`fxinspect.records.declared`).
 
 Example
 -------
@@ -19,7 +20,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from ..choices import Choice
-from .fields import Derived, with_figures
+from .declared import Derived, with_figures
 
 _R = TypeVar("_R")
 
@@ -174,6 +175,11 @@ class NodeRecord(Derived):
     @property
     def nonfinite(self) -> bool:
         return bool(self.nan_count) or bool(self.inf_count)
+
+    @property
+    def nonfinite_values(self) -> int:
+        """NaN and Inf values in its outputs (0 when they were not read)."""
+        return (self.nan_count or 0) + (self.inf_count or 0)
 
     @property
     def is_op(self) -> bool:

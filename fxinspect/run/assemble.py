@@ -37,6 +37,7 @@ from ..records import (
     Totals,
 )
 from ..records.fields import sums
+from ..records.registry import compute_registered
 from .findings import find_nonfinite, uncounted_ops
 from .params import ModuleInfo, module_infos, tensor_bytes
 from .passes import PassResult
@@ -208,7 +209,7 @@ def report_fields(
     """
     cap = program.capture
     measured = {f for r in results for f in r.fields}
-    nodes = node_records(cap, results)
+    nodes = compute_registered(node_records(cap, results))  # (figures added by register_figure)
     infos, shared = module_infos(model)
     uncounted = uncounted_ops(nodes)
     param_bytes, buffer_bytes = tensor_bytes(model)

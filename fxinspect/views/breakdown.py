@@ -22,9 +22,8 @@ from typing import Any
 from .. import formatting as fmt
 from .. import paths
 from ..records import ReportRecord
-from ..records.fields import FIELD, Unit
-from .columns import UNIT_TEXT
-from .diagram import COLOR_BY, node_figure
+from .colouring import colour_figures, node_figure
+from .columns import unit_text
 from .figures import save_figure
 from .folding import Folds
 
@@ -36,13 +35,14 @@ def breakdown(
 ) -> list[tuple[str, float]]:
     """``(label, value)`` of the ``top`` largest non-zero parts, then ``("other (n)", rest)``:
     they sum to the total."""
-    if metric not in COLOR_BY:
-        raise ValueError(f"metric must be one of {sorted(COLOR_BY)}, got {metric!r}")
+    figures = colour_figures()
+    if metric not in figures:
+        raise ValueError(f"metric must be one of {sorted(figures)}, got {metric!r}")
     if by not in ("module", "op"):
         raise ValueError(f"by must be 'module' or 'op', got {by!r}")
     if top < 1 or depth < 1:
         raise ValueError(f"top and depth must be at least 1, got top={top}, depth={depth}")
-    figure = COLOR_BY[metric][0]
+    figure = figures[metric]
     folds = Folds(report)
     parts: dict[str, float] = {}
     for n in report.nodes:
@@ -83,9 +83,8 @@ def plot_breakdown(
 
     parts = breakdown(report, metric, by, depth, top)
     total = sum(v for _, v in parts)
-    figure = COLOR_BY[metric][0]
-    unit = FIELD[figure].unit if figure in FIELD else Unit.BYTE if figure == "bytes" else Unit.COUNT
-    text = UNIT_TEXT[unit]
+    figure = colour_figures()[metric]
+    unit, text = figure.unit, unit_text(figure.unit)
     fig = Figure(figsize=(8.0, 0.9 + 0.32 * len(parts)), dpi=dpi, layout="constrained")
     ax = fig.add_subplot()
     values = [v for _, v in parts]
@@ -101,15 +100,13 @@ def plot_breakdown(
         ax.text(v / size, i, f"  {text(v, False)}  ({fmt.percent(share)})", va="center", fontsize=8)
     ax.set_xlim(0, (max(values, default=1) * 1.35 or 1) / size)
     axis_unit = f" ({suffix})" if suffix else ""
-    ax.set_xlabel(f"{COLOR_BY[metric][1]}{axis_unit}, total {text(total, False)}", fontsize=9)
+    ax.set_xlabel(f"{figure.title}{axis_unit}, total {text(total, False)}", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
     root = report.modules.get("")
     where = f"modules to depth {depth}" if by == "module" else "op types"
-    ax.set_title(
-        title or f"{root.type if root else 'model'}: {COLOR_BY[metric][1]} by {where}", fontsize=10, loc="left"
-    )
+    ax.set_title(title or f"{root.type if root else 'model'}: {figure.title} by {where}", fontsize=10, loc="left")
     if path is not None:
         save_figure(fig, path)
     return fig

@@ -1,13 +1,15 @@
 """What a diagram box's colour stands for: the figures ``color_by`` names, per node and box.
 
-:data:`COLOR_BY` names each figure and what the colour bar says; :data:`LABEL` writes a
-box's figure on the box; :data:`MEASURED_BY` says which option makes a report carry it
-(a diagram coloured by a figure the report lacks is an error, not a grey picture).
+Every figure whose declaration (:mod:`fxinspect.records.fields`) gives it a
+``colour_key`` colours a diagram and the explorer: :func:`colour_figures` lists them
+(the declared, the derived and the registered ones); :func:`box_label` writes a box's
+figure on the box, :func:`tick_text` the colour bar's scale; a diagram coloured by a
+figure the report lacks is an error naming what measures it, not a grey picture.
 
 Example
 -------
->>> LABEL["flops"](15840), LABEL["bytes"](2048)
-('15.84 K FLOPs', '2.00 KiB moved')
+>>> box_label("flops", 15840), box_label("bytes", 2048), box_label("latency", 0.0123)
+('15.84 K FLOPs', '2.00 KiB moved', '12.30 ms')
 """
 
 from __future__ import annotations
@@ -15,68 +17,54 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import formatting as fmt
 from ..records import NodeRecord
+from ..records.fields import Field, shown
 from .box import Box
+from .columns import unit_text
 
-__all__ = ["COLOR_BY", "LABEL", "MEASURED_BY", "TICK", "box_value", "colour_scale", "node_figure", "scale_ticks"]
-
-COLOR_BY = {  # color_by= -> (figure summed per box, what the colour bar says)
-    "flops": ("flops", "FLOPs"),
-    "macs": ("macs", "MACs"),
-    "bytes": ("bytes", "bytes read + written"),
-    "latency": ("latency", "latency"),
-    "memory": ("output_bytes", "bytes of new outputs"),
-    "saved": ("saved_bytes", "bytes saved for the backward"),
-    "backward_flops": ("backward_flops", "backward FLOPs"),
-    "nonfinite": ("nonfinite", "NaN/Inf values"),
-    "communication": ("comm_bytes", "bytes sent in collectives"),
-}
-LABEL = {  # color_by= -> a box's figure as its label shows it
-    "flops": lambda v: f"{fmt.count(v)} FLOPs",
-    "macs": lambda v: f"{fmt.count(v)} MACs",
-    "bytes": lambda v: f"{fmt.nbytes(v)} moved",
-    "latency": lambda v: fmt.seconds(v),
-    "memory": lambda v: f"{fmt.nbytes(v)} out",
-    "saved": lambda v: f"{fmt.nbytes(v)} saved",
-    "backward_flops": lambda v: f"{fmt.count(v)} bwd FLOPs",
-    "nonfinite": lambda v: f"{fmt.count(v)} NaN/Inf",
-    "communication": lambda v: f"{fmt.nbytes(v)} sent",
-}
-TICK = {  # color_by= -> a value as the colour bar's scale writes it
-    "flops": fmt.count,
-    "macs": fmt.count,
-    "bytes": fmt.nbytes,
-    "latency": fmt.seconds,
-    "memory": fmt.nbytes,
-    "saved": fmt.nbytes,
-    "backward_flops": fmt.count,
-    "nonfinite": fmt.count,
-    "communication": fmt.nbytes,
-}
-MEASURED_BY = {  # color_by= -> what makes the report carry it
-    "flops": "every report has them",
-    "macs": "every report has them",
-    "bytes": "every report has them",
-    "latency": "analyze(..., timing=True) measures it (not on the meta device)",
-    "memory": "analyze(..., memory=True) measures it",
-    "saved": "analyze(..., memory=True) measures it (with gradients on)",
-    "backward_flops": "analyze(..., backward=True) counts them",
-    "nonfinite": "analyze(..., check_finite=True) reads them (not on the meta device)",
-    "communication": "analyze(..., parallel=...) logs every collective",
-}
+__all__ = [
+    "box_label",
+    "box_value",
+    "colour_figure",
+    "colour_figures",
+    "colour_scale",
+    "node_figure",
+    "scale_ticks",
+    "tick_text",
+]
 
 
-def node_figure(n: NodeRecord, figure: str) -> float | None:
-    """One node's ``figure`` (a :data:`COLOR_BY` figure): ``None`` when it was not measured."""
-    if figure == "bytes":
-        return n.bytes_moved
-    if figure == "nonfinite":
-        return (n.nan_count or 0) + (n.inf_count or 0)
-    return getattr(n, figure)
+def colour_figures() -> dict[str, Field]:
+    """``color_by=`` name -> its figure, in the order the views offer them."""
+    return {f.colour_key: f for f in shown() if f.colour_key}
 
 
-def box_value(box: Box, figure: str) -> float | None:
+def colour_figure(color_by: str) -> Field:
+    """The figure ``color_by`` names, or a ``ValueError`` listing the names."""
+    found = colour_figures()
+    if color_by not in found:
+        raise ValueError(f"color_by must be one of {sorted(found)} or None, got {color_by!r}")
+    return found[color_by]
+
+
+def tick_text(figure: Field, value: float) -> str:
+    """A value of ``figure`` as the colour bar's scale writes it."""
+    return unit_text(figure.unit)(value, False)
+
+
+def box_label(color_by: str, value: float) -> str:
+    """A box's figure as its label shows it: the value, then the figure's word."""
+    figure = colour_figure(color_by)
+    word = figure.header if figure.word is None else figure.word
+    return f"{tick_text(figure, value)} {word}".rstrip()
+
+
+def node_figure(n: NodeRecord, figure: Field) -> float | None:
+    """One node's ``figure``: ``None`` when it was not measured."""
+    return getattr(n, figure.attribute)
+
+
+def box_value(box: Box, figure: Field) -> float | None:
     """A box's figure: its nodes' sum, unknown when any part is."""
     parts = [node_figure(n, figure) for n in box.nodes]
     return None if not parts or None in parts else sum(parts)  # (counts stay integers)

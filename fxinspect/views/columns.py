@@ -1,8 +1,10 @@
 """Table columns: their names, and how each is titled, rendered from its raw figure and sorted.
 
 Every summed figure of :data:`fxinspect.records.fields.FIELDS` is a column named after its
-field, titled by its ``header`` and rendered by its ``unit``; the other columns
-(names, shapes, counts, and the derived ``bytes``, ``intensity`` and ``share``) are
+field, titled by its ``header`` and rendered by its ``unit``, a default column when its
+``column`` says so; so is every figure added by :func:`fxinspect.register_figure` (a
+plain string key, not a :class:`Column` member: the enum is made once). The other
+columns (names, shapes, counts, and the derived ``intensity`` and ``share``) are
 declared here by hand.
 
 Example
@@ -21,19 +23,19 @@ from typing import Any
 
 from .. import formatting as fmt
 from ..choices import Choice
-from ..records.fields import SUMMED, Aggregate, Field, Unit
+from ..records.fields import DERIVED, FIELD, REGISTERED, SUMMED, Aggregate, Field, Unit, When, shown
 
 __all__ = [
-    "BACKWARD_ONLY",
-    "TIMED_ONLY",
     "UNIT_TEXT",
     "By",
     "Column",
-    "DEFAULT",
     "SPECS",
     "columns_for",
+    "default_columns",
     "parse_by",
     "parse_column",
+    "spec",
+    "unit_text",
 ]
 
 
@@ -131,6 +133,12 @@ UNIT_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
 }
 
 
+def unit_text(unit: Unit) -> Callable[[Any, bool], str]:
+    """How a value of ``unit`` reads in a cell (``partial``: mark it as a lower bound);
+    a unit of its own (joules) with SI prefixes."""
+    return UNIT_TEXT.get(unit) or (lambda v, p: fmt.si(v, unit.symbol) + (fmt.PARTIAL if p else ""))
+
+
 def _field(value: tuple[int, ...] | str | None) -> str:
     """A receptive field as a table writes it: ``"7×7"``, ``"global"`` or nothing."""
     if value is None:
@@ -144,7 +152,7 @@ def _figure_spec(field: Field) -> Spec:
     An ``EXACT`` figure counts an op without a rule as 0, so uncounted ops make it a
     lower bound: mark it, never hide it. A ``KNOWN`` one is ``None`` instead.
     """
-    return Spec(field.header, UNIT_TEXT[field.unit], marks_partial=field.aggregate is Aggregate.EXACT)
+    return Spec(field.header, unit_text(field.unit), marks_partial=field.aggregate is Aggregate.EXACT)
 
 
 SPECS: dict[Column, Spec] = {
@@ -160,7 +168,7 @@ SPECS: dict[Column, Spec] = {
     Column.CALLS: Spec("calls", lambda v, p: "" if v is None else fmt.count(v)),
     Column.PARAMS: Spec("params", lambda v, p: fmt.count(v)),
     **{Column(f.name): _figure_spec(f) for f in SUMMED},
-    Column.BYTES: Spec("bytes r+w", fmt.nbytes, marks_partial=True),  # traffic: the records' bytes_moved
+    Column.BYTES: _figure_spec(DERIVED[0]),  # traffic: the records' bytes_moved
     Column.INTENSITY: Spec("FLOP/B", lambda v, p: fmt.number(v)),
     Column.SHARE: Spec("FLOPs %", lambda v, p: fmt.percent(v)),
     Column.NONFINITE: Spec("NaN/Inf", _nonfinite),
@@ -168,57 +176,78 @@ SPECS: dict[Column, Spec] = {
 }
 
 
-def _figures() -> tuple[Column, ...]:
+def spec(column: Column | str) -> Spec:
+    """How ``column`` is titled and rendered: a built-in column's, or a registered figure's."""
+    found = SPECS.get(column)
+    if found is not None:
+        return found
+    if column in REGISTERED:
+        return _figure_spec(REGISTERED[column])
+    raise KeyError(f"no table column {column!r}")
+
+
+def _registered() -> tuple[str, ...]:
+    """The registered figures that sum: columns keyed by their names."""
+    names = tuple(f.name for f in REGISTERED.values() if f.sums)
+    clash = sorted(set(names) & set(SPECS))
+    if clash:  # (register_figure refuses a figure's name; a column's is found here)
+        raise ValueError(f"registered figures {clash} are named like table columns: register them by another name")
+    return names
+
+
+def _figures() -> tuple[Column | str, ...]:
     """The figure columns every table offers: the declared ones in declaration order,
-    ``bytes`` and ``intensity`` right after the bytes they are computed from, ``share`` last."""
-    columns: list[Column] = []
+    ``bytes`` and ``intensity`` right after the bytes they are computed from, the
+    registered ones, ``share`` last."""
+    columns: list[Column | str] = []
     for f in SUMMED:
         columns.append(Column(f.name))
         if f.name == "bytes_written":
             columns += [Column.BYTES, Column.INTENSITY]
-    return (*columns, Column.SHARE)
+    return (*columns, *_registered(), Column.SHARE)
 
 
 _NODE_PLACE = (Column.NAME, Column.LABEL, Column.MODULE, Column.INPUTS, Column.OUTPUTS, Column.GRADIENTS)
 """Where a node sits and what flows through it: the first columns of a node table."""
 
-_AVAILABLE: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK)
-    + (Column.RECEPTIVE_FIELD,),
-    By.OP: (Column.LABEL, Column.COUNT, *_figures()),
-    By.NODE: (*_NODE_PLACE, *_figures(), Column.NONFINITE, Column.RECEPTIVE_FIELD),
-}
 
-_SHOWN_AFTER_FLOPS = (
-    Column.MACS,
-    Column.BYTES,
-    Column.LATENCY,
-    Column.PREDICTED_LATENCY,
-    Column.BACKWARD_FLOPS,
-    Column.BACKWARD_LATENCY,
-)
-
-DEFAULT: dict[By, tuple[Column, ...]] = {
-    By.MODULE: (Column.NAME, Column.TYPE, Column.PARAMS, Column.FLOPS, Column.PER_BLOCK, *_SHOWN_AFTER_FLOPS)
-    + (Column.SAVED_BYTES, Column.RECEPTIVE_FIELD),
-    By.OP: (Column.LABEL, Column.COUNT, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SHARE),
-    By.NODE: (*_NODE_PLACE, Column.FLOPS, *_SHOWN_AFTER_FLOPS, Column.SAVED_BYTES, Column.NONFINITE),
-}
-"""The columns shown when ``columns=`` is not given: latency only when timed, NaN/Inf when
-found, gradients, backward FLOPs and saved bytes when a backward ran, FLOPs per block
-when a row folds repeated blocks, the receptive field when the model has a spatial input."""
-
-BACKWARD_ONLY = frozenset({Column.GRADIENTS, Column.BACKWARD_FLOPS, Column.BACKWARD_LATENCY, Column.SAVED_BYTES})
-TIMED_ONLY = frozenset({Column.LATENCY, Column.BACKWARD_LATENCY})
-
-
-def columns_for(by: By | str) -> tuple[Column, ...]:
+def columns_for(by: By | str) -> tuple[Column | str, ...]:
     """The columns a table ``by`` modules, ops or nodes can show.
 
     >>> [str(c) for c in columns_for("module")][:5]
     ['name', 'type', 'calls', 'params', 'flops']
     """
-    return _AVAILABLE[parse_by(by)]
+    by = parse_by(by)
+    if by is By.MODULE:
+        return (Column.NAME, Column.TYPE, Column.CALLS, Column.PARAMS, *_figures(), Column.PER_BLOCK) + (
+            Column.RECEPTIVE_FIELD,
+        )
+    if by is By.OP:
+        return (Column.LABEL, Column.COUNT, *_figures())
+    return (*_NODE_PLACE, *_figures(), Column.NONFINITE, Column.RECEPTIVE_FIELD)
+
+
+def default_columns(by: By, holds: Callable[[Field, When], bool]) -> tuple[Column | str, ...]:
+    """The columns shown when ``columns=`` is not given: the figures whose ``column``
+    conditions all hold (``holds(figure, condition)``, as the table judges its report),
+    in the order of :func:`fxinspect.records.fields.shown`, after the row's place.
+
+    FLOPs per block (``per_block``) follows FLOPs in a module table (the table leaves
+    it out when no row folds blocks), ``share`` ends an op table; a node table shows
+    NaN/Inf last (when found), a module or node table the receptive field (when the
+    model has a spatial input): the table checks those.
+    """
+    figures: list[Column | str] = []
+    for f in shown():
+        if f.sums and f.column is not None and all(holds(f, when) for when in f.column):
+            figures.append(Column(f.name) if f.name in FIELD or f.read else f.name)
+            if by is By.MODULE and f.name == "flops":
+                figures.append(Column.PER_BLOCK)
+    if by is By.MODULE:
+        return (Column.NAME, Column.TYPE, Column.PARAMS, *figures, Column.RECEPTIVE_FIELD)
+    if by is By.OP:
+        return (Column.LABEL, Column.COUNT, *figures, Column.SHARE)
+    return (*_NODE_PLACE, *figures, Column.NONFINITE)
 
 
 def parse_by(by: By | str) -> By:
@@ -230,15 +259,15 @@ def parse_by(by: By | str) -> By:
         raise ValueError(f"table(by=...) must be one of {valid}, got {by!r}") from None
 
 
-def parse_column(name: Column | str, by: By, option: str) -> Column:
+def parse_column(name: Column | str, by: By, option: str) -> Column | str:
     """``name`` as a column a table ``by`` can show, or a ``ValueError`` naming them.
 
     A column is named by its key or by its header, in any case (``"flops"``, ``"FLOPs"``,
     ``"bytes r+w"``)."""
-    valid = _AVAILABLE[by]
+    valid = columns_for(by)
     key = str(name).strip().lower()
-    column = next((c for c in valid if key in (c.value, SPECS[c].header.lower())), None)
-    if column not in valid:
-        names = ", ".join(c.value for c in valid)
+    column = next((c for c in valid if key in (str(c).lower(), spec(c).header.lower())), None)
+    if column is None:
+        names = ", ".join(str(c) for c in valid)
         raise ValueError(f"{option}: unknown column {name!r} for by={by.value!r}; valid columns: {names}")
     return column

@@ -29,12 +29,12 @@ from typing import Any
 from .. import formatting as fmt
 from ..records import ReportRecord
 from .boxgraph import boxes
-from .colouring import COLOR_BY, LABEL, MEASURED_BY, box_value, colour_scale, node_figure
+from .colouring import box_label, box_value, colour_figure, colour_scale
 from .diagram_layout import FONT, Layout, arrange, frame
 from .diagram_paint import Picture, box_faces, colour_bar, label_colour
 from .figures import save_figure
 
-__all__ = ["COLOR_BY", "node_figure", "plot"]  # (COLOR_BY and node_figure re-exported from .colouring)
+__all__ = ["plot"]
 
 _DRAWN = (".png", ".svg")  # written without matplotlib (see .diagram_paint); others through it
 
@@ -55,18 +55,18 @@ def plot(
 
     ``depth``: modules cut to this many path components (``None``: every op node).
     ``fold``: draw a run of repeated blocks once (``False``: every block its own boxes).
-    ``color_by``: one of :data:`COLOR_BY` or ``None``. ``direction``: ``"TB"`` (top to
+    ``color_by``: a figure's ``colour_key`` (see :func:`.colouring.colour_figures`) or ``None``. ``direction``: ``"TB"`` (top to
     bottom) or ``"LR"``. With ``path``, the file is written (PNG, SVG or PDF by its
     extension; the same report gives the same bytes) and nothing is returned: PNG and
     SVG are painted without building a Figure.
     """
     _check(depth, color_by, direction)
     found, edges = boxes(report, depth, fold)
-    figure = COLOR_BY[color_by][0] if color_by else None
+    figure = colour_figure(color_by) if color_by else None
     values = {k: box_value(box, figure) for k, box in found.items()} if figure else {}
     if figure and not any(values[k] is not None for k, box in found.items() if box.nodes):
-        raise ValueError(f"color_by={color_by!r}: the report has no {COLOR_BY[color_by][1]}; {MEASURED_BY[color_by]}")
-    shown = {k: LABEL[color_by](v) for k, v in values.items() if v is not None and found[k].nodes}
+        raise ValueError(f"color_by={color_by!r}: the report has no {figure.title}; {figure.measured_by}")
+    shown = {k: box_label(color_by, v) for k, v in values.items() if v is not None and found[k].nodes}
     layout = arrange(found, edges, lr=direction == "LR", figures=shown)
     colormap, norm = colour_scale(values, cmap)
     heading = None if title is False else title or _heading(report, depth, fold, found)
@@ -102,8 +102,8 @@ def _heading(report: ReportRecord, depth: int | None, fold: bool, found: dict) -
 
 def _check(depth: int | None, color_by: str | None, direction: str) -> None:
     """Refuse options ``plot`` does not know, before any drawing."""
-    if color_by is not None and color_by not in COLOR_BY:
-        raise ValueError(f"color_by must be one of {sorted(COLOR_BY)} or None, got {color_by!r}")
+    if color_by is not None:
+        colour_figure(color_by)  # (a ValueError naming the figures when it is none of them)
     if direction not in ("TB", "LR"):
         raise ValueError(f"direction must be 'TB' or 'LR', got {direction!r}")
     if depth is not None and depth < 0:

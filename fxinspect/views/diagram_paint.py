@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .box import Box
-from .colouring import COLOR_BY, TICK, scale_ticks
+from .colouring import colour_figure, scale_ticks, tick_text
 from .diagram_layout import FONT, Frame, Layout, font
 
 __all__ = ["ColourBar", "Picture", "box_faces", "colour_bar", "label_colour"]
@@ -42,13 +42,14 @@ def colour_bar(colormap: Any, norm: Any, color_by: str) -> ColourBar:
     """The colour bar of the figure ``color_by`` names: its gradient, marks and label."""
     import numpy as np
 
+    figure = colour_figure(color_by)
     values = scale_ticks(norm)
     heights = norm(np.array(values, dtype=float))  # (one call: see box_faces)
     ticks = []
     for value, height in zip(values, heights):
-        text = re.sub(r"(\.\d*?)0+\b", r"\1", TICK[color_by](value)).replace(". ", " ")  # 100.00 M -> 100 M
+        text = re.sub(r"(\.\d*?)0+\b", r"\1", tick_text(figure, value)).replace(". ", " ")  # 100.00 M -> 100 M
         ticks.append((float(height), text))
-    return ColourBar(colormap(np.linspace(0, 1, 256))[:, :3], ticks, f"{COLOR_BY[color_by][1]} per box")
+    return ColourBar(colormap(np.linspace(0, 1, 256))[:, :3], ticks, f"{figure.title} per box")
 
 
 def box_faces(found: dict[str, Box], values: dict[str, float | None], colormap: Any, norm: Any) -> dict:

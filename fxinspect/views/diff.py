@@ -1,8 +1,9 @@
 """``report.diff(other)``: per-module differences between two reports, as data and a table.
 
 Modules are matched by path (two models, or one model before and after a change); a
-module in only one report has ``None`` on the other side. Compared: parameters, FLOPs,
-MACs, bytes moved and, when both were timed, latency.
+module in only one report has ``None`` on the other side. Compared: parameters and every
+figure whose declaration (:mod:`fxinspect.records.fields`) gives it a ``diff`` (FLOPs,
+MACs, bytes moved, latency when both were timed, and any registered figure that asks).
 
 Example
 -------
@@ -23,7 +24,7 @@ module    type          params (this)    params (other)        Δ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -31,48 +32,54 @@ from tabulate import tabulate
 
 from .. import formatting as fmt
 from ..records import ModuleRecord, ReportRecord
+from ..records.fields import Diff, shown
+from .columns import unit_text
 
-__all__ = ["FIGURES", "ModuleDiff", "ReportDiff", "diff"]
+__all__ = ["ModuleDiff", "ReportDiff", "compared", "diff"]
 
 
 @dataclass(frozen=True)
 class _Figure:
-    """One compared figure: how to read it from a module record and how to print it."""
+    """One compared figure: how to read it from a module record and print it, and
+    whether it differs from run to run (then never a change of the model)."""
 
     read: Callable[[ModuleRecord], Any]
     text: Callable[[Any], str]
+    noisy: bool = False
 
 
-_COMPARED = {
-    "params": _Figure(attrgetter("params"), fmt.count),
-    "flops": _Figure(attrgetter("flops"), fmt.count),
-    "macs": _Figure(attrgetter("macs"), fmt.count),
-    "bytes": _Figure(attrgetter("bytes_moved"), fmt.nbytes),
-    "latency": _Figure(attrgetter("latency"), fmt.seconds),
-}
-"""The one declaration of what ``diff`` compares; ``ModuleDiff`` gets a field for each."""
-
-FIGURES = tuple(_COMPARED)
-NOISY = frozenset({"latency"})  # differs from run to run: not a change of the model
+def compared() -> dict[str, _Figure]:
+    """What ``diff`` compares, by name: parameters, then the figures declared with a ``diff``."""
+    out = {"params": _Figure(attrgetter("params"), fmt.count)}
+    for f in shown():
+        if f.diff is not Diff.NONE:
+            text = unit_text(f.unit)
+            out[f.name] = _Figure(attrgetter(f.attribute), lambda v, text=text: text(v, False), f.diff is Diff.NOISY)
+    return out
 
 
-def _changed(self: Any) -> bool:
-    """Whether the type or any figure but the noisy ones differs."""
-    return self.types[0] != self.types[1] or any(
-        getattr(self, f)[0] != getattr(self, f)[1] for f in FIGURES if f not in NOISY
-    )
+@dataclass(frozen=True)
+class ModuleDiff:
+    """One module in both reports: ``(this, other)`` per figure (``None`` where absent),
+    read as attributes (``d.flops``)."""
 
+    path: str
+    types: tuple
+    figures: Mapping[str, tuple] = field(default_factory=dict)
+    noisy: frozenset = field(default=frozenset(), repr=False)
 
-ModuleDiff = make_dataclass(
-    "ModuleDiff",
-    [("path", str), ("types", tuple)] + [(f, tuple) for f in FIGURES],
-    frozen=True,
-    namespace={
-        "__doc__": "One module in both reports: ``(this, other)`` per figure (``None`` where absent).",
-        "changed": property(_changed),
-        "__module__": __name__,
-    },
-)
+    def __getattr__(self, name: str) -> tuple:
+        figures = self.__dict__.get("figures", {})
+        if name not in figures:
+            raise AttributeError(f"ModuleDiff has no figure {name!r}; compared: {list(figures)}")
+        return figures[name]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the type or any figure but the noisy ones differs."""
+        return self.types[0] != self.types[1] or any(
+            a != b for name, (a, b) in self.figures.items() if name not in self.noisy
+        )
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,9 @@ class ReportDiff:
             text = "in one report only" if only else ""
             if not only and m.types[0] != m.types[1]:
                 text = f"type {m.types[0]} → {m.types[1]}"
-            for figure, read in _COMPARED.items():
-                a, b = getattr(m, figure)
-                if not text and figure not in NOISY and a != b:
+            for figure, read in compared().items():
+                a, b = m.figures[figure]
+                if not text and not read.noisy and a != b:
                     text = f"{figure} {read.text(a)} → {read.text(b)} ({_change(a, b)})"
             out[path] = {"changed": m.changed, "only": only, "text": text}
         return out
@@ -119,9 +126,10 @@ class ReportDiff:
         When the figures side by side would be wider than ``width``, each figure gets a
         table of its own, one under the other (module paths cut from the middle to fit).
         """
-        unknown = [f for f in figures if f not in FIGURES]
+        known = compared()
+        unknown = [f for f in figures if f not in known]
         if unknown:
-            raise ValueError(f"unknown figures {unknown}; choose from {list(FIGURES)}")
+            raise ValueError(f"unknown figures {unknown}; choose from {list(known)}")
         shown = [
             (path, d)
             for path, d in self.modules.items()
@@ -141,7 +149,7 @@ class ReportDiff:
 def _table(shown: list[tuple[str, Any]], figures: tuple[str, ...], width: int | None = None) -> str:
     """The rows of ``shown`` (path, ModuleDiff) with three columns per figure; module
     paths cut from the middle (keeping their last components) to fit ``width``."""
-    headers = ["module", "type"]
+    headers, known = ["module", "type"], compared()
     for f in figures:
         headers += [f"{f} (this)", f"{f} (other)", "Δ"]
     rows = []
@@ -149,8 +157,8 @@ def _table(shown: list[tuple[str, Any]], figures: tuple[str, ...], width: int | 
         a, b = d.types
         row = [path or "(model)", a if a == b or b is None else b if a is None else f"{a} → {b}"]
         for f in figures:
-            x, y = getattr(d, f)
-            text = _COMPARED[f].text
+            x, y = d.figures[f]
+            text = known[f].text
             row += [text(x) if x is not None else "—", text(y) if y is not None else "—", _change(x, y)]
         rows.append(row)
     if width is not None:
@@ -179,9 +187,10 @@ def _change(x: Any, y: Any) -> str:
 def diff(this: ReportRecord, other: ReportRecord) -> ReportDiff:
     """Module-by-module differences from ``this`` to ``other``."""
     paths = list(this.modules) + [p for p in other.modules if p not in this.modules]
-    out = {}
+    out, figures = {}, compared()
+    noisy = frozenset(name for name, f in figures.items() if f.noisy)
     for path in paths:
         a, b = this.modules.get(path), other.modules.get(path)
-        pairs = {name: tuple(f.read(r) if r is not None else None for r in (a, b)) for name, f in _COMPARED.items()}
-        out[path] = ModuleDiff(path=path, types=(a.type if a else None, b.type if b else None), **pairs)
+        pairs = {name: tuple(f.read(r) if r is not None else None for r in (a, b)) for name, f in figures.items()}
+        out[path] = ModuleDiff(path, (a.type if a else None, b.type if b else None), pairs, noisy)
     return ReportDiff(out, this, other)

@@ -55,7 +55,7 @@ def to_plain(obj: Any) -> Any:
     'NaN'
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not _omitted(obj, f)}
     if isinstance(obj, collections.abc.Mapping):
         return {str(k): to_plain(v) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):
@@ -65,6 +65,11 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
     return obj
+
+
+def _omitted(obj: Any, f: dataclasses.Field) -> bool:
+    """A field left out while ``None`` (a record's registered figures, when there are none)."""
+    return f.metadata.get("omit_none", False) and getattr(obj, f.name) is None
 
 
 # ------------------------------------------------------------------ plain -> dataclass
@@ -170,8 +175,9 @@ def module_tree(report: ReportRecord) -> dict[str, Any]:
         fields = {
             f.name: to_plain(getattr(record, f.name))
             for f in dataclasses.fields(record)
-            if f.name not in ("children", "nodes")
+            if f.name not in ("children", "nodes", "registered")
         }
+        fields.update(record.registered or {})
         return {**fields, "children": [node(c) for c in record.children if c in report.modules]}
 
     return node("") if "" in report.modules else {"children": [node(p) for p in report.modules if "." not in p]}
@@ -238,6 +244,8 @@ def _node_row(n: NodeRecord) -> dict[str, Any]:
         if f.name in ("inputs", "outputs"):
             row[f"{f.name[:-1]}_shapes"] = tuple(t.shape for t in value)
             row[f"{f.name[:-1]}_dtypes"] = tuple(t.dtype for t in value)
+        elif f.name == "registered":
+            row.update(value or {})  # each registered figure a column of its own
         elif f.name != "aten":
             row[f.name] = value
     return row
@@ -249,7 +257,11 @@ def _rows(report: ReportRecord, by: By | str) -> list[dict[str, Any]]:
         return [_node_row(n) for n in report.nodes]
     if by is By.MODULE:
         return [
-            {**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)}, "frozen_params": m.frozen_params}
+            {
+                **{f.name: getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "registered"},
+                **(m.registered or {}),
+                "frozen_params": m.frozen_params,
+            }
             for m in report.modules.values()
         ]
     raise ValueError(f"by={by.value!r}: exports are by 'node' or 'module'")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .columns import SPECS, By, Column
+from .columns import By, Column, spec
 from .rows import BOOKKEEPING, Row
 
 __all__ = ["footnotes"]
@@ -34,7 +34,7 @@ def footnotes(
     not broken down, timing that did not run, rows cut by ``top``, the ``dropped``
     columns left out to fit ``width``, ``free`` op types left out."""
     notes = []
-    marked = any(SPECS[c].marks_partial for c in cols)
+    marked = any(spec(c).marks_partial for c in cols)
     if marked and (total.partial or any(r.partial for r in shown)):
         ops = fmt.listing(u.op for u in report.uncounted) or "some ops"
         notes.append(f"{fmt.PARTIAL} partial: no FLOP rule for {ops} (see report.uncounted)")
@@ -68,7 +68,7 @@ def footnotes(
     if dropped == [Column.PER_BLOCK]:
         notes.append("folded rows give their blocks' total; one block's: columns=[..., 'per_block'] or width=None")
     elif dropped:
-        names = ", ".join(SPECS[c].header for c in dropped)
+        names = ", ".join(spec(c).header for c in dropped)
         notes.append(f"left out to fit width={width}: {names} (width=None or columns=[...] shows them)")
     if free:
         notes.append(f"{fmt.plural(free, 'op type')} that cost nothing (no FLOPs, no bytes) not shown: zeros=True")

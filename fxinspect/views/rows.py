@@ -30,7 +30,7 @@ __all__ = ["Row", "module_rows", "node_rows", "op_rows", "totals_row"]
 class Row:
     """Raw figures of one table row, keyed by column; ``partial`` when it misses ops."""
 
-    values: dict[Column, Any]
+    values: dict[Column | str, Any]  # (a registered figure's column is its name)
     partial: bool = False
 
 
@@ -41,7 +41,9 @@ def _ratio(part: float, whole: float) -> float | None:
 
 def _figures(report: ReportRecord, records: Sequence[NodeRecord | ModuleRecord | Totals]) -> dict[Column, Any]:
     """The figure columns of some records: every declared figure summed, and the derived ones."""
-    values = {Column(name): total for name, total in sums(records).items()}
+    summed = sums(records)
+    values: dict[Column | str, Any] = {Column(name): total for name, total in summed.items() if name != "registered"}
+    values.update(summed.get("registered", {}))  # (a registered figure's column is its name)
     moved = values[Column.BYTES] = sum(r.bytes_moved for r in records)
     values[Column.INTENSITY] = _ratio(values[Column.FLOPS], moved)
     values[Column.SHARE] = _ratio(values[Column.FLOPS], report.totals.flops)

@@ -41,7 +41,8 @@ from tabulate import SEPARATING_LINE, tabulate
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .columns import BACKWARD_ONLY, DEFAULT, SPECS, TIMED_ONLY, By, Column, columns_for, parse_by, parse_column
+from ..records.fields import Field, When
+from .columns import By, Column, columns_for, default_columns, parse_by, parse_column, spec
 from .footnotes import footnotes
 from .rows import Row, bookkeeping_row, module_rows, node_rows, op_rows, totals_row
 
@@ -50,18 +51,7 @@ __all__ = ["By", "Column", "table", "columns_for"]
 # Formats in which tabulate draws SEPARATING_LINE as a rule; elsewhere (markdown, html,
 # grid) it would print a broken or duplicated row, so the totals row just follows.
 _RULED_FORMATS = frozenset(
-    {
-        "simple",
-        "rst",
-        "psql",
-        "outline",
-        "simple_outline",
-        "rounded_outline",
-        "heavy_outline",
-        "mixed_outline",
-        "double_outline",
-        "fancy_outline",
-    }
+    "simple rst psql outline simple_outline rounded_outline heavy_outline mixed_outline double_outline fancy_outline".split()
 )
 
 
@@ -134,19 +124,29 @@ def table(
     return "\n".join([_tabulate(cells, fitted, tablefmt), *notes])
 
 
-def _default_columns(report: ReportRecord, by: By) -> list[Column]:
-    """The usual columns for ``by``, less those the report has no figures for."""
-    timed = report.totals.latency is not None
-    found = any(n.nonfinite for n in report.nodes)
+def _default_columns(report: ReportRecord, by: By) -> list[Column | str]:
+    """The usual columns for ``by``: the figures whose declared ``column`` conditions
+    hold for ``report``; gradients when a backward ran, NaN/Inf when found, the receptive
+    field when the model has a spatial input."""
     backward = report.totals.backward_flops is not None
+
+    def holds(figure: Field, when: When) -> bool:
+        total = getattr(report.totals, figure.attribute)
+        return {
+            When.ALWAYS: True,
+            When.TIMED: report.totals.latency is not None,
+            When.BACKWARD: backward,
+            When.PRICED: report.time_model is not None,
+            When.KNOWN: total is not None,
+            When.NONZERO: bool(total),
+            When.NOT_BY_OP: by is not By.OP,
+        }[when]
+
     return [
         c
-        for c in DEFAULT[by]
-        if (c not in TIMED_ONLY or timed)
-        and (c is not Column.NONFINITE or found)
-        and (c not in BACKWARD_ONLY or backward)
-        and (c is not Column.SAVED_BYTES or report.totals.saved_bytes)
-        and (c is not Column.PREDICTED_LATENCY or report.time_model is not None)
+        for c in default_columns(by, holds)
+        if (c is not Column.GRADIENTS or backward)
+        and (c is not Column.NONFINITE or any(n.nonfinite for n in report.nodes))
         and (c is not Column.RECEPTIVE_FIELD or any(m.receptive_field is not None for m in report.modules.values()))
     ]
 
@@ -183,12 +183,12 @@ def _sort_key(column: Column, row: Row, ascending: bool | None) -> tuple:
     """Numeric columns descending by raw figure, text ascending, unless ``ascending``
     says otherwise; missing figures last."""
     raw = row.values.get(column)
-    if SPECS[column].numeric:
+    if spec(column).numeric:
         if column is Column.NONFINITE:
             raw = None if raw is None or raw[0] is None else raw[0] + (raw[1] or 0)
         missing = raw is None or raw != raw  # None and NaN go last
         return (missing, 0 if missing else raw if ascending else -raw)
-    text = SPECS[column].cell(raw, False)
+    text = spec(column).cell(raw, False)
     if ascending is False:  # text largest first: sort by the negated code points
         return (raw is None, (*(-ord(ch) for ch in text), 1))  # (1: a longer text sorts first)
     return (raw is None, text)
@@ -230,7 +230,7 @@ def _fitted_cells(
 
 def _render(row: Row, cols: Sequence[Column]) -> list[str]:
     """One row's cells as text, in ``cols`` order."""
-    return [SPECS[c].cell(row.values.get(c), row.partial) for c in cols]
+    return [spec(c).cell(row.values.get(c), row.partial) for c in cols]
 
 
 def _tabulate(cells: list[list[str]], cols: Sequence[Column], tablefmt: str) -> str:
@@ -241,9 +241,9 @@ def _tabulate(cells: list[list[str]], cols: Sequence[Column], tablefmt: str) -> 
     body.append(cells[-1])
     return tabulate(
         body,
-        headers=[SPECS[c].header for c in cols],
+        headers=[spec(c).header for c in cols],
         tablefmt=tablefmt,
-        colalign=["right" if SPECS[c].numeric else "left" for c in cols],
+        colalign=["right" if spec(c).numeric else "left" for c in cols],
         disable_numparse=True,  # cells are already text; keep them exactly as formatted
         preserve_whitespace=True,  # the indentation of module names is meaningful
     )
@@ -264,7 +264,7 @@ _HEADER_PADDING = 2  # tabulate's MIN_PADDING: a column is at least its header a
 
 def _width(cells: list[list[str]], cols: Sequence[Column]) -> int:
     return sum(
-        max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)
+        max(len(spec(c).header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)
     ) + 2 * (len(cols) - 1)
 
 
@@ -278,7 +278,7 @@ def _fit(cells: list[list[str]], cols: Sequence[Column], width: int | None, narr
     """
     if width is None or not cells:
         return cells
-    widths = [max(len(SPECS[c].header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    widths = [max(len(spec(c).header) + _HEADER_PADDING, *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     caps = list(widths)
     for group in _SHRINKABLE:
         while sum(caps) + 2 * (len(caps) - 1) > width:

@@ -37,6 +37,13 @@
       if (v < 1) return (v * 1e3).toFixed(2) + " ms";
       return v.toFixed(2) + " s";
     }
+    if (unit && unit.startsWith("si:")) { // a unit of its own (joules): SI prefixes, as fmt.si
+      const symbol = unit.slice(3);
+      if (v === 0) return "0 " + symbol;
+      const prefixes = [[1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""], [1e-3, "m"], [1e-6, "µ"], [1e-9, "n"], [1e-12, "p"]];
+      const [size, prefix] = prefixes.find(([size]) => Math.abs(Number((v / size).toFixed(2))) >= 1) || prefixes[prefixes.length - 1];
+      return (v / size).toFixed(2) + " " + prefix + symbol;
+    }
     return scaled(v, ["", "K", "M", "G", "T", "P"], 1000);
   }
 

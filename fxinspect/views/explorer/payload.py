@@ -24,14 +24,12 @@ from typing import Any
 from ... import formatting as fmt
 from ... import paths
 from ...records import ReportRecord
-from ...records.fields import FIELD, Unit
-from ..colouring import COLOR_BY, node_figure
+from ...records.fields import REGISTERED, SUMMED, Field, Unit
+from ..colouring import colour_figures, node_figure
+from ..columns import unit_text
 from ..folding import Folds
 
 __all__ = ["payload"]
-
-_FORMAT = {Unit.FLOP: fmt.count, Unit.MAC: fmt.count, Unit.BYTE: fmt.nbytes, Unit.SECOND: fmt.seconds}
-_SHOWN = ("flops", "macs", "bytes_read", "bytes_written", "latency", "backward_flops", "output_bytes", "saved_bytes")
 
 
 def payload(report: ReportRecord) -> dict[str, Any]:
@@ -39,7 +37,8 @@ def payload(report: ReportRecord) -> dict[str, Any]:
     the members and the path the page shows, ``h.0–11``), the ``memory`` timeline and
     what ``colour_by`` can show."""
     folds = Folds(report)
-    known = {name: figure for name, (figure, _) in COLOR_BY.items()}
+    known = colour_figures()
+    listed = [*SUMMED, *(f for f in REGISTERED.values() if f.sums)]  # a module's figures, as declared
     nodes = []
     for n in report.nodes:
         if n.op in ("get_attr", "output"):
@@ -65,8 +64,8 @@ def payload(report: ReportRecord) -> dict[str, Any]:
             "calls": m.calls,
             "params": m.params,
             "children": [list(run) for run in folds.runs(folds.children.get(path, []))],
-            "figures": {name: _text(getattr(m, name, None), name) for name in _SHOWN},
-            "raw": {name: _number(getattr(m, name, None)) for name in _SHOWN},
+            "figures": {f.name: _text(getattr(m, f.name), f) for f in listed},
+            "raw": {f.name: _number(getattr(m, f.name)) for f in listed},
         }
     runs = {
         run[0]: {"members": list(run), "label": _joined(paths.parent(run[0]), folds.label(run[0]))}
@@ -81,7 +80,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
         "modules": modules,
         "runs": runs,
         "memory": _memory(report),
-        "colour_by": {name: COLOR_BY[name][1] for name in available},
+        "colour_by": {name: known[name].title for name in available},
         "units": {name: _unit(known[name]) for name in available},
     }
 
@@ -142,13 +141,15 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _text(value: Any, field: str) -> str:
+def _text(value: Any, figure: Field) -> str:
     if value is None:
         return "—"
-    return _FORMAT.get(FIELD[field].unit, str)(value)
+    return unit_text(figure.unit)(value, False)
 
 
-def _unit(figure: str) -> str:
-    """How the page writes a value of ``figure``: ``count``, ``bytes`` or ``seconds``."""
-    unit = Unit.BYTE if figure == "bytes" else FIELD[figure].unit if figure in FIELD else Unit.COUNT
-    return {Unit.BYTE: "bytes", Unit.SECOND: "seconds"}.get(unit, "count")
+def _unit(figure: Field) -> str:
+    """How the page writes a value of ``figure``: ``count``, ``bytes``, ``seconds``, or
+    ``si:J`` (SI prefixes on the unit's symbol)."""
+    if figure.unit in (Unit.FLOP, Unit.MAC, Unit.COUNT):
+        return "count"
+    return {Unit.BYTE: "bytes", Unit.SECOND: "seconds"}.get(figure.unit, f"si:{figure.unit.symbol}")
