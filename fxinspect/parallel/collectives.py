@@ -6,7 +6,9 @@ functional ones (``_c10d_functional.all_reduce``, what tensor parallelism issues
 carry their tensors and their process group, so the kind, the group's size, the dtype
 and the bytes are read off the call itself, on fake tensors as on real ones.
 :class:`CollectiveLog` is a dispatch mode that keeps a
-:class:`~fxinspect.records.communication.Collective` for each.
+:class:`~fxinspect.records.communication.Collective` for each; :class:`CollectiveRecorder`
+keeps it on for a whole run (:mod:`fxinspect.run.recorders`) and makes the report's
+:class:`~fxinspect.records.communication.Communication` and each node's ``comm_bytes``.
 
 Which tensor is "the tensor" of a collective: the gathered output of an all-gather,
 the input of a reduce-scatter (the tensor that is reduced), the buffer of an
@@ -27,10 +29,14 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..records.communication import Collective
+from ..records.communication import Collective, Communication
+from ..run.passes import PassResult
+from ..run.program import InstrumentedProgram
+from ..run.recorders import Recorder
 from ..tensors import tensors_in
+from .links import priced
 
-__all__ = ["CollectiveLog", "kind_of", "wire"]
+__all__ = ["CollectiveLog", "CollectiveRecorder", "kind_of", "wire"]
 
 # op name -> (kind, where its tensor is: "out" (returned), or the index of the argument)
 _OPS: dict[str, tuple[str, Any]] = {
@@ -141,3 +147,28 @@ class CollectiveLog(TorchDispatchMode):
                 Collective(kind, _name(func), phase, module, node, len(ranks), dtype, tensor_bytes, sent, factor, ranks)
             )
         return out
+
+
+class CollectiveRecorder(Recorder):
+    """Every collective of one run, issued by ``spec``'s rank (``where``: as for
+    :class:`CollectiveLog`): the report's ``communication`` (priced on ``device``'s links
+    when given) and per op node the bytes it sent (``comm_bytes``; 0 for every other
+    node, so that modules sum them)."""
+
+    def __init__(self, program: InstrumentedProgram, where: Callable, spec: Any, device: Any = None) -> None:
+        self.program, self.spec, self.device = program, spec, device
+        self.log = CollectiveLog(where)
+
+    def running(self) -> CollectiveLog:
+        return self.log
+
+    def result(self, run: Any) -> PassResult:
+        spec, collectives = self.spec, tuple(self.log.collectives)
+        comm = Communication(spec.rank, spec.world_size, spec.mesh, collectives)
+        if self.device is not None:
+            comm = priced(comm, self.device)
+        nodes = {name: {"comm_bytes": 0} for name in self.program.probe_points}
+        for c in collectives:
+            if c.node is not None:
+                nodes[c.node]["comm_bytes"] += c.wire_bytes
+        return PassResult(nodes=nodes, report={"communication": comm})

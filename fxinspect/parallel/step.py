@@ -13,9 +13,9 @@ fake tensors over the fake process group:
    expects after each forward);
 3. the analysed step: :class:`~fxinspect.parallel.program.StepProgram` runs the model
    itself, and at each op the recording saw calls the passes' probes with that op's
-   node, so the counting run, the backward and the memory model work as on any capture. Storages resized in place
-   are followed (:mod:`~fxinspect.run.resizes`), and every collective is logged
-   (:class:`~fxinspect.parallel.collectives.CollectiveLog`).
+   node, so the counting run's recorders (count, gradients, memory) work as on any
+   capture, with one more: the collectives' (:class:`~fxinspect.parallel.collectives.CollectiveRecorder`,
+   every collective logged). Storages resized in place are followed (:mod:`~fxinspect.run.resizes`).
 
 The third step must run the ops the second recorded, in the same order; if it does not
 (a step that changes from one call to the next), the analysis stops and says where.
@@ -38,16 +38,14 @@ from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs
 from ..errors import InputError, add_where
 from ..options import Options
-from ..records.communication import Communication
 from ..run.choose import Counted
-from ..run.passes.backward import default_loss
-from ..run.passes.one_run import counted_run
+from ..run.passes.counted import counted_run
 from ..run.prepare import Prepared
+from ..run.recorders import loss_for
 from ..run.resizes import follow_resizes
 from ..timemodel import devices
-from .collectives import CollectiveLog, kind_of
+from .collectives import CollectiveRecorder, kind_of
 from .group import fake_world
-from .links import priced
 from .program import StepProgram
 from .ranks import uneven
 from .spec import Parallel
@@ -123,10 +121,10 @@ def _charged_nodes(order: list[torch.fx.Node]) -> dict[str, torch.fx.Node]:
     return inner | own | gathers
 
 
-def _finish(out: Any, model: torch.nn.Module, loss_fn: Any, backward: bool) -> None:
+def _finish(out: Any, model: torch.nn.Module, loss_fn: Any) -> None:
     """The backward of a step whose forward gave ``out`` (FSDP expects one after each
-    forward that records for it), and the gradients dropped again."""
-    if backward:
+    forward that records for it), and the gradients dropped again; none without ``loss_fn``."""
+    if loss_fn is not None:
         loss_fn(out).backward()
         for p in model.parameters():
             p.grad = None
@@ -143,21 +141,21 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
         )
     model = run.model
     paths = {id(m): p for p, m in model.named_modules()}
-    loss_fn = opts.loss_fn or default_loss
+    loss_fn = loss_for(opts.backward, opts.loss_fn)
     rank = f"rank {spec.rank} of {spec.world_size}"
     with fake_world(spec) as mesh, _propagation_unseen():
         with _noted(f"in apply(model, mesh) of parallel= ({spec.label}), {rank}"):
             spec.apply(model, mesh)
         paths.update({id(m): p for p, m in model.named_modules()})  # (wrapping may swap classes, not objects)
         with _noted(f"in the warm-up step of {rank} (parallel=, on fake tensors)"):
-            _finish(model(*run.args, **run.kwargs), model, loss_fn, opts.backward)
+            _finish(model(*run.args, **run.kwargs), model, loss_fn)
         kept: list[Any] = []  # the recorded step's output, to finish that step with its backward
         handle = model.register_forward_hook(lambda _m, _a, out: kept.append(out))
         try:
             cap = trace_eager(model, FlatInputs.build(run.args, run.kwargs))
         finally:
             handle.remove()
-        _finish(kept.pop(), model, loss_fn, opts.backward)
+        _finish(kept.pop(), model, loss_fn)
         program = StepProgram(dataclasses.replace(cap, model=model), model, run.args, run.kwargs)
 
         charged = _charged_nodes(program.order)
@@ -176,19 +174,11 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
             module = issuer if issuer is not None else (module_of(node)[0] if node is not None else "")
             return ("backward" if backward else "forward"), module, node.name if node is not None else None
 
-        log = CollectiveLog(where)
-        with follow_resizes(), log:
-            result = counted_run(program, opts, model)
+        device = devices.get(opts.device_spec) if opts.device_spec is not None else None
+        collectives = CollectiveRecorder(program, where, spec, device)
+        with follow_resizes():
+            result = counted_run(program, opts, model, collectives)
         differ = uneven(model, spec.rank)
-    comm = Communication(spec.rank, spec.world_size, spec.mesh, tuple(log.collectives))
-    if opts.device_spec is not None:
-        comm = priced(comm, devices.get(opts.device_spec))
-    result.report["communication"] = comm
-    for name in program.probe_points:  # (every node a figure, so that modules sum them)
-        result.nodes.setdefault(name, {})["comm_bytes"] = 0
-    for c in log.collectives:
-        if c.node is not None:
-            result.nodes[c.node]["comm_bytes"] += c.wire_bytes
     units = [path or "the root" for path, m in model.named_modules() if hasattr(m, "_get_fsdp_state")]
     fsdp = f"; {len(units)} FSDP unit(s): {', '.join(units[:3])}{', ...' if len(units) > 3 else ''}" if units else ""
     if units == ["the root"]:

@@ -21,7 +21,7 @@ from ..capture.base import one_line
 from ..options import Options
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
-from .passes.one_run import counted_run, rides_along
+from .passes.counted import counted_run, rides_along
 from .program import InstrumentedProgram
 
 __all__ = ["Counted", "count_best", "count_with"]
@@ -101,7 +101,7 @@ def count_best(
 
 def count_with(cap: Capture, model: torch.nn.Module, options: Options) -> Counted:
     """The instrumented program of ``cap`` and its counting pass (with the memory model,
-    and the backward, in the same run when they can ride along: :func:`~.passes.one_run.rides_along`)."""
+    and the backward, in the same run when they can ride along: :func:`~.passes.counted.rides_along`)."""
     program = InstrumentedProgram(cap)
     with fresh_autocast_cache():  # (the capture, or another tier's count, may have cast weights)
         if rides_along(options):

@@ -20,7 +20,7 @@ import torch
 
 from ..autocast_cache import fresh_autocast_cache
 from .allocator import AllocatorWatch
-from .passes.backward import fresh_grads
+from .recorders import fresh_grads
 
 __all__ = ["measure_model_call"]
 

@@ -61,10 +61,12 @@ from ..run.assemble import report_fields
 from ..run.dispatch import CountingMode
 from ..run.forward_patch import ForwardPatch
 from ..run.owners import AutogradOwners
-from ..run.passes.backward import Gradients, NonFiniteTurns, backward_result
-from ..run.passes.count import ForwardRecorder
+from ..run.passes.backward import BackwardRecorder
+from ..run.passes.count import CountRecorder
+from ..run.passes.one_run import OneRun
 from ..run.prepare import Lazy, prepared, unwrapped
-from ..run.program import InstrumentedProgram, Probe
+from ..run.program import InstrumentedProgram
+from ..run.recorders import Recorder
 from .forward_writes import ForwardWrites
 
 __all__ = ["Inspection", "inspect"]
@@ -94,42 +96,31 @@ class StepMode(CountingMode):
             self.costs, self.node = self.forward_costs, node
 
 
+class _Writes(Recorder):
+    """What the forward binds to a module attribute, set as its own line did (:mod:`.forward_writes`)."""
+
+    def __init__(self, attributes: ForwardWrites) -> None:
+        self.after = attributes.ran  # (the hook itself)
+
+
 class _Live:
-    """What the first call set running: the program and the recorders the block feeds."""
+    """What the first call set running: the program's one run (:class:`OneRun`), its
+    forward done, its backward the user's, under the step's mode until the block ends."""
 
     def __init__(
-        self, program: InstrumentedProgram, check_finite: bool, notes: tuple[str, ...], attributes: ForwardWrites
+        self, model: torch.nn.Module, program: InstrumentedProgram, inputs: list, check_finite: bool, notes: tuple
     ) -> None:
-        self.program, self.notes, self.attributes = program, (*notes, *attributes.notes()), attributes
-        self.owners = AutogradOwners()
-        self.mode = StepMode(self.owners)
-        self.recorder = ForwardRecorder(program, check_finite, self.mode)
-        self.gradients = Gradients(self.recorder.reader)
-        self.turns: NonFiniteTurns | None = None  # set once the forward ran, when values are read
-
-    def probe(self) -> Probe:
-        owners, recorder, gradients, attributes = self.owners, self.recorder, self.gradients, self.attributes
-
-        def before(name: str) -> None:
-            owners.before(name)
-            recorder.probe.before(name)
-
-        def after(name: str, out: Any) -> None:
-            owners.after(name)
-            recorder.probe.after(name, out)
-            gradients.watch(name, out)
-            attributes.ran(name, out)  # what the forward set on self from it, set as its own line did
-
-        return Probe(before, after)
+        self.program, self.attributes = program, ForwardWrites(model, program, inputs)
+        self.notes = (*notes, *self.attributes.notes())
+        owners = AutogradOwners()
+        self.mode = mode = StepMode(owners)  # counts the forward, and the user's backward
+        count = CountRecorder(program, check_finite, model, mode)
+        gradients = BackwardRecorder(program, count.reader, costs=lambda: mode.backward_costs)
+        self.run = OneRun(program, [count, gradients, _Writes(self.attributes)], inputs=inputs, owners=owners)
 
     def report(self, model: torch.nn.Module) -> Report:
-        program, mode, recorder = self.program, self.mode, self.recorder
-        stats = recorder.reader.finish() if recorder.reader else []
-        results = [recorder.result(model, stats)]
-        if mode.backward_costs:
-            turned = self.turns.first() if self.turns is not None else None
-            results.append(backward_result(program, mode.backward_costs, self.gradients, stats, turned))
-        return Report(**report_fields(model, program, results, virtual=False, notes=self.notes))
+        results = [self.run.result()]
+        return Report(**report_fields(model, self.program, results, virtual=False, notes=self.notes))
 
 
 class Inspection:
@@ -183,14 +174,13 @@ class Inspection:
                 run.model.get_buffer(path).copy_(value)
         program = InstrumentedProgram(cap)
         inputs = program.flat_inputs(run.args, run.kwargs)
-        attributes = ForwardWrites(run.model, program, inputs)
-        live = _Live(program, opts.check_finite, (*self._notes, *run.notes), attributes)
+        live = _Live(run.model, program, inputs, opts.check_finite, (*self._notes, *run.notes))
         live.mode.__enter__()  # on until the block ends: the user's backward runs under it
         self._live = live
-        attributes.before_run()
-        output = program.run(inputs, live.probe())
-        if live.recorder.reader is not None and torch.is_grad_enabled():
-            live.turns = NonFiniteTurns(live.owners, output)  # which backward first makes NaN/Inf
+        live.attributes.before_run()
+        output = live.run.forward(entered=True)
+        if torch.is_grad_enabled():
+            live.run.differentiating(output)  # which backward first makes NaN/Inf
         return program.output_structure(output)
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -45,7 +45,10 @@ class PassResult:
     (``timing``, ``unattributed``, ``memory``), ``notes`` lines for
     ``report.capture.notes``. Two facts of the forward are typed fields: the inputs it
     wrote in place (``written_inputs``: later passes put them back) and the inputs and
-    weights that held NaN/Inf before it ran (``nonfinite_sources``).
+    weights that held NaN/Inf before it ran (``nonfinite_sources``). ``recorded``: the
+    classes of the recorders of the run that made it, so that a later pass knows what
+    that run did already (:class:`~fxinspect.run.passes.memory.MemoryPass` is skipped
+    after a run with a memory recorder).
     """
 
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -53,6 +56,7 @@ class PassResult:
     notes: list[str] = field(default_factory=list)
     written_inputs: tuple[str, ...] = ()
     nonfinite_sources: tuple[str, ...] = ()
+    recorded: tuple[type, ...] = ()  # the kinds of recorder whose run made it (:mod:`.one_run`)
 
     @property
     def fields(self) -> tuple[str, ...]:

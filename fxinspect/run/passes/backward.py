@@ -30,58 +30,32 @@ Example
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ...capture import module_of
-from ...errors import InputError
 from ...options import Options
 from ...records import NonFinite, NonFiniteKind, TensorMeta
 from ...tensors import has_data, tensors_in
 from ..dispatch import UNATTRIBUTED, CountingMode
 from ..owners import AutogradOwners
-from ..program import InstrumentedProgram, Probe
+from ..program import InstrumentedProgram
+from ..recorders import Recorder, loss_for
 from ..values import ValueReader, describe
 from . import PassResult
 from .count import aten_calls
+from .one_run import OneRun, run_once
 
 __all__ = [
     "BackwardMode",
     "BackwardPass",
+    "BackwardRecorder",
     "Gradients",
     "NonFiniteTurns",
     "backward_result",
-    "default_loss",
-    "fresh_grads",
 ]
-
-
-@contextlib.contextmanager
-def fresh_grads(params: list[torch.Tensor]) -> Iterator[None]:
-    """Every ``.grad`` of ``params`` is ``None`` inside (as after ``zero_grad()``: a backward
-    allocates them afresh) and the user's own afterwards, the same tensors."""
-    kept = [(p, p.grad) for p in params]
-    try:
-        for p in params:
-            p.grad = None
-        yield
-    finally:
-        for p, grad in kept:
-            p.grad = grad
-
-
-def default_loss(output: Any) -> torch.Tensor:
-    """The sum of every floating output that requires grad (each summed in float32 or wider)."""
-    parts = [t.sum() for t in tensors_in(output) if t.is_floating_point() and t.requires_grad]
-    if not parts:
-        raise InputError(
-            "backward=True: no output of the model requires grad (are its parameters frozen, "
-            "or does it detach its outputs?); pass loss_fn= to choose what to differentiate"
-        )
-    return torch.stack([p.float() if p.dtype in (torch.float16, torch.bfloat16) else p for p in parts]).sum()
 
 
 class BackwardMode(CountingMode):
@@ -154,39 +128,66 @@ def backward_result(
     return result
 
 
+class BackwardRecorder(Recorder):
+    """The backward's costs per node, the gradients reaching each node's outputs, and
+    where NaN/Inf first appeared in them (with a ``reader``: values read).
+
+    It leads the backward's dispatch (a :class:`BackwardMode`). A live step, whose mode
+    counts the backward itself, gives ``costs()``: that mode's table of backward costs
+    (then nothing is reported until the backward ran). ``reader`` may be another
+    recorder's (the run finishes it once).
+    """
+
+    def __init__(self, program: InstrumentedProgram, reader: ValueReader | None, costs: Any = None) -> None:
+        self.program, self.reader, self.costs = program, reader, costs
+        self.owned = costs is not None  # (a live step's backward runs after the run: owners followed)
+        self.gradients = Gradients(reader)
+        self.turns: NonFiniteTurns | None = None
+        self.owners: AutogradOwners | None = None
+
+    def start(self, run: OneRun) -> None:
+        self.owners = run.owners
+
+    def after(self, name: str, out: Any) -> None:
+        self.gradients.watch(name, out)
+
+    def backward_mode(self) -> BackwardMode | None:
+        if self.costs is not None:  # (a live step's mode counts the backward)
+            return None
+        reader = self.reader
+        mode = BackwardMode(self.owners, before_write=reader.flush if reader else None)
+        self.costs = lambda: mode.costs
+        return mode
+
+    def differentiating(self, roots: Any) -> None:
+        if self.reader is not None:  # which autograd node first makes NaN/Inf
+            self.turns = NonFiniteTurns(self.owners, roots)
+
+    def result(self, run: OneRun) -> PassResult:
+        costs = self.costs() if self.costs is not None else None
+        if not costs:  # (no backward ran)
+            return PassResult()
+        turned = self.turns.first() if self.turns is not None else None
+        return backward_result(self.program, costs, self.gradients, run.stats(self.reader), turned)
+
+
 class BackwardPass:
     """A forward with gradients on and one backward of ``loss_fn(output)``."""
 
     def __init__(self, loss_fn: Callable[[Any], torch.Tensor] | None = None):
-        self.loss_fn = loss_fn or default_loss
+        self.loss_fn = loss_for(True, loss_fn)
 
     @classmethod
     def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> BackwardPass | None:
         """The pass ``options`` ask for (``backward=True``), or ``None``: also when the
-        counting run differentiated the loss already (:mod:`.one_run`; every backward
-        result carries ``grad_nonfinite``, ``None`` when all was finite)."""
-        if not options.backward or "grad_nonfinite" in counted.report:
+        counting run differentiated the loss already (:mod:`.counted`)."""
+        if not options.backward or BackwardRecorder in counted.recorded:
             return None
         return cls(options.loss_fn)
 
     def run(self, program: InstrumentedProgram) -> PassResult:
-        owners = AutogradOwners()
         reader = ValueReader() if all(has_data(t) for t in program.inputs) else None
-        gradients = Gradients(reader)
-
-        def after(name: str, out: Any) -> None:
-            owners.after(name)
-            gradients.watch(name, out)
-
-        with torch.enable_grad():
-            output = program.run(program.inputs, Probe(owners.before, after))
-            loss = self.loss_fn(program.output_structure(output))
-            turns = NonFiniteTurns(owners, loss) if reader is not None else None
-            mode = BackwardMode(owners, before_write=reader.flush if reader else None)
-            with mode:
-                loss.backward()
-        stats = reader.finish() if reader else []
-        return backward_result(program, mode.costs, gradients, stats, turns.first() if turns else None)
+        return run_once(program, [BackwardRecorder(program, reader)], self.loss_fn)
 
 
 class NonFiniteTurns:

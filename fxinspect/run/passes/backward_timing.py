@@ -13,7 +13,7 @@ timing pass (:mod:`.timing`) runs this after the forward's timing when asked.
 Example
 -------
 >>> import torch, fxinspect
->>> from fxinspect.run.passes.backward import default_loss
+>>> from fxinspect.run.recorders import default_loss
 >>> program = fxinspect.instrument(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()), torch.randn(4, 3))
 >>> timed = time_backward(program, default_loss, warmup=1, repeats=3)
 >>> sorted(timed.latencies), timed.plain > 0
@@ -33,7 +33,7 @@ from ...autocast_cache import empty_autocast_cache
 from ..clock import Clock
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
-from .backward import fresh_grads
+from ..recorders import fresh_grads
 
 __all__ = ["BackwardTimes", "time_backward"]
 

@@ -23,16 +23,17 @@ from typing import Any
 
 import torch
 
-from ...capture import module_of
 from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
-from ..program import InstrumentedProgram, Probe
-from ..receptive_tracker import FieldTracker
+from ..program import InstrumentedProgram
+from ..recorders import Recorder
 from ..values import Description, ValueReader, describe, nonfinite_tensors
 from . import PassResult
+from .one_run import OneRun, run_once
+from .receptive_field import FieldRecorder
 
-__all__ = ["CountPass", "ForwardRecorder", "uncounted"]
+__all__ = ["CountPass", "CountRecorder", "counting", "uncounted"]
 
 Described = list[tuple[Description, "int | None"]]
 """Tensors as recorded: each one's ``describe`` tuple and its statistics slot."""
@@ -66,14 +67,6 @@ def uncounted(result: PassResult) -> list[str]:
     return list(found)
 
 
-def _both(first: Any, second: Any) -> Any:
-    def observe(*args: Any) -> None:
-        first(*args)
-        second(*args)
-
-    return observe
-
-
 def _floating(meta: TensorMeta) -> bool:
     return meta.dtype.startswith(("float", "bfloat", "complex"))
 
@@ -86,72 +79,71 @@ class CountPass:
         self.model = model  # searched for non-finite weights when a NaN shows up
 
     def run(self, program: InstrumentedProgram) -> PassResult:
-        recorder = ForwardRecorder(program, self.check_finite)
-        with recorder.mode:
-            program.run(program.inputs, recorder.probe)
-        return recorder.result(self.model)
+        return run_once(program, counting(program, self.check_finite, self.model))
 
 
-class ForwardRecorder:
-    """The counting pass's probes and what they gather, for one run of ``program``.
+def counting(
+    program: InstrumentedProgram,
+    check_finite: bool = True,
+    model: torch.nn.Module | None = None,
+    mode: Any = None,
+    hold: bool = True,
+) -> list[Recorder]:
+    """The count's recorders: the receptive field's (when an input starts one: models
+    without a spatial input pay nothing) and the :class:`CountRecorder`, in that order
+    (the field's notes come first)."""
+    count = CountRecorder(program, check_finite, model, mode, hold)
+    return [FieldRecorder(program), count] if FieldRecorder.wanted(program) else [count]
 
-    ``mode`` (a :class:`CountingMode` unless given) must be active while the program
-    runs with ``probe``; :meth:`result` then makes the pass's result. Inputs and weights
-    are read at construction, before the run: the model may write them in place.
-    ``hold=False`` copies the values it reads at once (see ``ValueReader``), for a run
-    whose storage lifetimes are modelled.
+
+class CountRecorder(Recorder):
+    """Prices every aten op, records every output; reads values when ``check_finite``.
+
+    It leads the forward's dispatch with ``mode`` (a :class:`CountingMode` unless given:
+    a live step gives its own). Inputs and weights are read at construction, before the
+    run: the model may write them in place. ``hold=False`` copies the values it reads at
+    once (see ``ValueReader``), for a run whose storage lifetimes are modelled. ``model``
+    is searched for non-finite weights when a NaN shows up.
     """
 
     def __init__(
-        self, program: InstrumentedProgram, check_finite: bool = True, mode: Any = None, hold: bool = True
+        self,
+        program: InstrumentedProgram,
+        check_finite: bool = True,
+        model: torch.nn.Module | None = None,
+        mode: Any = None,
+        hold: bool = True,
     ) -> None:
-        self.program = program
+        self.program, self.model = program, model
         self.reader = reader = ValueReader(hold) if check_finite else None
-        read = reader.read if reader else None
-        self.mode = mode = mode if mode is not None else CountingMode()
+        self.read = reader.read if reader else None
+        self.counting = mode = mode if mode is not None else CountingMode()
         mode.before_write = reader.flush if reader else None
         self.described: dict[str, Described] = {}
-        self.sources = self._static_values(program, read, self.described)
+        self.sources = self._static_values(program, self.read, self.described)
         self.versions = [version(t) for t in program.inputs]
-        described = self.described
-        fields = self.fields = FieldTracker(list(program.inputs)) if FieldTracker.wanted(program.inputs) else None
-        if fields is not None:  # (models without a spatial input pay nothing)
-            also = mode.observe
-            mode.observe = fields.observe if also is None else _both(also, fields.observe)
 
-        def before(name: str) -> None:
-            mode.node = name
-            if fields is not None:
-                fields.node = name
+    def mode(self) -> CountingMode:
+        return self.counting
 
-        def after(name: str, out: Any) -> None:
-            mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
-            if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
-                described[name] = [(describe(out), read(out) if read else None)]
-            else:
-                described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
-            if fields is not None:
-                fields.record(name, out)
-                fields.node = None
-            mode.node = UNATTRIBUTED
+    def before(self, name: str) -> None:
+        self.counting.node = name
 
-        self.probe = Probe(before, after)
+    def after(self, name: str, out: Any) -> None:
+        mode, read = self.counting, self.read
+        mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
+        if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+            self.described[name] = [(describe(out), read(out) if read else None)]
+        else:
+            self.described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
+        mode.node = UNATTRIBUTED
 
-    def result(self, model: torch.nn.Module | None = None, stats: list[Any] | None = None) -> PassResult:
-        """The counting pass's result; ``stats``: the reader's, when the caller finished it."""
-        program, mode = self.program, self.mode
-        if stats is None:
-            stats = self.reader.finish() if self.reader else []
+    def result(self, run: OneRun) -> PassResult:
+        """The counting pass's result."""
+        program, mode = self.program, self.counting
+        stats, model = run.stats(self.reader), self.model
         result = PassResult()
         self._records(program, self.described, mode.costs, stats, result.nodes)
-        if self.fields is not None:
-            named = self.fields.named()
-            modules = {n.name: module_of(n)[0] for n in program.graph.nodes if n.name in named}
-            found, notes = self.fields.results(modules)
-            for name, figures in found.items():
-                if name in result.nodes:
-                    result.nodes[name].update(figures)
-            result.notes += notes
         unattributed = mode.costs.get(UNATTRIBUTED)
         if unattributed:
             result.report["unattributed"] = aten_calls(unattributed)[0]

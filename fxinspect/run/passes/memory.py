@@ -15,9 +15,11 @@ it allocated that autograd saved), ``saves`` (what autograd saved while it ran) 
 ``measured_growth``; the run as a whole is a
 :class:`~fxinspect.records.MemoryRecord` (``report.memory``).
 
-With nothing measured beside it, the memory needs no run of its own: the counting run
-models it (:mod:`.one_run`: the tracker follows the aten calls the counting modes
-price, in the same dispatch), and ``analyze`` does so by default.
+The model is a recorder (:class:`MemoryRecorder`, see :mod:`fxinspect.run.recorders`):
+with nothing measured beside it, the memory needs no run of its own: the counting run
+models it (:mod:`.counted`: the tracker follows the aten calls the counting modes price,
+in the same dispatch), and ``analyze`` does so by default. The record it makes is
+:mod:`.memory_record`'s.
 
 Example
 -------
@@ -36,41 +38,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from ...capture import module_of
 from ...options import Options
-from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
-from ...tensors import has_data, local_tensor, tensors_in
+from ...records.memory import Phase, Saves
+from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
 from ..lifetimes import CallInputs
 from ..model_call import measure_model_call
-from ..optimizer import optimizer_footprint
-from ..owners import AutogradOwners
-from ..program import InstrumentedProgram, Probe
+from ..program import InstrumentedProgram
+from ..recorders import Recorder, fresh_grads, loss_for
 from ..scratch import Scratch
-from ..storages import Allocation, StorageTracker
+from ..storages import StorageTracker
 from . import PassResult
-from .backward import default_loss, fresh_grads
+from .memory_record import memory_record, unique_bytes
+from .one_run import OneRun, run_once
 
-__all__ = ["MemoryPass", "ModelledRun"]
-
-
-def _no_scratch(device: torch.device) -> str:
-    """The note of a run whose kernels' scratch is not modelled (a real or fake CUDA run)."""
-    return f"kernel scratch (cuDNN's workspace) is not modelled on {device.type}: the peak counts tensors only"
-
-
-def _unique_bytes(tensors: list[torch.Tensor]) -> int:
-    stores = (local_tensor(t).untyped_storage() for t in tensors)
-    return sum({id(s): s.nbytes() for s in stores}.values())
-
-
-def _device(tensors: list[torch.Tensor]) -> torch.device:
-    return next((t.device for t in tensors), torch.device("cpu"))
+__all__ = ["MemoryPass", "MemoryRecorder"]
 
 
 class MemoryPass:
@@ -83,18 +70,13 @@ class MemoryPass:
         optimizer: Any = None,
         measure: bool = False,
     ) -> None:
-        self.backward, self.loss_fn, self.optimizer, self.measure = (
-            backward,
-            loss_fn or default_loss,
-            optimizer,
-            measure,
-        )
+        self.loss, self.optimizer, self.measure = loss_for(backward, loss_fn), optimizer, measure
 
     @classmethod
     def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> MemoryPass | None:
         """The pass ``options`` ask for (``memory=True``), or ``None``: also when the
-        counting run modelled the memory already (:func:`rides_along`)."""
-        if not options.memory or "memory" in counted.report:
+        counting run modelled the memory already (:func:`~.counted.rides_along`)."""
+        if not options.memory or MemoryRecorder in counted.recorded:
             return None
         return cls(
             backward=options.backward,
@@ -104,186 +86,127 @@ class MemoryPass:
         )
 
     def run(self, program: InstrumentedProgram) -> PassResult:
-        params = program.parameters()
-        inputs = list(program.inputs)
-        run = ModelledRun(program, params, inputs, self.measure)
-        trainable = [p for p in params if p.requires_grad]
-        with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
-            output, gradients, param_grads = run.step(self.loss_fn if self.backward else None, trainable)
-            del output
-        memory = run.record(gradients, param_grads, self.optimizer, trainable)
+        recorder = MemoryRecorder(program, self.measure, self.optimizer)
+        result = run_once(program, [recorder], self.loss)
         model, given = program.capture.model, program.capture.inputs
-        if run.watch is not None and model is not None:  # the allocator on the model's own call too
-            forward, peak = measure_model_call(
-                model, given.args, given.kwargs, run.device, self.loss_fn if self.backward else None
-            )
+        if recorder.watch is not None and model is not None:  # the allocator on the model's own call too
+            forward, peak = measure_model_call(model, given.args, given.kwargs, recorder.device, self.loss)
+            memory = result.report["memory"]
             memory = dataclasses.replace(memory, measured_eager_peak=peak, measured_eager_forward_peak=forward)
-        return PassResult(nodes=run.node_figures(), report={"memory": memory})
+            result.report["memory"] = memory
+        return result
 
 
-class ModelledRun:
-    """One run of ``program`` under the storage model (and the allocator, with real data).
+class MemoryRecorder(Recorder):
+    """One run of ``program`` under the storage model (and the allocator, with real data
+    and ``measure``): per node its figures, for the run ``report.memory``.
 
-    :meth:`step` runs it; :meth:`record` and :meth:`node_figures` are its figures. The
-    counting run uses it too (:mod:`.one_run`), with its counting modes in the tracker's
-    place and its probes beside :meth:`probe`'s.
+    Alone it leads the dispatch (the tracker is the mode); beside the counting recorder
+    the tracker follows the ops that mode prices. The loss is modelled, never counted.
+    ``optimizer``: its state and step are added to the record.
     """
 
-    def __init__(self, program: InstrumentedProgram, params: list, inputs: list, measure: bool) -> None:
-        self.program, self.params, self.inputs = program, params, inputs
+    def __init__(self, program: InstrumentedProgram, measure: bool = False, optimizer: Any = None) -> None:
+        self.program, self.optimizer = program, optimizer
+        self.params, self.inputs = program.parameters(), list(program.inputs)
+        self.trainable = [p for p in self.params if p.requires_grad]
         self.buffers = program.buffers()
         gm = program.graph_module
         constants = [a for n in gm.graph.nodes if n.op == "get_attr" for a in tensors_in(program.attribute(n))]
-        every = [*inputs, *params]
-        self.device = _device(every)
+        every = [*self.inputs, *self.params]
+        self.device = next((t.device for t in every), torch.device("cpu"))
         real = all(has_data(t) for t in every)
         # a run on the CPU takes this CPU's scratch, a virtual one too (its fake tensors are
-        # the CPU's, a meta model's included: see run.virtual); CUDA none (_no_scratch)
+        # the CPU's, a meta model's included: see run.virtual); CUDA none (memory_record.no_scratch)
         self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
-        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs], self.scratch)
-        self.owners = AutogradOwners()
-        measurable = measure and real and self.device.type in ("cpu", "cuda")
-        self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
+        self.tracker = StorageTracker([*self.params, *self.buffers, *constants, *self.inputs], self.scratch)
+        self.op = self.backward_op = self.tracker.observe  # (per aten op: no call between)
+        self.owned = measure and real and self.device.type in ("cpu", "cuda")  # (the allocator's watch)
+        self.watch: AllocatorWatch | None = None
         self.outputs: dict[str, int] = {}  # per node, the new storage bytes among its outputs
         # what the eager model holds past its last use (as the capture saw the model's frames)
         # (a program that runs the model itself holds what its frames hold: nothing to add)
         graph = torch.fx.Graph() if program.runs_the_model else program.graph
         self.calls = CallInputs(graph, frames_seen=program.capture.frames_seen)
+        # a module call's inputs, until the call returns; kept on the recorder, so that what
+        # is held until the program's output (autocast's cached casts) lives to the run's end
+        self.held: dict[str, Any] = {}
         self.forward_peak: tuple[int, str | None] | None = None
+        self.forward_end: int | None = None
         self.backward_start: int | None = None
         self.held_after_backward: int | None = None
+        self.gradients: int | None = None  # the parameters' gradients' bytes
+        self.param_grads: set[int] = set()  # the ids of their allocations
         self.starts: list[tuple[int, str]] = []  # (op index, node) where each forward node began
 
-    def probe(self, owned: bool = True) -> Probe:
-        """Charge what each node allocates to it; ``owned``: also follow which node made
-        each autograd node (for a backward or the allocator's measurement)."""
-        tracker, watch, outputs = self.tracker, self.watch, self.outputs
-        owners = self.owners if owned or watch is not None else None
-        hold, release_after = self.calls.hold, self.calls.release_after
-        # a module call's inputs, until the call returns; kept on the run, so that what is
-        # held until the program's output (autocast's cached casts) lives to the run's end
-        held: dict[str, Any] = {}
-        self.held = held
+    def start(self, run: OneRun) -> None:
+        self.owners = run.owners
+        self.watch = AllocatorWatch(self.device, run.owners) if self.owned else None
 
-        starts = self.starts
+    def mode(self) -> StorageTracker:
+        return self.tracker
 
-        def before(name: str) -> None:
-            tracker.node = name
-            starts.append((tracker.ops, name))
-            if owners is not None:
-                owners.before(name)
-            if watch is not None:
-                watch.enter(name)
+    backward_mode = loss_mode = mode
 
-        def after(name: str, out: Any) -> None:
-            if owners is not None:
-                owners.after(name)
-            if watch is not None:
-                watch.exit(name)
-            if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
-                e = tracker.allocation(out)
-                if e is not None and e.node == name:
-                    outputs[name] = e.nbytes
-            else:
-                made = {
-                    id(e): e.nbytes
-                    for t in tensors_in(out)
-                    if (e := tracker.allocation(t)) is not None and e.node == name
-                }
-                outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
-            if name in hold:
-                held[name] = out
-            for value in release_after.get(name, ()):
-                del held[value]
-            tracker.node = None
-
-        return Probe(before, after)
-
-    def step(
-        self,
-        loss_fn: Callable | None,
-        trainable: list,
-        probe: Probe | None = None,
-        forward_mode: Any = None,
-        backward_mode: Callable[[Any], Any] | None = None,
-    ) -> tuple[Any, int | None, set[int]]:
-        """The forward (and with ``loss_fn`` its backward): the output, the parameter
-        gradients' bytes and the ids of their allocations.
-
-        By default the tracker is the dispatch mode throughout and :meth:`probe` the
-        probe. A counting run passes its own ``probe`` (calling this run's beside its
-        own), ``forward_mode`` and ``backward_mode(loss)`` (a mode for the backward of
-        ``loss``); each must call ``self.tracker.observe`` after every op. The loss itself
-        is modelled, never counted: the tracker is the mode while it is computed.
-        """
-        tracker, watch = self.tracker, self.watch
-        gradients, param_grads = None, set()
-        with contextlib.ExitStack() as stack:
-            if watch is not None:
-                stack.enter_context(watch)
-            if loss_fn is not None:
-                stack.enter_context(torch.enable_grad())
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """A step after ``zero_grad()`` (the backward allocates every ``.grad``), under the
+        allocator's watch, what autograd saves marked; the timeline ends with the run."""
+        with fresh_grads(self.trainable), contextlib.ExitStack() as stack:
+            if self.watch is not None:
+                stack.enter_context(self.watch)
             if torch.is_grad_enabled():
-                stack.enter_context(tracker.saving_hooks())
-            with forward_mode if forward_mode is not None else tracker:
-                output = self.program.run(self.inputs, probe or self.probe())
-            if loss_fn is not None:
-                with tracker:
-                    loss = loss_fn(self.program.output_structure(output))
-                forward_end = tracker.events
-                self.backward_start = tracker.ops
-                tracker.phase, tracker.running = Phase.BACKWARD, self.owners.running
-                if watch is not None:
-                    watch.begin_backward()
-                with backward_mode(loss) if backward_mode is not None else tracker:
-                    loss.backward()
-                self.held_after_backward = tracker.live  # the output, the loss and the gradients
-                del loss
-                grads = [p.grad for p in trainable if p.grad is not None]
-                gradients = _unique_bytes(grads)
-                param_grads = {id(e) for g in grads if (e := tracker.allocation(g)) is not None}
-            tracker.stop()  # the run ends here: what is dropped afterwards is not its memory
-        tracker.settle()  # each op's kernel scratch, learnt now the run (and its watch) is over
-        if loss_fn is not None:
-            self.forward_peak = tracker.peak_until(forward_end)
-        return output, gradients, param_grads
+                stack.enter_context(self.tracker.saving_hooks())
+            yield
+            self.tracker.stop()  # what is dropped afterwards is not the run's memory
 
-    def record(
-        self, gradients: int | None, param_grads: set[int], optimizer: Any = None, trainable: list = ()
-    ) -> MemoryRecord:
-        """The run as a :class:`MemoryRecord`; with ``optimizer``, its state and step for
-        ``trainable`` (:func:`~fxinspect.run.optimizer.optimizer_footprint`)."""
-        tracker, watch = self.tracker, self.watch
-        forward_peak = self.forward_peak or (tracker.peak, tracker.peak_node)
-        name = state = step = None
-        if optimizer is not None:
-            name, state, step = optimizer_footprint(optimizer, list(trainable))
-        return MemoryRecord(
-            device=str(self.device),
-            params=_unique_bytes(self.params),
-            buffers=_unique_bytes(self.buffers),
-            inputs=_unique_bytes(self.inputs),
-            timeline=tuple(tracker.timeline),
-            backward_start=self.backward_start,
-            peak=tracker.peak,
-            peak_node=tracker.peak_node,
-            peak_phase=tracker.peak_phase,
-            forward_peak=forward_peak[0],
-            forward_peak_node=forward_peak[1],
-            alive_at_peak=_alive(self.program, tracker.alive_at_peak(), param_grads),
-            saved=sum(a.nbytes for a in tracker.allocations if a.saved),
-            gradients=gradients,
-            measured_by=watch.by if watch is not None else None,
-            measured_peak=watch.peak if watch is not None else None,
-            measured_forward_peak=watch.forward_peak if watch is not None else None,
-            measured_peak_node=watch.peak_node if watch is not None else None,
-            held_after_backward=self.held_after_backward,
-            node_starts=tuple(self.starts),
-            optimizer=name,
-            optimizer_state=state,
-            optimizer_step=step,
-            notes=tuple(self.scratch.notes if self.scratch is not None else [_no_scratch(self.device)]),
-        )
+    def before(self, name: str) -> None:
+        tracker = self.tracker
+        tracker.node = name
+        self.starts.append((tracker.ops, name))
+        if self.watch is not None:
+            self.watch.enter(name)
+
+    def after(self, name: str, out: Any) -> None:
+        tracker, outputs = self.tracker, self.outputs
+        if self.watch is not None:
+            self.watch.exit(name)
+        if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
+            e = tracker.allocation(out)
+            if e is not None and e.node == name:
+                outputs[name] = e.nbytes
+        else:
+            made = {
+                id(e): e.nbytes for t in tensors_in(out) if (e := tracker.allocation(t)) is not None and e.node == name
+            }
+            outputs[name] = sum(made.values())  # each new storage once, however many outputs view it
+        if name in self.calls.hold:
+            self.held[name] = out
+        for value in self.calls.release_after.get(name, ()):
+            del self.held[value]
+        tracker.node = None
+
+    def differentiating(self, loss: Any) -> None:
+        tracker = self.tracker
+        self.forward_end = tracker.events
+        self.backward_start = tracker.ops
+        tracker.phase, tracker.running = Phase.BACKWARD, self.owners.running
+        if self.watch is not None:
+            self.watch.begin_backward()
+
+    def differentiated(self) -> None:
+        self.held_after_backward = self.tracker.live  # the output, the loss and the gradients
+        grads = [p.grad for p in self.trainable if p.grad is not None]
+        self.gradients = unique_bytes(grads)
+        self.param_grads = {id(e) for g in grads if (e := self.tracker.allocation(g)) is not None}
+
+    def result(self, run: OneRun) -> PassResult:
+        tracker = self.tracker
+        tracker.settle()  # each op's kernel scratch, learnt now the run (and its watch) is over
+        if self.forward_end is not None:
+            self.forward_peak = tracker.peak_until(self.forward_end)
+        memory = memory_record(self, self.optimizer, self.trainable)
+        return PassResult(nodes=self.node_figures(), report={"memory": memory})
 
     def node_figures(self) -> dict[str, dict[str, Any]]:
         """Per node: output and saved bytes, and the allocator's growth when it measured."""
@@ -299,22 +222,3 @@ class ModelledRun:
             if self.watch is not None:
                 nodes[name]["measured_growth"] = self.watch.growth.get(name, 0)
         return nodes
-
-
-def _alive(
-    program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]
-) -> tuple[LiveTensor, ...]:
-    """The allocations alive at the peak as records, largest first."""
-    makers = {a.node for a in allocations}
-    modules = {n.name: module_of(n) for n in program.graph.nodes if n.name in makers}
-    out = []
-    for a in allocations:
-        path, mtype = modules.get(a.node, ("", "")) if a.node is not None else ("", "")
-        if a.scratch is not None:
-            role = TensorRole.SCRATCH
-        elif a.phase is Phase.BACKWARD:
-            role = TensorRole.PARAMETER_GRADIENT if id(a) in param_grads else TensorRole.GRADIENT
-        else:
-            role = TensorRole.OTHER if a.node is None else TensorRole.SAVED if a.saved else TensorRole.ACTIVATION
-        out.append(LiveTensor(a.node or "", path, mtype, a.shape, a.dtype, a.nbytes, role, a.phase))
-    return tuple(sorted(out, key=lambda t: -t.nbytes))

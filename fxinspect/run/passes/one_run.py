@@ -1,100 +1,223 @@
-"""The counting run with the memory model (and the backward) in it: one run, not three.
+"""One run of the instrumented program with a list of recorders (:mod:`fxinspect.run.recorders`).
 
-By default ``analyze`` models memory, and with ``backward=True`` it differentiates the
-loss. Each of those once needed a run of its own: the counting pass (forward), the
-backward pass (forward and backward, counted) and the memory pass (forward and
-backward, modelled). When nothing is measured beside the model (``measure_memory``),
-one run does all three: the counting modes price every aten op and hand it to the
-storage tracker in the same dispatch (:meth:`~fxinspect.run.storages.StorageTracker.observe`),
-and the probes of each pass sit side by side at every node. Values read for statistics
-are copied at once, so no storage lives longer than in a plain run and the timeline is
-the memory pass's own (the tests compare the two, figure by figure).
+:func:`run_once` runs the forward once, with every recorder's probes at every node and
+its op hooks in the one dispatch that runs each aten op; with a ``loss`` it computes
+``loss(output)`` and runs its backward, the recorders watching that too; then it merges
+what each recorder returns into one :class:`~fxinspect.run.passes.PassResult`, whose
+``recorded`` names the recorders' kinds (a later pass asks it what was done already).
+:class:`OneRun` is the same run in steps, for a live step whose backward the user runs
+(:mod:`fxinspect.training.step`).
 
-:func:`counted_run` is that run; :func:`rides_along` says when ``analyze`` takes it.
+Every run that records goes through here: ``analyze``'s counting run (count, receptive
+field, gradients and memory in one run: :mod:`.counted`), the later passes that run
+alone (count, backward, memory), ``inspect``'s live step and the parallel step (with the
+collectives).
 
 Example
 -------
 >>> import torch, fxinspect
->>> from fxinspect.options import Options
->>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
->>> program = fxinspect.instrument(model, torch.randn(2, 8))
->>> result = counted_run(program, Options.of("analyze", {"backward": True}), model)
->>> node = result.nodes["_0"]
->>> node["macs"], node["backward_macs"], node["output_bytes"]    # 2*8*4; weight grad 2*8*4; 2*4*4 B
-(64, 64, 32)
+>>> from fxinspect.run.passes.count import CountRecorder
+>>> program = fxinspect.instrument(torch.nn.Linear(3, 2), torch.randn(4, 3))
+>>> run_once(program, [CountRecorder(program)]).nodes["linear"]["macs"]     # 4*3*2
+24
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from ...options import Options
-from ...tensors import has_data
-from ..dispatch import CountingMode
+from ...tensors import holds_dtensors
+from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
-from ..values import ValueReader
+from ..recorders import Loss, Recorder, overrides
 from . import PassResult
-from .backward import BackwardMode, Gradients, NonFiniteTurns, backward_result, default_loss, fresh_grads
-from .count import ForwardRecorder
-from .memory import ModelledRun
 
-__all__ = ["counted_run", "rides_along"]
+__all__ = ["OneRun", "run_once"]
 
 
-def rides_along(options: Options) -> bool:
-    """Whether the counting run can model the memory (and run the backward) too: the
-    memory is asked for and nothing is measured beside it (``measure_memory`` needs a
-    run with nothing but the allocator's watch)."""
-    return options.memory and not options.measure_memory
+def run_once(
+    program: InstrumentedProgram,
+    recorders: Sequence[Recorder],
+    loss: Loss | None = None,
+    inputs: list[Any] | None = None,
+) -> PassResult:
+    """Run ``program`` once (on ``inputs``, by default its own) with ``recorders``;
+    with ``loss``, differentiate ``loss(output)`` too. Their figures, merged."""
+    run = OneRun(program, recorders, loss, inputs)
+    with run.running():
+        output = run.forward()
+        if loss is not None:
+            run.backward(output)
+    del output  # (after the recorders' contexts: what it holds is freed after the run)
+    return run.result()
 
 
-def counted_run(program: InstrumentedProgram, options: Options, model: torch.nn.Module | None) -> PassResult:
-    """The counting pass's result with the memory pass's figures (and, with
-    ``options.backward``, the backward pass's), from one run of ``program``."""
-    params = program.parameters()
-    run = ModelledRun(program, params, list(program.inputs), measure=False)
-    recorder = ForwardRecorder(program, options.check_finite, CountingMode(observe=run.tracker.observe), hold=False)
-    counting, modelled = recorder.probe, run.probe(owned=options.backward)
-    gradients = None
-    if options.backward:  # the gradients' statistics are read (and copied at once) with real data
-        gradients = Gradients(ValueReader(hold=False) if all(has_data(t) for t in program.inputs) else None)
+class _Observing(TorchDispatchMode):
+    """The dispatch mode of a run no recorder leads: it calls the op hooks."""
 
-    def before(name: str) -> None:
-        modelled.before(name)
-        counting.before(name)
+    def __init__(self) -> None:
+        super().__init__()
+        self.observe: Callable[..., None] | None = None
 
-    def after(name: str, out: Any) -> None:
-        counting.after(name, out)
-        modelled.after(name, out)
-        if gradients is not None:
-            gradients.watch(name, out)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if holds_dtensors(types):
+            return NotImplemented
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        self.observe(func, args, kwargs, out)
+        return out
 
-    backward: list[Any] = []  # the backward's counting mode and root-cause finder, once made
 
-    def backward_mode(loss: torch.Tensor) -> BackwardMode:
-        reader = gradients.reader
-        turns = NonFiniteTurns(run.owners, loss) if reader is not None else None
-        mode = BackwardMode(run.owners, before_write=reader.flush if reader else None)
-        mode.observe = run.tracker.observe
-        backward.extend((mode, turns))
-        return mode
+def _chain(calls: list[Callable[..., None]]) -> Callable[..., None]:
+    if len(calls) == 1:
+        return calls[0]
+    if len(calls) == 2:  # (per aten op: the common composition, without a loop)
+        first, second = calls
 
-    trainable = [p for p in params if p.requires_grad]
-    loss_fn = (options.loss_fn or default_loss) if options.backward else None
-    with fresh_grads(trainable):  # a step after zero_grad(): the backward allocates every .grad
-        output, grads, param_grads = run.step(loss_fn, trainable, Probe(before, after), recorder.mode, backward_mode)
-        del output
-    result = recorder.result(model)
-    for name, figures in run.node_figures().items():
-        result.nodes.setdefault(name, {}).update(figures)
-    result.report["memory"] = run.record(grads, param_grads, options.optimizer if options.backward else None, trainable)
-    if backward:
-        mode, turns = backward
-        stats = gradients.reader.finish() if gradients.reader else []
-        done = backward_result(program, mode.costs, gradients, stats, turns.first() if turns else None)
-        for name, figures in done.nodes.items():
-            result.nodes.setdefault(name, {}).update(figures)
-        result.report.update(done.report)
-    return result
+        def both(*args: Any) -> None:
+            first(*args)
+            second(*args)
+
+        return both
+
+    def every(*args: Any) -> None:
+        for call in calls:
+            call(*args)
+
+    return every
+
+
+def _dispatch(recorders: list[Recorder], making: str, hook: str) -> Any:
+    """The mode the first recorder that leads ``making`` gives (else a plain one, when
+    some recorder has the op ``hook``), calling the others' ``hook`` after each op."""
+    lead = mode = None
+    for r in recorders:
+        mode = getattr(r, making)()
+        if mode is not None:
+            lead = r
+            break
+    calls = [getattr(r, hook) for r in recorders if r is not lead and overrides(r, hook)]
+    if calls:
+        if mode is None:
+            mode = _Observing()
+        if mode.observe is not None:  # the leader's own (the storage tracker observes itself)
+            calls.insert(0, mode.observe)
+        mode.observe = _chain(calls)
+    return mode
+
+
+class OneRun:
+    """One run of ``program`` with ``recorders``, in steps: :meth:`running` around it,
+    :meth:`forward`, :meth:`backward` (with a loss), then :meth:`result`. ``owners``:
+    the autograd owners to follow (a live step's mode reads them too)."""
+
+    def __init__(
+        self,
+        program: InstrumentedProgram,
+        recorders: Sequence[Recorder],
+        loss: Loss | None = None,
+        inputs: list[Any] | None = None,
+        owners: AutogradOwners | None = None,
+    ) -> None:
+        self.program, self.recorders, self.loss = program, list(recorders), loss
+        self.inputs = list(program.inputs) if inputs is None else inputs
+        self.owners = owners or AutogradOwners()  # which fx node made each autograd node
+        self._stats: dict[int, list[Any]] = {}
+        for r in self.recorders:
+            if overrides(r, "start"):
+                r.start(self)
+        self.mode = _dispatch(self.recorders, "mode", "op")
+
+    def _hooks(self, hook: str) -> list[Callable[..., Any]]:
+        return [getattr(r, hook) for r in self.recorders if overrides(r, hook)]
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Gradients on when a loss is differentiated, and each recorder's context."""
+        with contextlib.ExitStack() as stack:
+            if self.loss is not None:
+                stack.enter_context(torch.enable_grad())
+            for r in self.recorders:
+                if overrides(r, "running"):
+                    stack.enter_context(r.running())
+            yield
+
+    def probe(self) -> Probe:
+        """The recorders' probes, and the autograd owners' when they are wanted."""
+        owners = self.owners if self.loss is not None or any(r.owned for r in self.recorders) else None
+        befores, afters = self._hooks("before"), self._hooks("after")
+
+        def before(name: str) -> None:
+            if owners is not None:
+                owners.before(name)
+            for call in befores:
+                call(name)
+
+        def after(name: str, out: Any) -> None:
+            for call in afters:
+                call(name, out)
+            if owners is not None:  # (last: what the recorders did is the node's too)
+                owners.after(name)
+
+        return Probe(before, after)
+
+    def forward(self, entered: bool = False) -> Any:
+        """Run the forward; the program's flat output. ``entered``: the caller holds the
+        dispatch mode (:attr:`mode`) on already (a live step's, on for the user's backward)."""
+        probe = self.probe()
+        if entered or self.mode is None:
+            return self.program.run(self.inputs, probe)
+        with self.mode:
+            return self.program.run(self.inputs, probe)
+
+    def differentiating(self, roots: Any) -> None:
+        """Tell the recorders ``roots`` (the loss, or a live step's outputs) are differentiated next."""
+        for call in self._hooks("differentiating"):
+            call(roots)
+
+    def backward(self, output: Any) -> None:
+        """The loss of the forward's ``output``, and its backward."""
+        loss_mode = next((m for r in self.recorders if (m := r.loss_mode()) is not None), None)
+        with loss_mode if loss_mode is not None else contextlib.nullcontext():
+            loss = self.loss(self.program.output_structure(output))
+        self.differentiating(loss)
+        mode = _dispatch(self.recorders, "backward_mode", "backward_op")
+        with mode if mode is not None else contextlib.nullcontext():
+            loss.backward()
+        for call in self._hooks("differentiated"):
+            call()
+        del loss
+
+    def stats(self, reader: Any) -> list[Any]:
+        """``reader``'s statistics, finished once for every recorder that shares it."""
+        if reader is None:
+            return []
+        found = self._stats.get(id(reader))
+        if found is None:
+            found = self._stats[id(reader)] = reader.finish()
+        return found
+
+    def result(self) -> PassResult:
+        """Every recorder's figures, merged by node name (in the recorders' order)."""
+        merged = PassResult(recorded=tuple(type(r) for r in self.recorders))
+        for r in self.recorders:
+            part = r.result(self)
+            if not merged.nodes:
+                merged.nodes = part.nodes
+            else:
+                nodes = merged.nodes
+                for name, figures in part.nodes.items():
+                    found = nodes.get(name)
+                    if found is None:
+                        nodes[name] = figures
+                    else:
+                        found.update(figures)
+            merged.report.update(part.report)
+            merged.notes += part.notes
+            merged.written_inputs += part.written_inputs
+            merged.nonfinite_sources += part.nonfinite_sources
+        return merged

@@ -31,8 +31,8 @@ from ...records import TimingInfo
 from ...tensors import has_data
 from ..clock import Clock
 from ..program import InstrumentedProgram, Probe
+from ..recorders import loss_for
 from . import PassResult
-from .backward import default_loss
 from .backward_timing import time_backward
 
 __all__ = ["TimingPass"]
@@ -59,7 +59,7 @@ class TimingPass:
 
     ``copy_inputs`` names the inputs the forward writes in place: then every run gets
     fresh copies of the inputs, made before its clock starts. With ``backward``, the
-    backward of ``loss_fn(output)`` (default: :func:`.backward.default_loss`) is timed
+    backward of ``loss_fn(output)`` (default: :func:`~fxinspect.run.recorders.default_loss`) is timed
     too (:func:`.backward_timing.time_backward`).
     """
 
@@ -72,7 +72,7 @@ class TimingPass:
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
     ):
         self.warmup, self.repeats, self.copy_inputs = warmup, repeats, tuple(copy_inputs)
-        self.loss_fn = (loss_fn or default_loss) if backward else None
+        self.loss_fn = loss_for(backward, loss_fn)
 
     @classmethod
     def planned(cls, options: Options, program: InstrumentedProgram, counted: PassResult) -> TimingPass | None:

@@ -1,0 +1,90 @@
+"""The memory model's run as a :class:`~fxinspect.records.MemoryRecord`: its peak, what was alive then.
+
+:func:`memory_record` turns what the storage tracker (and the allocator's watch) saw
+during one run (:class:`~fxinspect.run.passes.memory.MemoryRecorder`) into the report's
+record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ...capture import module_of
+from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
+from ...tensors import local_tensor
+from ..optimizer import optimizer_footprint
+from ..program import InstrumentedProgram
+from ..storages import Allocation
+
+if TYPE_CHECKING:
+    from .memory import MemoryRecorder
+
+__all__ = ["memory_record", "no_scratch", "unique_bytes"]
+
+
+def no_scratch(device: torch.device) -> str:
+    """The note of a run whose kernels' scratch is not modelled (a real or fake CUDA run)."""
+    return f"kernel scratch (cuDNN's workspace) is not modelled on {device.type}: the peak counts tensors only"
+
+
+def unique_bytes(tensors: list[torch.Tensor]) -> int:
+    """The bytes of the storages behind ``tensors``, each once."""
+    stores = (local_tensor(t).untyped_storage() for t in tensors)
+    return sum({id(s): s.nbytes() for s in stores}.values())
+
+
+def memory_record(run: MemoryRecorder, optimizer: Any = None, trainable: list = ()) -> MemoryRecord:
+    """``run`` as a :class:`MemoryRecord`; with ``optimizer``, its state and step for
+    ``trainable`` (:func:`~fxinspect.run.optimizer.optimizer_footprint`)."""
+    tracker, watch = run.tracker, run.watch
+    forward_peak = run.forward_peak or (tracker.peak, tracker.peak_node)
+    name = state = step = None
+    if optimizer is not None:
+        name, state, step = optimizer_footprint(optimizer, list(trainable))
+    return MemoryRecord(
+        device=str(run.device),
+        params=unique_bytes(run.params),
+        buffers=unique_bytes(run.buffers),
+        inputs=unique_bytes(run.inputs),
+        timeline=tuple(tracker.timeline),
+        backward_start=run.backward_start,
+        peak=tracker.peak,
+        peak_node=tracker.peak_node,
+        peak_phase=tracker.peak_phase,
+        forward_peak=forward_peak[0],
+        forward_peak_node=forward_peak[1],
+        alive_at_peak=_alive(run.program, tracker.alive_at_peak(), run.param_grads),
+        saved=sum(a.nbytes for a in tracker.allocations if a.saved),
+        gradients=run.gradients,
+        measured_by=watch.by if watch is not None else None,
+        measured_peak=watch.peak if watch is not None else None,
+        measured_forward_peak=watch.forward_peak if watch is not None else None,
+        measured_peak_node=watch.peak_node if watch is not None else None,
+        held_after_backward=run.held_after_backward,
+        node_starts=tuple(run.starts),
+        optimizer=name,
+        optimizer_state=state,
+        optimizer_step=step,
+        notes=tuple(run.scratch.notes if run.scratch is not None else [no_scratch(run.device)]),
+    )
+
+
+def _alive(
+    program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]
+) -> tuple[LiveTensor, ...]:
+    """The allocations alive at the peak as records, largest first."""
+    makers = {a.node for a in allocations}
+    modules = {n.name: module_of(n) for n in program.graph.nodes if n.name in makers}
+    out = []
+    for a in allocations:
+        path, mtype = modules.get(a.node, ("", "")) if a.node is not None else ("", "")
+        if a.scratch is not None:
+            role = TensorRole.SCRATCH
+        elif a.phase is Phase.BACKWARD:
+            role = TensorRole.PARAMETER_GRADIENT if id(a) in param_grads else TensorRole.GRADIENT
+        else:
+            role = TensorRole.OTHER if a.node is None else TensorRole.SAVED if a.saved else TensorRole.ACTIVATION
+        out.append(LiveTensor(a.node or "", path, mtype, a.shape, a.dtype, a.nbytes, role, a.phase))
+    return tuple(sorted(out, key=lambda t: -t.nbytes))
