@@ -123,3 +123,45 @@ def test_a_taken_name_is_refused(name):
     """A declared figure's name, a derived one's, a colour name: each is refused."""
     with pytest.raises(ValueError, match="exists already"):
         fxinspect.register_figure(Field(name, "int", Unit.COUNT, Aggregate.EXACT, name, "", 0), lambda n: 0)
+
+
+@pytest.fixture
+def zeros():
+    """The example's figure observed by a recorder, registered for one test."""
+    example = _example()
+    fxinspect.register_figure(example.ZEROS, recorder=example.ZerosRecorder)
+    try:
+        yield example
+    finally:
+        fxinspect.unregister_figure("zeros")
+
+
+def test_a_recorders_figure_is_observed_as_the_program_runs_and_changes_no_other(zeros):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with torch.no_grad():
+        model[0].weight.copy_(torch.eye(4))
+        model[0].bias.zero_()
+    x = torch.tensor([[-1.0, 0.0, 2.0, -3.0], [1.0, 2.0, 3.0, 4.0]])
+    fxinspect.unregister_figure("zeros")
+    plain = fxinspect.analyze(model, x, timing=False, backward=True)
+    fxinspect.register_figure(zeros.ZEROS, recorder=zeros.ZerosRecorder)
+    r = fxinspect.analyze(model, x, timing=False, backward=True)
+    # the identity Linear passes x on (one 0 in it); ReLU makes -1, 0 and -3 zeros: 3
+    assert [(n.name, n.zeros) for n in r.nodes if n.is_op] == [("_0", 1), ("_1", 3)]
+    assert (r.modules["1"].zeros, r.totals.zeros) == (3, 4)
+    # the recorder's own ops (eq, sum) are nobody's work and nobody's memory
+    same = ("flops", "bytes_read", "bytes_written", "backward_flops")
+    assert [getattr(r.totals, f) for f in same] == [getattr(plain.totals, f) for f in same]
+    assert (r.memory.peak, r.memory.saved) == (plain.memory.peak, plain.memory.saved)
+    # in every view, none of them touched
+    assert "zeros" in r.table(tablefmt="tsv").splitlines()[0]
+    assert "zero outputs" in r.to_html()
+    assert "3 zeros" in [t.get_text() for ax in r.plot(color_by="zeros", depth=None).axes for t in ax.texts]
+    # without data (the meta device) nothing is observed: unknown, never 0
+    assert fxinspect.analyze(model, x, timing=False, device="meta").totals.zeros is None
+
+
+def test_a_figure_takes_one_way_to_its_values():
+    field = Field("twice", "int", Unit.FLOP, Aggregate.EXACT, "2×FLOPs", "twice the FLOPs", 0)
+    with pytest.raises(TypeError, match="one of compute= .* or recorder="):
+        fxinspect.register_figure(field)

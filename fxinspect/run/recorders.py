@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .passes import PassResult
     from .passes.one_run import OneRun
 
-__all__ = ["Recorder", "default_loss", "fresh_grads", "loss_for", "overrides"]
+__all__ = ["Recorder", "default_loss", "fresh_grads", "loss_for", "overrides", "unseen"]
 
 Loss = Callable[[Any], torch.Tensor]
 
@@ -151,3 +151,23 @@ def overrides(recorder: Recorder, hook: str) -> bool:
     hook is not called)."""
     found = getattr(recorder, hook)
     return getattr(found, "__func__", found) is not getattr(Recorder, hook)
+
+
+def unseen(recorder: Recorder) -> Recorder:
+    """``recorder`` with its probe hooks run where no other recorder sees their ops.
+
+    A recorder added from outside (``register_figure(recorder=...)``) reads values at a
+    probe with ops of its own (``out.eq(0).sum()``): under the counting and memory
+    modes they would be counted as the model's work and its memory. Its ``before`` and
+    ``after`` run without gradients and below every dispatch mode instead.
+    """
+    for hook in ("before", "after"):
+        if overrides(recorder, hook):
+            call = getattr(recorder, hook)
+
+            def quiet(*args: Any, _call: Callable = call) -> None:
+                with torch.no_grad(), torch._C._DisableTorchDispatch():
+                    _call(*args)
+
+            setattr(recorder, hook, quiet)
+    return recorder

@@ -28,9 +28,10 @@ from __future__ import annotations
 import torch
 
 from ...options import Options
+from ...records.registry import RECORDERS
 from ...tensors import has_data
 from ..program import InstrumentedProgram
-from ..recorders import Recorder, loss_for
+from ..recorders import Recorder, loss_for, unseen
 from ..values import ValueReader
 from . import PassResult
 from .backward import BackwardRecorder
@@ -57,6 +58,7 @@ def analysis_recorders(program: InstrumentedProgram, options: Options, model: to
         real = all(has_data(t) for t in program.inputs)
         recorders.append(BackwardRecorder(program, ValueReader(hold=False) if real else None))
     recorders.append(MemoryRecorder(program, optimizer=options.optimizer if options.backward else None))
+    recorders += [unseen(make(program, options)) for make in RECORDERS.values()]  # (register_figure(recorder=))
     return recorders
 
 
