@@ -461,3 +461,50 @@ def test_meta_model_through_eager_and_what_it_cannot_do():
     # a value-dependent branch needs values: the reason says so
     with pytest.raises(fxinspect.errors.CaptureError, match="needs tensor values"):
         fxinspect.analyze(Branch(), torch.randn(2, 8), method="eager", timing=False, device="meta")
+
+
+# ------------------------------------------------------------------ values not written yet
+
+
+class MaskedLog(nn.Module):
+    """Dropout as the eager tier sees it (an ``empty_like`` filled in place by
+    ``bernoulli_``), then a log: log(0) = -inf wherever the mask dropped a value."""
+
+    def forward(self, x):
+        mask = torch.empty_like(x).bernoulli_(0.5)
+        return torch.log(x.abs() * mask + 1.0), torch.log(x.abs() * mask)
+
+
+@pytest.mark.parametrize("method", ["eager", "symbolic", "export"])
+def test_memory_an_empty_op_returns_is_no_value_and_a_real_inf_is_still_found(method):
+    torch.manual_seed(0)
+    x = torch.randn(64, 64)  # 4096 values: read at once, not batched with the small ones
+    report = fxinspect.analyze(MaskedLog(), x, method=method, timing=False)
+    nodes = {n.name: n for n in report.nodes}
+    (empty,) = [n for n in report.nodes if n.name.startswith("empty")]
+    assert empty.outputs[0].stats is None and empty.nan_count is None  # uninitialised: unknown, not garbage
+    (mask,) = [n for n in report.nodes if n.name.startswith("bernoulli")]
+    stats = mask.outputs[0].stats  # what bernoulli_ wrote: 0s and 1s, about half of each
+    assert (stats.min, stats.max, stats.nan_count) == (0.0, 1.0, 0) and 0.45 < stats.mean < 0.55
+    found = report.nonfinite  # the second log: -inf where a value was dropped (about 2048 of 4096)
+    logs = [n for n in report.nodes if n.is_op and n.name.startswith("log")]
+    assert found.root_cause == logs[1].name and str(found.kind) == "inf"
+    assert logs[0].outputs[0].stats.finite and 1500 < nodes[found.root_cause].inf_count < 2600
+
+
+def test_gpt2_training_in_eager_has_no_nonfinite_finding():
+    """Dropout's ``empty_like`` outputs were read as values: garbage that changed from run
+    to run, now and then a NaN the model does not have. (Transformers' own attention:
+    torch's SDPA builds a -inf causal mask of its own, see the report of this fix.)"""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    for seed in range(3):
+        torch.manual_seed(seed)
+        config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, attn_implementation="eager")
+        model = GPT2LMHeadModel(config).train()
+        ids = torch.randint(0, 128, (2, 32))
+        report = fxinspect.analyze(model, {"input_ids": ids}, method="eager", backward=True, timing=False)
+        assert report.nonfinite is None and report.grad_nonfinite is None
+        empty = [n for n in report.nodes if n.name.startswith("empty_like")]
+        assert len(empty) == 7  # embeddings, 2 x (attention, its output, the MLP): every dropout
+        assert all(n.outputs[0].stats is None for n in empty)

@@ -124,12 +124,19 @@ class ForwardRecorder:
             if fields is not None:
                 fields.node = name
 
+        # storages an empty-like op returned that no op wrote yet (see CountingMode.unwritten)
+        unwritten = getattr(mode, "unwritten_storages", None)
+
+        def read_values(t: torch.Tensor) -> int | None:
+            return None if mode.unwritten(t) else read(t)  # (no values yet: nothing to read)
+
         def after(name: str, out: Any) -> None:
             mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
+            value = read_values if unwritten and read else read
             if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
-                described[name] = [(describe(out), read(out) if read else None)]
+                described[name] = [(describe(out), value(out) if value else None)]
             else:
-                described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
+                described[name] = [(describe(t), value(t) if value else None) for t in tensors_in(out)]
             if fields is not None:
                 fields.record(name, out)
                 fields.node = None
