@@ -30,6 +30,7 @@ Example
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -64,10 +65,18 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if holds_dtensors(types):
             return NotImplemented  # (DTensor runs it as local ops and collectives: those are recorded)
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.namespace not in NOT_WORK:  # (fake tensors' queries, profiler ranges)
-            self.builder.record(func, args, kwargs, out)
+        calls = self.builder.c_calls
+        profile = calls.profile if calls is not None else None
+        if profile is not None:  # (recording is not the model's work: its calls are not profiled)
+            sys.setprofile(None)
+        try:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if func.namespace not in NOT_WORK:  # (fake tensors' queries, profiler ranges)
+                self.builder.record(func, args, kwargs, out)
+        finally:
+            if profile is not None:
+                sys.setprofile(profile)
         return out
 
 

@@ -54,25 +54,35 @@ class CCalls:
         # (number, function), the call the frame was entered from (or None), whether it
         # is torch's or fxinspect's own code]
         self.levels: list[list[Any]] = [[0, None, None, False]]
-        self.count = 0
         self.names: dict[int, str] = {}  # call number -> the C function's name
         self.ops: dict[fx.Node, int] = {}  # op node -> the call it ran in
+        self.profile: Any = None  # the profile function, while it is set (the dispatch pauses it)
 
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        level = self.levels[-1]
-        if event == "c_call":
-            if not level[0]:
-                self.count += 1
-                level[1] = (self.count, arg)
-            level[0] += 1
-        elif event == "call":
-            machinery = frame.f_code.co_filename.startswith(_MACHINERY)
-            self.levels.append([0, None, level[1] if level[0] else None, machinery])
-        elif event == "return":
-            if len(self.levels) > 1:  # (frames entered before the profile was set return too)
-                self.levels.pop()
-        elif level[0]:  # c_return, c_exception
-            level[0] -= 1
+    def _profiler(self) -> Any:
+        """The profile function (a closure: it runs at every call and return of the run)."""
+        levels, machinery = self.levels, {}
+        count = [0]
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            level = levels[-1]
+            if event == "c_call":
+                if not level[0]:
+                    count[0] += 1
+                    level[1] = (count[0], arg)
+                level[0] += 1
+            elif event == "call":
+                code = frame.f_code
+                ours = machinery.get(code)
+                if ours is None:
+                    ours = machinery[code] = code.co_filename.startswith(_MACHINERY)
+                levels.append([0, None, level[1] if level[0] else None, ours])
+            elif event == "return":
+                if len(levels) > 1:  # (frames entered before the profile was set return too)
+                    levels.pop()
+            elif level[0]:  # c_return, c_exception
+                level[0] -= 1
+
+        return profile
 
     @contextlib.contextmanager
     def watched(self) -> Iterator[None]:
@@ -80,11 +90,13 @@ class CCalls:
         if sys.getprofile() is not None:
             yield
             return
-        sys.setprofile(self._profile)
+        self.profile = self._profiler()
+        sys.setprofile(self.profile)
         try:
             yield
         finally:
             sys.setprofile(None)
+            self.profile = None
 
     def record(self, node: fx.Node) -> None:
         """Note the C call ``node``'s op ran in: down the frames of the dispatch (torch's
