@@ -205,3 +205,31 @@ def test_the_gradient_root_cause_is_the_backward_that_made_nan_whatever_the_stat
     with fxinspect.inspect(model) as ins:  # the same in your own step
         model(x).sum().backward()
     assert ins.report.grad_nonfinite.root_cause == "sqrt"
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.head = torch.nn.LSTM(16, 32, batch_first=True), torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0])
+
+
+def test_an_lstm_whose_final_states_get_no_gradient_in_every_tier():
+    """The LSTM's aten op returns its final states too; nothing uses them, so autograd
+    calls their hooks with no gradient (None), which the eager tier's backward read."""
+    torch.manual_seed(0)
+    model, x = Tagger().train(), torch.randn(4, 12, 16)
+    eager = fxinspect.analyze(model, x, timing=False, backward=True, method="eager")
+    symbolic = fxinspect.analyze(model, x, timing=False, backward=True, method="symbolic")
+    _, per_module = reference_backward_flops(model, (x,))
+    # the head's backward: grad input 48x5 @ 5x32 and grad weight 5x48 @ 48x32, 7680 MACs each
+    assert 2 * eager.modules["head"].backward_macs == per_module["head"] == 2 * 2 * 7680
+    # FlopCounterMode has no formula for the LSTM's backward: the symbolic tier is the truth
+    for path in ("", "rnn", "head"):
+        a, b = eager.modules[path], symbolic.modules[path]
+        assert (a.backward_flops, a.backward_macs) == (b.backward_flops, b.backward_macs)
+    assert eager.modules["rnn"].backward_macs > 0 and eager.grad_nonfinite is None
+    (lstm,) = [n for n in eager.nodes if "rnn_layer" in n.target or "lstm" in n.target]
+    assert lstm.grad_outputs[0].shape == (12, 4, 32)  # the output's gradient; the states' never came

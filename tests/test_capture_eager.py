@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 import fxinspect
 from fxinspect.capture import MODULE_KEY, FlatInputs, capture, module_of
 from fxinspect.capture.eager import trace_eager
+from fxinspect.capture.eager_calls import WITHIN_CALL
 from fxinspect.run.graphs import op_nodes
 
 aten = torch.ops.aten
@@ -461,3 +462,92 @@ def test_meta_model_through_eager_and_what_it_cannot_do():
     # a value-dependent branch needs values: the reason says so
     with pytest.raises(fxinspect.errors.CaptureError, match="needs tensor values"):
         fxinspect.analyze(Branch(), torch.randn(2, 8), method="eager", timing=False, device="meta")
+
+
+# ------------------------------------------------------------------ values not written yet
+
+
+class MaskedLog(nn.Module):
+    """Dropout as the eager tier sees it (an ``empty_like`` filled in place by
+    ``bernoulli_``), then a log: log(0) = -inf wherever the mask dropped a value."""
+
+    def forward(self, x):
+        mask = torch.empty_like(x).bernoulli_(0.5)
+        return torch.log(x.abs() * mask + 1.0), torch.log(x.abs() * mask)
+
+
+@pytest.mark.parametrize("method", ["eager", "symbolic", "export"])
+def test_memory_an_empty_op_returns_is_no_value_and_a_real_inf_is_still_found(method):
+    torch.manual_seed(0)
+    x = torch.randn(64, 64)  # 4096 values: read at once, not batched with the small ones
+    report = fxinspect.analyze(MaskedLog(), x, method=method, timing=False)
+    nodes = {n.name: n for n in report.nodes}
+    (empty,) = [n for n in report.nodes if n.name.startswith("empty")]
+    assert empty.outputs[0].stats is None and empty.nan_count is None  # uninitialised: unknown, not garbage
+    (mask,) = [n for n in report.nodes if n.name.startswith("bernoulli")]
+    stats = mask.outputs[0].stats  # what bernoulli_ wrote: 0s and 1s, about half of each
+    assert (stats.min, stats.max, stats.nan_count) == (0.0, 1.0, 0) and 0.45 < stats.mean < 0.55
+    found = report.nonfinite  # the second log: -inf where a value was dropped (about 2048 of 4096)
+    logs = [n for n in report.nodes if n.is_op and n.name.startswith("log")]
+    assert found.root_cause == logs[1].name and str(found.kind) == "inf"
+    assert logs[0].outputs[0].stats.finite and 1500 < nodes[found.root_cause].inf_count < 2600
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_gpt2_training_in_eager_has_no_nonfinite_finding(attention):
+    """Dropout's ``empty_like`` outputs were read as values (garbage that changed from
+    run to run, now and then a NaN); torch's SDPA on CPU builds a ``-inf`` causal mask of
+    its own (``scalar_tensor(-inf)``, ``where``), which softmax absorbs: the model has
+    no NaN/Inf, and the symbolic and export tiers, where SDPA is one node, find none."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    for seed in range(3):
+        torch.manual_seed(seed)
+        config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, attn_implementation=attention)
+        model = GPT2LMHeadModel(config).train()
+        ids = torch.randint(0, 128, (2, 32))
+        report = fxinspect.analyze(model, {"input_ids": ids}, method="eager", backward=True, timing=False)
+        assert report.nonfinite is None and report.grad_nonfinite is None
+        empty = [n for n in report.nodes if n.name.startswith("empty_like")]
+        assert len(empty) == 7  # embeddings, 2 x (attention, its output, the MLP): every dropout
+        assert all(n.outputs[0].stats is None for n in empty)
+    if attention == "sdpa":  # the mask is there, with its -inf, and is SDPA's own
+        masks = [n for n in report.nodes if n.name.startswith("scalar_tensor") and n.inf_count]
+        assert len(masks) == 2 and all(n.module_path.endswith("attn") for n in masks)
+
+
+class CausalAttention(nn.Module):
+    """Training SDPA on CPU: its math kernel, twenty-odd aten ops in the eager tier."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, q):
+        q = q * self.scale
+        return F.scaled_dot_product_attention(q, q, q, is_causal=True, dropout_p=0.5).relu()
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e20])
+def test_a_torch_calls_own_values_are_judged_at_the_call_as_in_the_other_tiers(scale):
+    """``scale`` 1e20: q.k is 1e40 and more, beyond float32 (3.4e38): the scores overflow to
+    inf, softmax makes NaN of inf - inf, and that NaN is the call's result."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 8, 4, requires_grad=True)
+    found = {}
+    for method in ("eager", "symbolic"):
+        report = fxinspect.analyze(CausalAttention(scale).train(), x, method=method, backward=True, timing=False)
+        found[method] = report.nonfinite
+    if scale == 1.0:  # the -inf mask inside the call is no finding
+        assert found == {"eager": None, "symbolic": None}
+        return
+    eager, symbolic = found["eager"], found["symbolic"]
+    assert symbolic.root_cause == "scaled_dot_product_attention" and str(symbolic.kind) == "nan"
+    cap = _trace(CausalAttention(scale).train(), x)
+    nodes = {n.name: n for n in cap.graph_module.graph.nodes}
+    root = nodes[eager.root_cause]  # the eager node holding the call's result ...
+    (relu,) = [n for n in op_nodes(cap.graph_module.graph) if n.target is aten.relu.default]
+    assert relu.args[0] is root and WITHIN_CALL not in root.meta
+    inside = [n for n in op_nodes(cap.graph_module.graph) if n.meta.get(WITHIN_CALL)]
+    assert len(inside) > 10 and {n.meta[WITHIN_CALL] for n in inside} == {"scaled_dot_product_attention"}
+    assert str(eager.kind) == "nan" and eager.downstream == symbolic.downstream == ("relu",)

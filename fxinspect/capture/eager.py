@@ -30,6 +30,7 @@ Example
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,6 +45,7 @@ from .attributes import AttributeWatch, named_writes
 from .autocast_casts import hold_cached_casts
 from .base import Capture, Method, resolve_attr, type_name
 from .calls import number_calls
+from .eager_calls import CCalls
 from .eager_graph import CONST_PREFIX, GraphBuilder
 from .eager_hooks import RunningModules
 from .functions import functions_traced_through, lost_function_notes
@@ -63,10 +65,18 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if holds_dtensors(types):
             return NotImplemented  # (DTensor runs it as local ops and collectives: those are recorded)
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.namespace not in NOT_WORK:  # (fake tensors' queries, profiler ranges)
-            self.builder.record(func, args, kwargs, out)
+        calls = self.builder.c_calls
+        profile = calls.profile if calls is not None else None
+        if profile is not None:  # (recording is not the model's work: its calls are not profiled)
+            sys.setprofile(None)
+        try:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if func.namespace not in NOT_WORK:  # (fake tensors' queries, profiler ranges)
+                self.builder.record(func, args, kwargs, out)
+        finally:
+            if profile is not None:
+                sys.setprofile(profile)
         return out
 
 
@@ -102,13 +112,15 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     """Run ``model`` once and capture the aten ops it executed (``leaf_modules`` need no
     special handling here: every op inside them is a node of its own)."""
     builder = GraphBuilder(model, inputs)
+    calls = builder.c_calls = CCalls()
     modules = RunningModules(model, builder)
     rng = _rng_state()
     attributes = AttributeWatch(model)
     try:
         # (autocast's cache emptied: a weight cast before would be recorded as its cached copy)
         with fresh_autocast_cache(), modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
-            with functions_traced_through(model) as functions:
+            # (calls: which ops are a torch function's own workings, see eager_calls)
+            with functions_traced_through(model) as functions, calls.watched():
                 out = model(*inputs.args, **inputs.kwargs)
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         path, cls = builder.module
@@ -124,6 +136,7 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
     builder.graph.output(tuple(builder.value(leaf) for leaf in leaves))
     written = attributes.resolved(builder.known)
     builder.prune()
+    calls.mark(builder.graph)
     number_calls(builder.graph, lambda entry: entry[0])
     gm = fx.GraphModule(builder.attrs, builder.graph, class_name=type_name(model))
     hold_cached_casts(gm.graph, lambda target: resolve_attr(gm, target))

@@ -106,6 +106,7 @@ class GraphBuilder:
         self._items: dict[tuple[fx.Node, tuple[int, ...]], fx.Node] = {}
         self._last_item: dict[fx.Node, fx.Node] = {}
         self._views: dict[torch._ops.OpOverload, list[bool]] = {}
+        self.c_calls: Any = None  # an eager_calls.CCalls, told of every op node
         self.constants = 0
         self.scalars = 0
         self.random_ops: dict[str, int] = {}
@@ -227,6 +228,8 @@ class GraphBuilder:
         )
         node.meta[MODULE_KEY] = self.locate() if self.locate is not None else self.module
         node.meta[STACK_KEY] = self.calls
+        if self.c_calls is not None:
+            self.c_calls.record(node)
         if func is torch.ops.aten._local_scalar_dense.default:
             self.scalars += 1
         if _draws_random(func, args, kwargs):

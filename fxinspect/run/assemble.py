@@ -28,6 +28,7 @@ import torch.fx as fx
 from .. import paths
 from ..capture import Capture, module_of
 from ..capture.calls import CALL_KEY
+from ..capture.eager_calls import WITHIN_CALL
 from ..records import (
     CaptureInfo,
     Environment,
@@ -236,7 +237,11 @@ def report_fields(
             cap.lost_checkpoints,
         ),
         uncounted=tuple(uncounted),
-        nonfinite=find_nonfinite(nodes, [s for r in results for s in r.nonfinite_sources]),
+        nonfinite=find_nonfinite(
+            nodes,
+            [s for r in results for s in r.nonfinite_sources],
+            {n.name for n in cap.graph_module.graph.nodes if WITHIN_CALL in n.meta},
+        ),
         shared=tuple(shared),
         inputs=inputs,
         outputs=output_node.inputs,

@@ -7,7 +7,8 @@ them). Costs are summed per ``(node, aten overload)``; no tensor is kept alive. 
 bytes written include the arguments its schema marks written and it does not return
 (the rules' conventions, :mod:`fxinspect.rules`). Before an aten op that writes one of
 its arguments, ``before_write`` is called (the value reader copies what it has read but
-not yet reduced).
+not yet reduced). The outputs of ``empty``-like ops hold no values until an op
+writes them: :meth:`CountingMode.unwritten` says so, and their statistics are not read.
 
 Example
 -------
@@ -27,6 +28,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import rules  # noqa: F401 - importing the package registers every formula family
@@ -41,6 +43,23 @@ IGNORED = "<probes>"
 """``CountingMode.node`` while a probe runs its own ops (reading values): not counted."""
 
 _DEVICE = torch.ops.prim.device.default
+_UNINITIALISED = ("empty", "new_empty")  # (empty, empty_like, empty_strided, empty_permuted, new_empty, ...)
+
+
+def _uninitialised(func: Any) -> bool:
+    """Whether ``func`` returns memory it does not write (an ``out=`` overload returns
+    its argument, which holds whatever it held)."""
+    name = getattr(func, "_opname", "").lstrip("_")
+    return name.startswith(_UNINITIALISED) and torch.Tag.out not in getattr(func, "tags", ())
+
+
+def _storage(t: Any) -> StorageWeakRef | None:
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except Exception:  # sparse, nested, functional wrappers: no storage of their own
+        return None
 
 
 def _written_not_returned(schema: Any) -> tuple[tuple[int, str], ...]:
@@ -78,7 +97,27 @@ class CountingMode(TorchDispatchMode):
         self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
         self.observe = observe  # called with (func, args, kwargs, out) after each op of the model
-        self._rules: dict[Any, tuple[Any, str | None, bool, tuple]] = {}
+        self._rules: dict[Any, tuple[Any, str | None, bool, tuple, bool]] = {}
+        # storages an empty-like op returned and no op has written since: not values yet
+        self.unwritten_storages: dict[int, StorageWeakRef] = {}
+
+    def unwritten(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is (a view of) memory an ``empty``-like op returned and no op
+        has written since: its bytes are whatever the allocator left there, not values
+        (dropout's ``empty_like(x).bernoulli_(p)`` is two nodes of the eager tier)."""
+        if not self.unwritten_storages:
+            return False
+        ref = _storage(t)
+        held = self.unwritten_storages.get(ref.cdata) if ref is not None else None
+        return held is not None and not held.expired()
+
+    def _written(self, args: tuple, kwargs: dict | None) -> None:
+        """Forget the storages a mutating op may write (any tensor it was given)."""
+        for value in (*args, *(kwargs or {}).values()):
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                ref = _storage(t)
+                if ref is not None:
+                    self.unwritten_storages.pop(ref.cdata, None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _DEVICE and type(args[0]) is FakeTensor and not args[0].fake_mode.in_kernel_invocation:
@@ -96,11 +135,17 @@ class CountingMode(TorchDispatchMode):
             key = None if func.namespace in NOT_WORK else str(func)
             schema = getattr(func, "_schema", None)  # (without one, assume it may write)
             mutates = schema.is_mutable if schema is not None else True
-            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema))
-        rule, key, mutates, side_writes = entry
-        if mutates and self.before_write is not None:
-            self.before_write()
+            fresh = _uninitialised(func)
+            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema), fresh)
+        rule, key, mutates, side_writes, fresh = entry
+        if mutates:
+            if self.before_write is not None:
+                self.before_write()
+            if self.unwritten_storages:
+                self._written(args, kwargs)
         out = func(*args, **kwargs) if kwargs else func(*args)
+        if fresh:
+            self._fresh(out)
         if self.observe is not None:
             self.observe(func, args, kwargs, out)
         if key is None:
@@ -137,3 +182,12 @@ class CountingMode(TorchDispatchMode):
         acc.bytes_read += read
         acc.bytes_written += written
         return out
+
+    def _fresh(self, out: Any) -> None:
+        ref = _storage(out)
+        if ref is None:
+            return
+        if len(self.unwritten_storages) >= 64:  # (a long run: drop the storages freed since)
+            for key in [k for k, r in self.unwritten_storages.items() if r.expired()]:
+                del self.unwritten_storages[key]
+        self.unwritten_storages[ref.cdata] = ref

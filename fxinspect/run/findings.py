@@ -10,7 +10,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ..records import NodeRecord, NonFinite, NonFiniteKind, OpStatus, UncountedOp
 
@@ -35,18 +35,37 @@ def _kind(nan: int, inf: int) -> NonFiniteKind:
     return NonFiniteKind.BOTH if nan and inf else NonFiniteKind.NAN if nan else NonFiniteKind.INF
 
 
-def find_nonfinite(nodes: Sequence[NodeRecord], sources: Sequence[str]) -> NonFinite | None:
+def find_nonfinite(
+    nodes: Sequence[NodeRecord], sources: Sequence[str], within_calls: Collection[str] = ()
+) -> NonFinite | None:
     """The first op node that turned finite inputs into NaN/Inf, and all it reached.
 
     When no node did (the NaN came in with an input, parameter or buffer), the first
     non-finite op node is named, and ``sources`` says where the NaN came from.
+    ``within_calls``: nodes that are a torch function's own workings (the eager tier's
+    ``F.scaled_dot_product_attention`` builds a ``-inf`` mask and absorbs it): never a
+    finding themselves, and a node's inputs are then those of the call that made them.
     """
-    bad = [n for n in nodes if n.is_op and n.nonfinite]
+    bad = [n for n in nodes if n.is_op and n.nonfinite and n.name not in within_calls]
     if not bad:
         return None
+    by_name = {n.name: n for n in nodes} if within_calls else {}
 
     def inputs_finite(n: NodeRecord) -> bool:
-        return all(m.stats is None or m.stats.finite for m in n.inputs)
+        if not within_calls:
+            return all(m.stats is None or m.stats.finite for m in n.inputs)
+        todo, seen = list(n.args), set()
+        while todo:  # through the call's own workings, to what it was given
+            name = todo.pop()
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            record = by_name[name]
+            if name in within_calls:
+                todo += record.args
+            elif not all(m.stats is None or m.stats.finite for m in record.outputs):
+                return False
+        return True
 
     root = next((n for n in bad if inputs_finite(n)), bad[0])
     after_root = bad[bad.index(root) + 1 :]  # `bad` is in graph order

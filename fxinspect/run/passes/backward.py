@@ -242,7 +242,12 @@ class NonFiniteTurns:
 
 
 def _recorder(name: str, slots: list, index: int, arrived: list[str], reader: ValueReader | None):
-    def record(grad: torch.Tensor) -> None:
+    def record(grad: torch.Tensor | None) -> None:
+        if grad is None:
+            # an output of a multi-output autograd node that the loss does not depend on
+            # (an LSTM's final states): autograd calls its hook with no gradient. None
+            # reached it, as for an output off the loss's path (its slot stays None)
+            return
         slots[index] = (describe(grad), reader.read(grad) if reader else None)
         arrived.append(name)
 

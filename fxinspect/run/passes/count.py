@@ -132,11 +132,17 @@ class CountRecorder(Recorder):
     def after(self, name: str, out: Any) -> None:
         mode, read = self.counting, self.read
         mode.node = IGNORED  # describing outputs is ours (a nested tensor's sizes are read by ops)
+        if read is not None and mode.unwritten_storages:  # an empty-like op's output: no values yet
+            read = self._read_written
         if type(out) is torch.Tensor:  # the common case, spelled out: it runs per node
             self.described[name] = [(describe(out), read(out) if read else None)]
         else:
             self.described[name] = [(describe(t), read(t) if read else None) for t in tensors_in(out)]
         mode.node = UNATTRIBUTED
+
+    def _read_written(self, t: torch.Tensor) -> Any:
+        """The reader's figures, ``None`` for storages an empty-like op returned and no op wrote."""
+        return None if self.counting.unwritten(t) else self.read(t)
 
     def result(self, run: OneRun) -> PassResult:
         """The counting pass's result."""
