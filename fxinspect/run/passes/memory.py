@@ -46,6 +46,7 @@ from ...options import Options
 from ...records.memory import LiveTensor, MemoryRecord, Phase, Saves, TensorRole
 from ...tensors import has_data, local_tensor, tensors_in
 from ..allocator import AllocatorWatch
+from ..lazy_dynamo import import_dynamo, may_reach_dynamo
 from ..lifetimes import CallInputs
 from ..model_call import measure_model_call
 from ..optimizer import optimizer_footprint
@@ -140,7 +141,8 @@ class ModelledRun:
         # a run on the CPU takes this CPU's scratch, a virtual one too (its fake tensors are
         # the CPU's, a meta model's included: see run.virtual); CUDA none (_no_scratch)
         self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
-        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs], self.scratch)
+        # (torch._dynamo is imported by step(), only where the run may need it)
+        self.tracker = StorageTracker([*params, *self.buffers, *constants, *inputs], self.scratch, import_dynamo=False)
         self.owners = AutogradOwners()
         measurable = measure and real and self.device.type in ("cpu", "cuda")
         self.watch = AllocatorWatch(self.device, self.owners) if measurable else None
@@ -218,6 +220,8 @@ class ModelledRun:
         """
         tracker, watch = self.tracker, self.watch
         gradients, param_grads = None, set()
+        if may_reach_dynamo(self.program, loss_fn):
+            import_dynamo()
         with contextlib.ExitStack() as stack:
             if watch is not None:
                 stack.enter_context(watch)
