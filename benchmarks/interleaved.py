@@ -9,7 +9,12 @@ from collections.abc import Callable
 
 
 def medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Each variant's median seconds over ``repeats`` rounds, one call of each per round,
+    """Each variant's median seconds over ``repeats`` rounds (see :func:`samples`)."""
+    return {k: statistics.median(v) for k, v in samples(variants, repeats).items()}
+
+
+def samples(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Each variant's seconds in each of ``repeats`` rounds, one call of each per round,
     after one warm-up call of each (lazy imports, the allocator).
 
     Each call is charged for collecting the cyclic garbage it leaves (a ``gc.collect()``
@@ -18,7 +23,7 @@ def medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str
     collector, so a full collection another variant's garbage triggers, walking all of
     them, does not land in whichever variant happens to run next.
     """
-    samples: dict[str, list[float]] = {k: [] for k in variants}
+    found: dict[str, list[float]] = {k: [] for k in variants}
     for fn in variants.values():
         fn()
     gc.collect()
@@ -29,7 +34,7 @@ def medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str
                 t0 = time.perf_counter()
                 fn()
                 gc.collect()
-                samples[key].append(time.perf_counter() - t0)
+                found[key].append(time.perf_counter() - t0)
     finally:
         gc.unfreeze()
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return found

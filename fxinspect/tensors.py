@@ -1,5 +1,6 @@
 """Small facts about tensors that every layer asks: which tensors a value holds, and
-whether their data can be read.
+whether their data can be read; and :class:`DispatchMode`, the base of every layer's
+dispatch modes.
 
 Example
 -------
@@ -12,12 +13,27 @@ torch.Size([3])
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["NOT_WORK", "forked_rng", "has_data", "holds_dtensors", "local_tensor", "tensors_in", "version"]
+__all__ = [
+    "NOT_WORK",
+    "DispatchMode",
+    "forked_rng",
+    "has_data",
+    "holds_dtensors",
+    "local_tensor",
+    "storage_ids",
+    "storage_of",
+    "tensors_in",
+    "version",
+]
 
 
 def forked_rng():
@@ -44,6 +60,31 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
 def local_tensor(t: torch.Tensor) -> torch.Tensor:
     """The tensor this process holds: a ``DTensor``'s local shard, any other tensor itself."""
     return getattr(t, "_local_tensor", t) if type(t) is not torch.Tensor else t
+
+
+def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
+    """The storage holding the data of ``t`` (of a ``DTensor``, its local shard's);
+    ``None`` for sparse, nested and other layouts without one."""
+    try:
+        return local_tensor(t).untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def storage_ids(args: tuple, kwargs: dict | None) -> set[int]:
+    """The ids of the storages of an op's tensor arguments."""
+    found = set()
+    for a in args:
+        if type(a) is torch.Tensor:  # (the common case, without a call)
+            try:
+                found.add(id(a.untyped_storage()))
+            except (RuntimeError, NotImplementedError):
+                pass
+        elif isinstance(a, (torch.Tensor, list, tuple)):
+            found |= {id(st) for t in tensors_in(a) if (st := storage_of(t)) is not None}
+    if kwargs:
+        found |= {id(st) for t in tensors_in(list(kwargs.values())) if (st := storage_of(t)) is not None}
+    return found
 
 
 NOT_WORK = frozenset({"prim", "profiler"})
@@ -76,3 +117,43 @@ def version(t: torch.Tensor) -> int | None:
     """``t``'s version counter (every in-place write bumps it); ``None`` for inference
     tensors, which have none."""
     return None if t.is_inference() else t._version
+
+
+class DispatchMode(TorchDispatchMode):
+    """A ``TorchDispatchMode`` whose first op does not import ``torch._dynamo``.
+
+    torch wraps every mode's ``__torch_dispatch__`` in ``torch._disable_dynamo``, so that a
+    compiled region never traces into a mode; that wrapper imports ``torch._dynamo`` (about
+    2 s) the first time it runs, in the middle of the first run of a process. A compiled
+    region exists only once ``torch._dynamo`` is imported (``torch.compile`` imports it):
+    a subclass's ``__torch_dispatch__`` runs as written until then, and under dynamo's
+    ``disable`` after, as torch's wrapper would run it.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # (torch's wrapper off: __init_subclass__ puts the lazy one in its place)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        raw = cls.__dict__.get("__torch_dispatch__")
+        if raw is not None and not isinstance(raw, classmethod):
+            cls.__torch_dispatch__ = _disabled_once_dynamo_is_in(raw)
+
+
+def _disabled_once_dynamo_is_in(fn: Callable) -> Callable:
+    """``fn``, run under ``torch._dynamo.disable`` once ``torch._dynamo`` is imported, as is
+    before (never importing it)."""
+    disabled = None
+
+    @functools.wraps(fn)
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        nonlocal disabled
+        if disabled is None:
+            disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
+            if disable is None:  # (not imported: no compiled region can be running)
+                return fn(*args, **kwargs)
+            disabled = disable(fn, recursive=True, wrapping=False)
+        return disabled(*args, **kwargs)
+
+    return dispatch

@@ -80,9 +80,9 @@ class AllocatorWatch:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
         else:
-            from torch.profiler import ProfilerActivity, profile
-
-            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            # (autograd's profiler, which torch.profiler.profile drives: the latter's
+            # start asks hasattr(torch, "_inductor"), which imports inductor and dynamo)
+            self._profiler = torch.autograd.profiler.profile(use_cpu=True, profile_memory=True, use_kineto=True)
             with _no_profiler_chatter():
                 self._profiler.__enter__()
         return self
@@ -129,7 +129,7 @@ class AllocatorWatch:
 
         allocations: list[tuple[int, int, str | None]] = []  # (time, bytes or -bytes freed, node)
         backward_start = None
-        stack = [(e, None) for e in self._profiler.profiler.kineto_results.experimental_event_tree()]
+        stack = [(e, None) for e in self._profiler.kineto_results.experimental_event_tree()]
         while stack:
             event, node = stack.pop()
             if event.tag == _EventType.Allocation:

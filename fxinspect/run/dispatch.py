@@ -29,13 +29,12 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import rules  # noqa: F401 - importing the package registers every formula family
 from ..records import OpStatus
 from ..rules._util import nbytes
 from ..rules.registry import FREE, lookup
-from ..tensors import NOT_WORK, holds_dtensors
+from ..tensors import NOT_WORK, DispatchMode, holds_dtensors
 
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
@@ -86,7 +85,7 @@ class OpCost:
         self.error = ""
 
 
-class CountingMode(TorchDispatchMode):
+class CountingMode(DispatchMode):
     """Prices every aten op with its rule and charges it to ``self.node``."""
 
     def __init__(

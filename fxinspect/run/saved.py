@@ -34,7 +34,9 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-__all__ = ["Saved", "modified_error", "packed", "unpacked"]
+from ..records.memory import Phase, Saves
+
+__all__ = ["Saved", "SavesMarker", "modified_error", "packed", "unpacked"]
 
 _current_node = torch._C._current_autograd_node
 _BACKWARD_NAME = re.compile(r"(.*)Backward(\d*)")
@@ -65,6 +67,46 @@ def unpacked(saved: Saved) -> torch.Tensor:
     if t._version != saved.version:
         raise modified_error(saved)
     return t
+
+
+class SavesMarker:
+    """The storage tracker's ``saved_tensors_hooks``: they mark the storages autograd keeps
+    for the backward, and per forward node what it kept, and keep autograd's check.
+
+    A part of :class:`~fxinspect.run.storages.StorageTracker`, whose ``allocation``,
+    ``node``, ``phase`` and ``current_node`` it reads.
+    """
+
+    # per forward node, what autograd saved while it ran: "own" (a storage it made),
+    # "inputs" (only what existed before it); None until saving_hooks() is entered
+    saves: dict[str, str] | None = None
+
+    def saving_hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        """The ``saved_tensors_hooks`` that mark what autograd keeps (and who kept it)."""
+        self.saves = {}
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def pack(self, t: torch.Tensor) -> Saved:
+        """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` (and its version)."""
+        entry = self.allocation(t)
+        if entry is not None:
+            entry.saved = True
+        node = self.node
+        if node is not None and self.phase is Phase.FORWARD and self.saves is not None:
+            if entry is not None and entry.node == node:
+                self.saves[node] = Saves.OWN
+            else:
+                self.saves.setdefault(node, Saves.INPUTS)
+        return packed(t)
+
+    def unpack(self, saved: Saved) -> torch.Tensor:
+        """``saved_tensors_hooks`` unpack: the saved tensor, checked as autograd checks
+        what it saves without hooks."""
+        try:
+            return unpacked(saved)
+        except RuntimeError as error:  # the user's own error, with where it happened
+            error.add_note(f"fxinspect: in the backward of node {self.current_node()!r}")
+            raise
 
 
 def modified_error(saved: Saved) -> RuntimeError:

@@ -14,7 +14,9 @@ allocates and frees inside one op without returning it; the allocator's measurem
 (:mod:`~fxinspect.run.allocator`) does. Given a :class:`~fxinspect.run.scratch.Scratch`,
 the tracker marks each op that may take some with a ``scratch`` allocation, born and
 freed at the op, right after its outputs; :meth:`StorageTracker.settle` gives them
-their bytes, learnt after the run, and moves the peak where they raise it.
+their bytes, learnt after the run, and moves the peak where they raise it. The
+allocations and the timeline of the bytes alive are :mod:`~fxinspect.run.timeline`'s;
+the ``saved_tensors_hooks`` that mark what autograd keeps, :mod:`~fxinspect.run.saved`'s.
 
 Example
 -------
@@ -33,74 +35,42 @@ Example
 
 from __future__ import annotations
 
-import sys
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..records.memory import Phase, Saves
-from ..tensors import NOT_WORK, holds_dtensors, local_tensor, tensors_in
-from . import resizes
-from .saved import Saved, packed, unpacked
+from ..records.memory import Phase
+from ..tensors import NOT_WORK, DispatchMode, holds_dtensors, storage_ids, storage_of, tensors_in
+from . import lazy_dynamo, resizes
+from .saved import SavesMarker
 from .scratch import Scratch
+from .timeline import Allocation, add_scratch, alive_at, highest
 
 __all__ = ["Allocation", "StorageTracker"]
 
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-class Allocation:
-    """One storage the run allocated: its maker, first shape, bytes, birth and death."""
-
-    __slots__ = ("node", "_shape", "_dtype", "nbytes", "phase", "born", "died", "saved", "scratch")
-
-    def __init__(self, node: str | None, shape: Any, dtype: torch.dtype, nbytes: int, phase: Phase, born: int) -> None:
-        self.node, self.nbytes, self.phase, self.born = node, nbytes, phase, born
-        # (a torch.Size holds no tensor; made a tuple by ``shape`` for the few that are read;
-        # nested tensors have no one shape: ())
-        self._shape = shape
-        self._dtype = dtype
-        self.died: int | None = None
-        self.saved = False
-        self.scratch: tuple | None = None  # the op's key (run.scratch) when this is its scratch
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self._shape)
-
-    @property
-    def dtype(self) -> str:
-        name = _DTYPE_NAMES.get(self._dtype)
-        if name is None:
-            name = _DTYPE_NAMES[self._dtype] = str(self._dtype)
-        return name
-
-
-def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
-    try:
-        return local_tensor(t).untyped_storage()
-    except (RuntimeError, NotImplementedError):  # sparse, nested or other layouts without one
-        return None
-
-
-class StorageTracker(TorchDispatchMode):
+class StorageTracker(SavesMarker, DispatchMode):
     """Storages allocated while the mode is on, charged to ``self.node``.
 
     ``node`` is set by the probes; in the backward, ``running`` (when given) names the fx
     node whose backward is running instead. Every allocation and free is an *event*; the
     timeline has the bytes alive after each. Reading ``peak``/``alive_at_peak`` is free.
+    ``import_dynamo``: import ``torch._dynamo`` now, before the run
+    (:mod:`~fxinspect.run.lazy_dynamo`; a caller that knows the run does not need it says
+    ``False``).
     """
 
-    def __init__(self, resident: Iterable[torch.Tensor] = (), scratch: Scratch | None = None) -> None:
+    def __init__(
+        self, resident: Iterable[torch.Tensor] = (), scratch: Scratch | None = None, import_dynamo: bool = True
+    ) -> None:
         super().__init__()
         self.scratch = scratch
         # each op's scratch (and on meta its outputs), their bytes learnt in settle()
         self._transients: list[tuple[Allocation, list | None]] = []
-        _import_dynamo_now()
+        if import_dynamo:
+            lazy_dynamo.import_dynamo()
         self.node: str | None = None
         self.phase = Phase.FORWARD
         self.running: Callable[[], str | None] | None = None
@@ -121,16 +91,13 @@ class StorageTracker(TorchDispatchMode):
         self._on_free = _free_callback(self)
         self._aliasing: dict[Any, bool] = {}  # per aten overload: may an output share an input's storage?
         self._stopped = False
-        # per forward node, what autograd saved while it ran: "own" (a storage it made),
-        # "inputs" (only what existed before it); None until saving_hooks() is entered
-        self.saves: dict[str, str] | None = None
         self.add_resident(resident)
         resizes.register(self)
 
     def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
         """Storages that exist before the run (never charged to a node)."""
         for t in tensors:
-            st = _storage(t)
+            st = storage_of(t)
             if st is not None:
                 self._resident[id(st)] = weakref.ref(st)
 
@@ -142,7 +109,7 @@ class StorageTracker(TorchDispatchMode):
 
     def allocation(self, t: torch.Tensor) -> Allocation | None:
         """The run's allocation holding ``t``'s data, while it is alive (``None`` if resident)."""
-        st = _storage(t)
+        st = storage_of(t)
         ref = self._alive.get(id(st)) if st is not None else None
         return ref.entry if ref is not None else None
 
@@ -183,7 +150,7 @@ class StorageTracker(TorchDispatchMode):
                     may_alias = aliasing[func] = _may_return_an_input(func)
             if may_alias:  # a view or an in-place result of an input made before the run
                 if inputs is None:
-                    inputs = _storage_ids(args, kwargs)
+                    inputs = storage_ids(args, kwargs)
                 if key in inputs:
                     continue
             self._allocate(st, key, t.shape if not t.is_nested else (), t.dtype, st.nbytes())
@@ -236,6 +203,18 @@ class StorageTracker(TorchDispatchMode):
         self.live += nbytes
         self.timeline.append((self.ops, self.live))
 
+    def _freed(self, ref: weakref.ref) -> None:
+        if ref.entry is None:  # resized away already (see ``resized``)
+            return
+        del self._alive[ref.key]
+        if self._stopped:
+            return
+        entry = ref.entry
+        self._events += 1
+        entry.died = self._events
+        self.live -= entry.nbytes
+        self.timeline.append((self.ops, self.live))
+
     def _transient(self, key: tuple, made: list | None) -> None:
         """An op's scratch: born and freed at once, 0 bytes until :meth:`settle`
         (``made``: on meta, ``(output index, allocation)`` of the op's new outputs)."""
@@ -258,28 +237,10 @@ class StorageTracker(TorchDispatchMode):
         if not self._transients:
             return
         sizes = self.scratch.learn(e.scratch for e, _ in self._transients)
-        delta = [0] * (self._events + 2)
-        for entry, made in self._transients:
-            entry.nbytes = sizes[entry.scratch]
-            entry._shape = (entry.nbytes,)
-            delta[entry.born] += entry.nbytes
-            delta[entry.died] -= entry.nbytes
-            for i, output in made or ():  # an output the meta kernel left empty (a workspace)
-                real = self.scratch.output_bytes(entry.scratch, i) if output.nbytes == 0 else 0
-                if real:
-                    output.nbytes, output._shape, output._dtype = real, (real,), torch.uint8
-                    delta[output.born] += real
-                    if output.died is not None:
-                        delta[output.died] -= real
+        timeline = self.timeline
+        self.live += add_scratch(timeline, self._transients, sizes, self.scratch.output_bytes, self._events)
         self._transients = []
-        extra = 0
-        for k, step in enumerate(delta[: len(self.timeline)]):
-            extra += step
-            if extra:
-                op, live = self.timeline[k]
-                self.timeline[k] = (op, live + extra)
-        self.live += extra  # (a workspace still alive when the run ended)
-        peak, at, born = self._highest(len(self.timeline) - 1)
+        peak, at, born = highest(timeline, self.allocations, len(timeline) - 1)
         if peak > self.peak:
             self.peak, self._peak_event = peak, at
             if born is not None:  # (always: the bytes alive rise only where something is born)
@@ -287,73 +248,12 @@ class StorageTracker(TorchDispatchMode):
 
     def peak_until(self, event: int) -> tuple[int, str]:
         """The highest point of the timeline up to ``event`` and the node that made it."""
-        peak, _, born = self._highest(event)
+        peak, _, born = highest(self.timeline, self.allocations, event)
         return peak, (born.node or "") if born is not None else ""
-
-    def _highest(self, event: int) -> tuple[int, int, Allocation | None]:
-        """The highest point up to ``event``: its bytes, its event and the allocation born there."""
-        timeline = self.timeline[: event + 1]
-        peak = max(live for _, live in timeline)
-        at = next(k for k, (_, live) in enumerate(timeline) if live == peak)
-        return peak, at, next((a for a in self.allocations if a.born == at), None)
-
-    def _freed(self, ref: weakref.ref) -> None:
-        if ref.entry is None:  # resized away already (see ``resized``)
-            return
-        del self._alive[ref.key]
-        if self._stopped:
-            return
-        entry = ref.entry
-        self._events += 1
-        entry.died = self._events
-        self.live -= entry.nbytes
-        self.timeline.append((self.ops, self.live))
 
     def alive_at_peak(self) -> list[Allocation]:
         """The allocations alive at the peak; their ``nbytes`` sum to ``peak``."""
-        at = self._peak_event
-        return [a for a in self.allocations if a.born <= at and (a.died is None or a.died > at)]
-
-    def saving_hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
-        """The ``saved_tensors_hooks`` that mark what autograd keeps (and who kept it)."""
-        self.saves = {}
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
-
-    # saved_tensors_hooks: the pack marks what autograd keeps for the backward
-    def pack(self, t: torch.Tensor) -> Saved:
-        """``saved_tensors_hooks`` pack: mark ``t``'s storage as saved, keep ``t`` (and its version)."""
-        entry = self.allocation(t)
-        if entry is not None:
-            entry.saved = True
-        node = self.node
-        if node is not None and self.phase is Phase.FORWARD and self.saves is not None:
-            if entry is not None and entry.node == node:
-                self.saves[node] = Saves.OWN
-            else:
-                self.saves.setdefault(node, Saves.INPUTS)
-        return packed(t)
-
-    def unpack(self, saved: Saved) -> torch.Tensor:
-        """``saved_tensors_hooks`` unpack: the saved tensor, checked as autograd checks
-        what it saves without hooks (:mod:`~fxinspect.run.saved`)."""
-        try:
-            return unpacked(saved)
-        except RuntimeError as error:  # the user's own error, with where it happened
-            error.add_note(f"fxinspect: in the backward of node {self.current_node()!r}")
-            raise
-
-
-def _import_dynamo_now() -> None:
-    """Import ``torch._dynamo`` before a followed run, not in the middle of it.
-
-    torch imports it lazily, the first time a function guarded against dynamo runs
-    (``torch._compile._disable_dynamo``), which a forward under a dispatch mode reaches;
-    that import keeps alive the frames it ran under, and so the tensors their locals
-    hold: the first run in a process would see its module's inputs outlive the backward.
-    (An import costs about 2 s once; torch would pay it in the run anyway.)
-    """
-    if "torch._dynamo" not in sys.modules:
-        import torch._dynamo  # noqa: F401
+        return alive_at(self.allocations, self._peak_event)
 
 
 class _Ref(weakref.ref):
@@ -381,19 +281,3 @@ def _may_return_an_input(func: Any) -> bool:
     ``out=`` variants); without a schema, assume it may."""
     schema = getattr(func, "_schema", None)
     return schema is None or any(r.alias_info is not None for r in schema.returns)
-
-
-def _storage_ids(args: tuple, kwargs: dict | None) -> set[int]:
-    """The ids of the storages of an op's tensor arguments."""
-    found = set()
-    for a in args:
-        if type(a) is torch.Tensor:  # (the common case, without a call)
-            try:
-                found.add(id(a.untyped_storage()))
-            except (RuntimeError, NotImplementedError):
-                pass
-        elif isinstance(a, (torch.Tensor, list, tuple)):
-            found |= {id(st) for t in tensors_in(a) if (st := _storage(t)) is not None}
-    if kwargs:
-        found |= {id(st) for t in tensors_in(list(kwargs.values())) if (st := _storage(t)) is not None}
-    return found

@@ -47,6 +47,7 @@ from ...options import Options
 from ...records.memory import Phase, Saves
 from ...tensors import has_data, tensors_in
 from ..allocator import AllocatorWatch
+from ..lazy_dynamo import import_dynamo, may_reach_dynamo
 from ..lifetimes import CallInputs
 from ..model_call import measure_model_call
 from ..program import InstrumentedProgram
@@ -119,7 +120,10 @@ class MemoryRecorder(Recorder):
         # a run on the CPU takes this CPU's scratch, a virtual one too (its fake tensors are
         # the CPU's, a meta model's included: see run.virtual); CUDA none (memory_record.no_scratch)
         self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
-        self.tracker = StorageTracker([*self.params, *self.buffers, *constants, *self.inputs], self.scratch)
+        # (torch._dynamo is imported by start(), only where the run may need it)
+        self.tracker = StorageTracker(
+            [*self.params, *self.buffers, *constants, *self.inputs], self.scratch, import_dynamo=False
+        )
         self.op = self.backward_op = self.tracker.observe  # (per aten op: no call between)
         self.owned = measure and real and self.device.type in ("cpu", "cuda")  # (the allocator's watch)
         self.watch: AllocatorWatch | None = None
@@ -140,6 +144,8 @@ class MemoryRecorder(Recorder):
         self.starts: list[tuple[int, str]] = []  # (op index, node) where each forward node began
 
     def start(self, run: OneRun) -> None:
+        if may_reach_dynamo(self.program, run.loss):
+            import_dynamo()
         self.owners = run.owners
         self.watch = AllocatorWatch(self.device, run.owners) if self.owned else None
 
