@@ -54,8 +54,8 @@ def test_example_runs_and_draws_its_images(page, example, images, tmp_path):
 @pytest.fixture
 def tiny_models(monkeypatch):
     """The examples' models at a tiny size, of the same kind: torchvision's ResNets one
-    basic block a stage, ViT-B/16 one layer 32 wide, GPT-2 and Llama 32 and 64 wide with
-    at most 2 layers (the explorer's screenshots open layers 0-1). Inputs stay as written."""
+    basic block a stage, ViT-B/16 one layer 32 wide, GPT-2 32 wide with at most 2 layers
+    (the explorer's screenshots open layers 0-1), Llama 64 wide with 1. Inputs stay as written."""
     from torchvision.models.resnet import BasicBlock, ResNet
     from torchvision.models.vision_transformer import VisionTransformer
 
@@ -63,24 +63,25 @@ def tiny_models(monkeypatch):
         monkeypatch.setattr(torchvision.models, name, lambda weights=None: ResNet(BasicBlock, [1, 1, 1, 1]))
     vit = lambda weights=None: VisionTransformer(224, 16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64)  # noqa: E731
     monkeypatch.setattr(torchvision.models, "vit_b_16", vit)
-    shrink = {  # model class: (its layer count's field, the sizes it is built with)
-        "GPT2LMHeadModel": ("n_layer", {"n_embd": 32, "n_head": 2}),
+    shrink = {  # model class: (its layer count's field, at most, the sizes it is built with)
+        "GPT2LMHeadModel": ("n_layer", 2, {"n_embd": 32, "n_head": 2}),
         "LlamaForCausalLM": (
             "num_hidden_layers",
+            1,
             {"hidden_size": 64, "head_dim": 16, "intermediate_size": 128, "num_attention_heads": 4},
         ),
     }
-    for name, (layers, sizes) in shrink.items():
-        monkeypatch.setattr(transformers, name, _shrunk(getattr(transformers, name), layers, sizes))
+    for name, (layers, most, sizes) in shrink.items():
+        monkeypatch.setattr(transformers, name, _shrunk(getattr(transformers, name), layers, most, sizes))
 
 
-def _shrunk(full, layers: str, sizes: dict):
+def _shrunk(full, layers: str, most: int, sizes: dict):
     """``full`` (a Hugging Face model class) built from a copy of its config with ``sizes``
-    and at most 2 layers."""
+    and at most ``most`` layers."""
 
     def small(config):
         config = copy.deepcopy(config)
-        for field, value in {**sizes, layers: min(getattr(config, layers), 2)}.items():
+        for field, value in {**sizes, layers: min(getattr(config, layers), most)}.items():
             setattr(config, field, value)
         if hasattr(config, "num_key_value_heads"):  # (Llama's tensor-parallel plan splits them 4 ways)
             config.num_key_value_heads = config.num_attention_heads
