@@ -1,9 +1,11 @@
 """Every example runs as written and draws the images its docs page shows.
 
-At full size (the page's own figures) they take minutes on a busy machine: those runs are
-marked ``examples`` and left to ``.ci/run`` (or ``pytest -m examples``). The default run
-runs every example's ``main`` too, with its models swapped for tiny ones of the same
-kind, so that a break in what an example calls still shows in seconds.
+An example that builds a torchvision or Hugging Face model (ResNet, ViT, GPT-2, Llama)
+takes up to minutes at full size (the page's own figures) on a busy machine: its full run
+is marked ``examples`` and left to ``.ci/run`` (or ``pytest -m examples``), and the
+default run runs its ``main`` with those models swapped for tiny ones of the same kind
+(:func:`tiny_models`), so that a break in what it calls still shows in seconds. The
+examples that build their own small models run at full size in the default run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def _pages():
 
 
 PAGES = [(p, e, i) for p, (e, i) in _pages().items()]
+SWAPPED = ("resnet18", "resnet34", "resnet50", "vit_b_16", "GPT2LMHeadModel", "LlamaForCausalLM")  # by tiny_models
+SHRUNK = [(p, e, i) for p, e, i in PAGES if any(name in (EXAMPLES / e).read_text() for name in SWAPPED)]
 
 
 def _runs_and_draws(page: str, example: str, images: list[str], out: Path) -> None:
@@ -45,8 +49,9 @@ def _runs_and_draws(page: str, example: str, images: list[str], out: Path) -> No
     assert (DOCS / f"{page}.md").exists()  # the page generate.py writes from it is committed
 
 
-@pytest.mark.examples
-@pytest.mark.parametrize("page, example, images", PAGES)
+@pytest.mark.parametrize(
+    "page, example, images", [pytest.param(*p, marks=pytest.mark.examples) if p in SHRUNK else p for p in PAGES]
+)
 def test_example_runs_and_draws_its_images(page, example, images, tmp_path):
     _runs_and_draws(page, example, images, tmp_path)
 
@@ -90,7 +95,7 @@ def _shrunk(full, layers: str, most: int, sizes: dict):
     return small
 
 
-@pytest.mark.parametrize("page, example, images", PAGES)
+@pytest.mark.parametrize("page, example, images", SHRUNK)
 def test_example_runs_at_a_tiny_size(page, example, images, tmp_path, tiny_models):
     _runs_and_draws(page, example, images, tmp_path)
 
