@@ -39,13 +39,31 @@ def _subtree_sum(report: Report, module: ModuleRecord, field: str) -> int:
 # ------------------------------------------------------------------ exact counts on real models
 
 
+@pytest.fixture(scope="module")
+def eval_report():
+    """``(model, x, report)`` of a torchvision model in eval mode analysed under no_grad
+    (timing off): each model analysed once for the tests of this module that only read it."""
+    made = {}
+
+    def get(name: str) -> tuple[torch.nn.Module, torch.Tensor, Report]:
+        if name not in made:
+            model, x = _model(name)
+            with torch.no_grad():
+                made[name] = model.eval(), x, fxinspect.analyze(model.eval(), x, timing=False)
+        return made[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", FAST_MODELS)
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
-def test_torchvision_params_and_macs_match_references(name, grad):
-    model, x = _model(name)
-    model.eval()
+def test_torchvision_params_and_macs_match_references(name, grad, eval_report):
+    if grad:
+        model, x = _model(name)
+        report = fxinspect.analyze(model.eval(), x, timing=False)
+    else:
+        model, x, report = eval_report(name)
     with torch.set_grad_enabled(grad):
-        report = fxinspect.analyze(model, x, timing=False)
         expected = reference_flops(model, (x,))
     assert report.totals.params == unique_param_count(model)
     assert 2 * report.totals.macs == expected
@@ -54,18 +72,14 @@ def test_torchvision_params_and_macs_match_references(name, grad):
 
 
 @pytest.mark.parametrize("name", ["resnet18", "vit_b_16", "mobilenet_v3_small", "squeezenet1_0"])
-def test_torchvision_macs_match_published_gmacs(name):
-    model, x = _model(name)
-    with torch.no_grad():
-        report = fxinspect.analyze(model.eval(), x, timing=False)
+def test_torchvision_macs_match_published_gmacs(name, eval_report):
+    _, _, report = eval_report(name)
     # torchvision publishes GMACs rounded to 3 decimals in weights.meta["_ops"]
     assert round(report.totals.macs / 1e9, 3) == pytest.approx(published_gmacs(name), abs=1e-3)
 
 
-def test_vit_counts_cpu_attention_that_flopcountermode_misses():
-    model, x = _model("vit_b_16")
-    with torch.no_grad():
-        report = fxinspect.analyze(model.eval(), x, timing=False)
+def test_vit_counts_cpu_attention_that_flopcountermode_misses(eval_report):
+    model, x, report = eval_report("vit_b_16")
     plain = torch.utils.flop_counter.FlopCounterMode(display=False)
     with torch.no_grad(), plain:
         model(x)
@@ -78,10 +92,8 @@ def test_vit_counts_cpu_attention_that_flopcountermode_misses():
 
 @pytest.mark.parametrize("name", ["resnet18", "vit_b_16"])
 @pytest.mark.parametrize("field", ["flops", "macs", "bytes_read", "bytes_written"])
-def test_node_figures_sum_to_modules_at_every_depth(name, field):
-    model, x = _model(name)
-    with torch.no_grad():
-        report = fxinspect.analyze(model.eval(), x, timing=False)
+def test_node_figures_sum_to_modules_at_every_depth(name, field, eval_report):
+    _, _, report = eval_report(name)
     assert getattr(report.modules[""], field) == getattr(report.totals, field)
     assert getattr(report.totals, field) == sum(getattr(n, field) for n in report.nodes if n.is_op)
     for module in report.modules.values():

@@ -301,18 +301,20 @@ def test_the_first_tensor_parallel_analysis_in_a_process_is_like_the_next():
 # -- checked against the real engine: the same step on 2 and 4 gloo processes
 
 
-@pytest.mark.distributed
+# Each case starts its world of processes (a minute or two each on a busy machine): the
+# smallest, the MLP on 2 ranks, runs by default so that a break shows; the others are
+# marked ``distributed`` and run by .ci/run (or ``pytest -m distributed``).
 @pytest.mark.parametrize(
     ("case", "world"),
     [
-        ("fsdp_gpt2", 2),
-        ("fsdp_gpt2", 4),
+        pytest.param("fsdp_gpt2", 2, marks=pytest.mark.distributed),
+        pytest.param("fsdp_gpt2", 4, marks=pytest.mark.distributed),
         ("tp_mlp", 2),
-        ("tp_mlp", 4),
-        ("fsdp_resnet18", 2),
-        ("tp_llama", 2),
-        ("fsdp_llama_checkpointed", 2),
-        ("fsdp_llama_mixed", 2),
+        pytest.param("tp_mlp", 4, marks=pytest.mark.distributed),
+        pytest.param("fsdp_resnet18", 2, marks=pytest.mark.distributed),
+        pytest.param("tp_llama", 2, marks=pytest.mark.distributed),
+        pytest.param("fsdp_llama_checkpointed", 2, marks=pytest.mark.distributed),
+        pytest.param("fsdp_llama_mixed", 2, marks=pytest.mark.distributed),
     ],
 )
 def test_each_ranks_peak_and_collectives_match_a_real_gloo_run(case, world):
