@@ -5,7 +5,7 @@ Run: ``python benchmarks/eager_memory.py [--train] [model ...]``. For each model
 run over the model's own call (no fxinspect program: the frames, lists and locals the
 model really keeps), under ``torch.no_grad()`` or, with ``--train``, a whole forward and
 backward of the outputs' sum. Both count tensors and the kernels' scratch, probed the
-same way (``fxinspect.run.scratch``): the lifetimes are what differs;
+same way (``fxinspect.run.memory.scratch``): the lifetimes are what differs;
 transformers models are called with ``use_cache=False``, as ``analyze`` calls them.
 Model names: torchvision's, ``timm:<name>``, ``hf:gpt2|bert|llama|t5``.
 """
@@ -19,8 +19,8 @@ import torch
 import torchvision
 
 import fxinspect
-from fxinspect.run.scratch import Scratch
-from fxinspect.run.storages import StorageTracker
+from fxinspect.run.memory.scratch import Scratch
+from fxinspect.run.memory.storages import StorageTracker
 from fxinspect.tensors import tensors_in
 
 MODELS = (

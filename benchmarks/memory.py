@@ -8,7 +8,7 @@ ops allocate, alive as the eager model keeps them), the allocator's peak on the 
 own eager call (``torch.profiler`` on CPU, ``torch.cuda`` on CUDA) and on the analysed
 run, the ratios, and whether the tensors listed at the peak sum to it. The estimate
 counts tensors and, probed once per op and shape, the scratch memory a kernel takes and
-gives back inside one op (``fxinspect.run.scratch``).
+gives back inside one op (``fxinspect.run.memory.scratch``).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def eager_peak(model: torch.nn.Module, x, training: bool, loss_fn) -> int:
     """The allocator's peak growth over the model's own call (and when ``training`` the
     backward of ``loss_fn(output)``, by default the output's sum, every ``.grad``
     starting from ``None``), as a plain step runs it."""
-    from fxinspect.run.allocator import AllocatorWatch
+    from fxinspect.run.memory.allocator import AllocatorWatch
 
     device = next(model.parameters()).device
     watch = AllocatorWatch(device, None)

@@ -268,9 +268,9 @@ CASES = {
 def _rank_main(case: str, rank: int, world: int, port: int, out_dir: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
-    from fxinspect.run.resizes import follow_resizes
-    from fxinspect.run.scratch import Scratch
-    from fxinspect.run.storages import StorageTracker
+    from fxinspect.run.memory.resizes import follow_resizes
+    from fxinspect.run.memory.scratch import Scratch
+    from fxinspect.run.memory.storages import StorageTracker
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

@@ -189,15 +189,15 @@ def measured_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     inputs and optimizer state are resident, each storage once. The model is a copy: its
     weights and state are the caller's as they were.
     """
-    from fxinspect.run.scratch import Scratch
-    from fxinspect.run.storages import StorageTracker
+    from fxinspect.run.memory.scratch import Scratch
+    from fxinspect.run.memory.storages import StorageTracker
 
     step, resident, resident_bytes = _step_on_a_copy(model, inputs, loss_fn, optimizer)
     tracker = StorageTracker(resident, Scratch())
     with tracker:
         held = step()
     del held
-    tracker.settle()  # each op's kernel scratch at the op, probed (fxinspect.run.scratch)
+    tracker.settle()  # each op's kernel scratch at the op, probed (fxinspect.run.memory.scratch)
     return resident_bytes + tracker.peak
 
 
@@ -205,7 +205,7 @@ def allocated_step_peak(model, inputs, loss_fn, optimizer=None) -> int:
     """The most bytes a real training step holds as the allocator counts them (CPU:
     ``torch.profiler``'s allocation events; kernel scratch included), resident memory
     included: the step :func:`measured_step_peak` follows, on a copy of the model."""
-    from fxinspect.run.allocator import AllocatorWatch
+    from fxinspect.run.memory.allocator import AllocatorWatch
 
     step, _, resident_bytes = _step_on_a_copy(model, inputs, loss_fn, optimizer)
     watch = AllocatorWatch(torch.device("cpu"))

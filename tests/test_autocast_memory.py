@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import fxinspect
 from fxinspect.records.memory import Phase
-from fxinspect.run.allocator import AllocatorWatch
+from fxinspect.run.memory.allocator import AllocatorWatch
 from fxinspect.run.passes.timing import TimingPass
 
 ON_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the allocator figures here are the CPU's")

@@ -392,7 +392,7 @@ def _optimizers() -> list[type]:
 @pytest.mark.parametrize("cls", _optimizers(), ids=lambda c: c.__name__)
 def test_every_torch_optimizer_as_class_or_instance_keeps_its_settings(cls):
     from fxinspect.errors import InputError
-    from fxinspect.run.optimizer import optimizer_footprint
+    from fxinspect.run.memory.optimizer import optimizer_footprint
 
     params = [torch.nn.Parameter(torch.zeros(100, 10))]
     instance = cls([torch.nn.Parameter(torch.zeros(4, 4))])  # rebuilt for the model's parameters
@@ -404,7 +404,7 @@ def test_every_torch_optimizer_as_class_or_instance_keeps_its_settings(cls):
 
 
 def test_optimizer_instances_are_rebuilt_with_their_own_settings():
-    from fxinspect.run.optimizer import optimizer_footprint
+    from fxinspect.run.memory.optimizer import optimizer_footprint
 
     params = [torch.nn.Parameter(torch.zeros(100, 10))]
     # Adam/AdamW: two float32 moments of 1,000 elements and a float32 step: 2*4000 + 4
@@ -523,7 +523,7 @@ class _Rebinds(torch.nn.Module):
 
 def _eager_allocator_peak(model, x) -> int:
     """The allocator's peak growth over the model's own call, under ``torch.no_grad()``."""
-    from fxinspect.run.allocator import AllocatorWatch
+    from fxinspect.run.memory.allocator import AllocatorWatch
 
     watch = AllocatorWatch(torch.device("cpu"), None)
     with torch.no_grad(), watch:
@@ -561,8 +561,8 @@ def test_densenets_feature_lists_and_locals_as_the_eager_model_keeps_them():
     # the truth: storages followed through the model's own eager call (its lists of
     # features and bn_function's concatenation live until the calls that bind them return)
     # (and the kernels' scratch, probed as the estimate probes it: the lifetimes are the point)
-    from fxinspect.run.scratch import Scratch
-    from fxinspect.run.storages import StorageTracker
+    from fxinspect.run.memory.scratch import Scratch
+    from fxinspect.run.memory.storages import StorageTracker
 
     tracker = StorageTracker([*model.parameters(), *model.buffers(), x], Scratch())
     with torch.no_grad(), tracker:

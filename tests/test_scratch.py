@@ -9,7 +9,7 @@ import torch
 
 import fxinspect
 from fxinspect.records import TensorRole
-from fxinspect.run import scratch
+from fxinspect.run.memory import scratch
 
 ON_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="the allocator figures here are the CPU's")
 

@@ -11,7 +11,7 @@ import torch
 
 import fxinspect
 from fxinspect.run.lazy_dynamo import may_reach_dynamo
-from fxinspect.run.storages import StorageTracker
+from fxinspect.run.memory.storages import StorageTracker
 
 F32 = 4
 

@@ -8,7 +8,7 @@ levels down, ``ModelOutput`` too) is mapped to the node that made it through the
 tracer's own table (``tensor_tracker``), and the last op at which some frame held it is
 recorded. :func:`apply_holds` then writes it on the exported graph's nodes as
 ``node.meta[HELD_KEY]``, so the memory model keeps each value as long as the eager
-model's frames keep it (:mod:`fxinspect.run.lifetimes`).
+model's frames keep it (:mod:`fxinspect.run.memory.lifetimes`).
 
 The model's frames are those that run in its eager call too: its own code and the
 Python of ``torch.nn``, ``torch.functional`` and the tensor's methods. Frames of the

@@ -7,7 +7,7 @@ keeps everything appended to it. While torch.fx traces, those frames run for rea
 proxies where the tensors would be. :class:`FrameHolds` looks at their locals each time
 an op node is made and records, per value, the last op during which some frame of the
 model still held it: ``node.meta[HELD_KEY]``, the name of that op, which the memory
-model uses to keep the value alive as long (:mod:`fxinspect.run.lifetimes`).
+model uses to keep the value alive as long (:mod:`fxinspect.run.memory.lifetimes`).
 
 Frames of torch.fx and of fxinspect are not the model's (they hold what the eager model
 would not) and are skipped; a call's arguments, which they pass on, are the caller's and

@@ -15,7 +15,7 @@ fake tensors over the fake process group:
    itself, and at each op the recording saw calls the passes' probes with that op's
    node, so the counting run's recorders (count, gradients, memory) work as on any
    capture, with one more: the collectives' (:class:`~fxinspect.parallel.collectives.CollectiveRecorder`,
-   every collective logged). Storages resized in place are followed (:mod:`~fxinspect.run.resizes`).
+   every collective logged). Storages resized in place are followed (:mod:`~fxinspect.run.memory.resizes`).
 
 The third step must run the ops the second recorded, in the same order; if it does not
 (a step that changes from one call to the next), the analysis stops and says where.
@@ -39,10 +39,10 @@ from ..capture.inputs import FlatInputs
 from ..errors import InputError, add_where
 from ..options import Options
 from ..run.choose import Counted
+from ..run.memory.resizes import follow_resizes
 from ..run.passes.counted import counted_run
 from ..run.prepare import Prepared
 from ..run.recorders import loss_for
-from ..run.resizes import follow_resizes
 from ..timemodel import devices
 from .collectives import CollectiveRecorder, kind_of
 from .group import fake_world

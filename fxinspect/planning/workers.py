@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from ..run.scratch import probe_threads
+from ..run.memory.scratch import probe_threads
 
 __all__ = ["DEFAULT_MOST", "Job", "Workers", "can_fork", "worker_count"]
 

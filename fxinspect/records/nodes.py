@@ -162,7 +162,7 @@ class NodeRecord(Derived):
     # which call of each module on module_path ran the node (root's child first, from 0):
     # ``(0, 2)`` is in the first call of ``a`` and the third of ``a.b``
     call: tuple[int, ...] = ()
-    # the receptive field of its first output (fxinspect.run.receptive): input positions
+    # the receptive field of its first output (fxinspect.run.receptive.fields): input positions
     # per spatial dimension of the model's input, "global", or None (not spatial, unknown)
     receptive_field: tuple[int, ...] | str | None = None
     effective_stride: tuple[float, ...] | None = None  # the field's jump per dimension

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from ..autocast_cache import fresh_autocast_cache
 from ..capture import Capture, Method, captures
 from ..capture.base import one_line
 from ..options import Options
+from .autocast_cache import fresh_autocast_cache
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
 from .passes.counted import counted_run, rides_along

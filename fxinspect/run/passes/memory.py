@@ -1,14 +1,14 @@
 """The memory pass: one clean run (and backward) under the storage model and the allocator.
 
-The program runs once with nothing but the :class:`~fxinspect.run.storages.StorageTracker`
-(and, with real data, the :class:`~fxinspect.run.allocator.AllocatorWatch`): no value
+The program runs once with nothing but the :class:`~fxinspect.run.memory.storages.StorageTracker`
+(and, with real data, the :class:`~fxinspect.run.memory.allocator.AllocatorWatch`): no value
 reads, no counting, so the tensors alive are exactly those of a plain run. With
 gradients on, ``saved_tensors_hooks`` mark what autograd keeps for the backward (each
 storage once, however many autograd nodes save it). With ``backward=True`` the loss is
 differentiated too, every parameter's ``.grad`` starting from ``None`` (a step after
 ``zero_grad()``); the backward's allocations are charged to the fx node whose backward
 made them. ``optimizer=`` adds the optimizer's state and step
-(:func:`~fxinspect.run.optimizer.optimizer_footprint`).
+(:func:`~fxinspect.run.memory.optimizer.optimizer_footprint`).
 
 Per node: ``output_bytes`` (new storages among its outputs), ``saved_bytes`` (storages
 it allocated that autograd saved), ``saves`` (what autograd saved while it ran) and
@@ -46,14 +46,14 @@ import torch
 from ...options import Options
 from ...records.memory import Phase, Saves
 from ...tensors import has_data, tensors_in
-from ..allocator import AllocatorWatch
 from ..lazy_dynamo import import_dynamo, may_reach_dynamo
-from ..lifetimes import CallInputs
-from ..model_call import measure_model_call
+from ..memory.allocator import AllocatorWatch
+from ..memory.lifetimes import CallInputs
+from ..memory.model_call import measure_model_call
+from ..memory.scratch import Scratch
+from ..memory.storages import StorageTracker
 from ..program import InstrumentedProgram
 from ..recorders import Recorder, fresh_grads, loss_for
-from ..scratch import Scratch
-from ..storages import StorageTracker
 from . import PassResult
 from .memory_record import memory_record, unique_bytes
 from .one_run import OneRun, run_once

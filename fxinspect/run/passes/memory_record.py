@@ -14,9 +14,9 @@ import torch
 from ...capture import module_of
 from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
 from ...tensors import local_tensor
-from ..optimizer import optimizer_footprint
+from ..memory.optimizer import optimizer_footprint
+from ..memory.storages import Allocation
 from ..program import InstrumentedProgram
-from ..storages import Allocation
 
 if TYPE_CHECKING:
     from .memory import MemoryRecorder
@@ -37,7 +37,7 @@ def unique_bytes(tensors: list[torch.Tensor]) -> int:
 
 def memory_record(run: MemoryRecorder, optimizer: Any = None, trainable: list = ()) -> MemoryRecord:
     """``run`` as a :class:`MemoryRecord`; with ``optimizer``, its state and step for
-    ``trainable`` (:func:`~fxinspect.run.optimizer.optimizer_footprint`)."""
+    ``trainable`` (:func:`~fxinspect.run.memory.optimizer.optimizer_footprint`)."""
     tracker, watch = run.tracker, run.watch
     forward_peak = run.forward_peak or (tracker.peak, tracker.peak_node)
     name = state = step = None

@@ -1,6 +1,6 @@
 """The receptive field's recorder: each node's field, followed along the forward's ops.
 
-An adapter around :class:`~fxinspect.run.receptive_tracker.FieldTracker`: its op hook
+An adapter around :class:`~fxinspect.run.receptive.fields.tracker.FieldTracker`: its op hook
 gives each op's outputs their field from the inputs', its probe after a node keeps the
 node's figures (``receptive_field``, ``effective_stride``, ``effective_padding``).
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from ...capture import module_of
 from ..program import InstrumentedProgram
-from ..receptive_tracker import FieldTracker
+from ..receptive.tracker import FieldTracker
 from ..recorders import Recorder
 from . import PassResult
 from .one_run import OneRun
@@ -29,7 +29,7 @@ __all__ = ["FieldRecorder"]
 
 
 class FieldRecorder(Recorder):
-    """The receptive field of every node's first output (see :mod:`fxinspect.run.receptive`)."""
+    """The receptive field of every node's first output (see :mod:`fxinspect.run.receptive.fields`)."""
 
     def __init__(self, program: InstrumentedProgram) -> None:
         self.program = program

@@ -11,12 +11,12 @@ there, and what autograd saves for the backward lives until the backward release
 Nothing here reads a tensor's data: the same run on fake tensors (the meta device)
 gives the same timeline, byte for byte. What it cannot see is scratch memory a kernel
 allocates and frees inside one op without returning it; the allocator's measurement
-(:mod:`~fxinspect.run.allocator`) does. Given a :class:`~fxinspect.run.scratch.Scratch`,
+(:mod:`~fxinspect.run.memory.allocator`) does. Given a :class:`~fxinspect.run.memory.scratch.Scratch`,
 the tracker marks each op that may take some with a ``scratch`` allocation, born and
 freed at the op, right after its outputs; :meth:`StorageTracker.settle` gives them
 their bytes, learnt after the run, and moves the peak where they raise it. The
-allocations and the timeline of the bytes alive are :mod:`~fxinspect.run.timeline`'s;
-the ``saved_tensors_hooks`` that mark what autograd keeps, :mod:`~fxinspect.run.saved`'s.
+allocations and the timeline of the bytes alive are :mod:`~fxinspect.run.memory.timeline`'s;
+the ``saved_tensors_hooks`` that mark what autograd keeps, :mod:`~fxinspect.run.memory.saved`'s.
 
 Example
 -------
@@ -41,9 +41,10 @@ from typing import Any
 
 import torch
 
-from ..records.memory import Phase
-from ..tensors import NOT_WORK, DispatchMode, holds_dtensors, storage_ids, storage_of, tensors_in
-from . import lazy_dynamo, resizes
+from ...records.memory import Phase
+from ...tensors import NOT_WORK, DispatchMode, holds_dtensors, storage_ids, storage_of, tensors_in
+from .. import lazy_dynamo
+from . import resizes
 from .saved import SavesMarker
 from .scratch import Scratch
 from .timeline import Allocation, add_scratch, alive_at, highest
@@ -172,7 +173,7 @@ class StorageTracker(SavesMarker, DispatchMode):
         self._stopped = True
 
     def resized(self, st: torch.UntypedStorage, nbytes: int) -> None:
-        """Take note of a storage resized in place (:mod:`~fxinspect.run.resizes`): its
+        """Take note of a storage resized in place (:mod:`~fxinspect.run.memory.resizes`): its
         old bytes die, its new bytes are born in the running node. A storage made before
         the run becomes the run's to follow."""
         if self._stopped:

@@ -9,7 +9,7 @@ model sees those bytes die and be born again where the step really frees and gat
 Example
 -------
 >>> import torch
->>> from fxinspect.run.storages import StorageTracker
+>>> from fxinspect.run.memory.storages import StorageTracker
 >>> with follow_resizes():
 ...     tracker = StorageTracker()
 ...     with tracker:

@@ -1,4 +1,4 @@
-"""Receptive-field rules for the ops that move positions without mixing them (see :mod:`.receptive`).
+"""Receptive-field rules for the ops that move positions without mixing them (see :mod:`.fields`).
 
 Views, reshapes, permutes, slices and splits: where each spatial dimension of the input
 lies after them (and flips and rolls, which no window follows). Positions merged into
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .receptive import Field, Window
+from .fields import Field, Window
 
 __all__ = ["SPLITS", "VIEWS"]
 

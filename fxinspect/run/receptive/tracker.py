@@ -1,7 +1,7 @@
-"""Following receptive fields along one run: :class:`FieldTracker` (see :mod:`.receptive`).
+"""Following receptive fields along one run: :class:`FieldTracker` (see :mod:`.fields`).
 
 The counting pass's dispatch mode calls :meth:`FieldTracker.observe` after every aten
-op; each op's rule (:mod:`.receptive_ops`) gives its output's field from its inputs'.
+op; each op's rule (:mod:`.ops`) gives its output's field from its inputs'.
 
 Example
 -------
@@ -28,10 +28,10 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
-from ..formatting import listing
-from ..records.nodes import RECEPTIVE_STOPS
-from .receptive import GLOBAL, Field, Window, _flat, _join, _plain, _State, _tensors
-from .receptive_ops import HANDLERS, SPLITS, WINDOW_OPS
+from ...formatting import listing
+from ...records.nodes import RECEPTIVE_STOPS
+from .fields import GLOBAL, Field, Window, _flat, _join, _plain, _State, _tensors
+from .ops import HANDLERS, SPLITS, WINDOW_OPS
 
 __all__ = ["FieldTracker"]
 

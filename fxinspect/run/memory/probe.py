@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..tensors import forked_rng, tensors_in
+from ...tensors import forked_rng, tensors_in
 from .allocator import AllocatorWatch
 
 __all__ = ["ProbedTensor", "Unkeyable", "fresh", "measure", "measure_elsewhere", "resolved", "spec", "tensor_bytes"]

@@ -1,10 +1,10 @@
-"""The aten ops that change a receptive field, each with its rule (see :mod:`.receptive`).
+"""The aten ops that change a receptive field, each with its rule (see :mod:`.fields`).
 
-A rule takes the tracker (:class:`~.receptive_tracker.FieldTracker`), the op's arguments
+A rule takes the tracker (:class:`~.tracker.FieldTracker`), the op's arguments
 and its (first) output and returns the output's field: a :class:`~.receptive.Field`,
 :data:`~.receptive.GLOBAL` or ``None`` (unknown); a rule in ``SPLITS`` takes all the
 outputs and returns a field each. Views, reshapes and splits are in
-:mod:`.receptive_views`. Ops not named here pass a field on when they keep their inputs'
+:mod:`.views`. Ops not named here pass a field on when they keep their inputs'
 broadcast shape (pointwise ops) and lose it otherwise.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from .receptive import GLOBAL, Field, Window, _join, _signals
-from .receptive_views import SPLITS, VIEWS
+from .fields import GLOBAL, Field, Window, _join, _signals
+from .views import SPLITS, VIEWS
 
 __all__ = ["HANDLERS", "SPLITS", "WINDOW_OPS"]
 

@@ -4,9 +4,9 @@ CPU kernels allocate working memory that never becomes a tensor of the program: 
 convolution reorders its input and weights into blocked layouts, its backward keeps
 per-thread buffers, batch norm's and layer norm's backwards and the CPU flash attention
 take temporaries. The allocator sees them, the storage model
-(:class:`~fxinspect.run.storages.StorageTracker`) does not. So each op that may take
+(:class:`~fxinspect.run.memory.storages.StorageTracker`) does not. So each op that may take
 some is *probed*: run alone, once, on fresh CPU tensors of the same shapes, strides and
-dtypes, under the allocator's watch (:class:`~fxinspect.run.allocator.AllocatorWatch`);
+dtypes, under the allocator's watch (:class:`~fxinspect.run.memory.allocator.AllocatorWatch`);
 its scratch is the most it held above where it started, less what it returned
 (``rise - growth``). The tracker adds that on top of what is alive, just after the
 op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op).
@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from ..rules import lookup
+from ...rules import lookup
 from . import probe
 
 __all__ = ["NEGLIGIBLE", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt", "probe_threads"]

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ..records.memory import Phase, Saves
+from ...records.memory import Phase, Saves
 
 __all__ = ["Saved", "SavesMarker", "modified_error", "packed", "unpacked"]
 
@@ -73,7 +73,7 @@ class SavesMarker:
     """The storage tracker's ``saved_tensors_hooks``: they mark the storages autograd keeps
     for the backward, and per forward node what it kept, and keep autograd's check.
 
-    A part of :class:`~fxinspect.run.storages.StorageTracker`, whose ``allocation``,
+    A part of :class:`~fxinspect.run.memory.storages.StorageTracker`, whose ``allocation``,
     ``node``, ``phase`` and ``current_node`` it reads.
     """
 

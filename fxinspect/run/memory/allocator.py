@@ -11,7 +11,7 @@ Figures are growth on top of what was allocated when the watch started: the peak
 run, the forward's peak (before :meth:`begin_backward`), and per node the bytes still
 allocated when it ended minus those when it began (torch_inspector's "effective
 additional memory"), and on CPU the highest it went above where it began (``rise``: its
-``rise`` less its ``growth`` is what it took and gave back, :mod:`~fxinspect.run.scratch`).
+``rise`` less its ``growth`` is what it took and gave back, :mod:`~fxinspect.run.memory.scratch`).
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from ..capture.base import MODULE_KEY
-from ..capture.calls import CALL_KEY, CALLED_KEY
-from ..capture.held import HELD_KEY
-from ..records import OP_KINDS
+from ...capture.base import MODULE_KEY
+from ...capture.calls import CALL_KEY, CALLED_KEY
+from ...capture.held import HELD_KEY
+from ...records import OP_KINDS
 
 __all__ = ["CallInputs"]
 

@@ -1,8 +1,8 @@
 """Receptive fields: which input positions each output position of a node can see.
 
 Followed along the aten ops a forward runs (the counting pass's dispatch mode calls
-:meth:`.receptive_tracker.FieldTracker.observe` after each, and each op's rule is in
-:mod:`.receptive_ops` and :mod:`.receptive_views`; this module holds what they share),
+:meth:`.tracker.FieldTracker.observe` after each, and each op's rule is in
+:mod:`.ops` and :mod:`.views`; this module holds what they share),
 from every spatial input of the model: a floating tensor of rank 3 to 5 read as
 ``(N, C, *spatial)``, or of rank 2 read as a signal ``(N, T)`` once a convolution or
 pooling reads it (a raw waveform unsqueezed in the model; see :class:`Field`'s

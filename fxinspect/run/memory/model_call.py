@@ -2,11 +2,11 @@
 
 The analysed program frees each value at its last use; the model, run as the user runs
 it, keeps a module's arguments until the module returns and its locals until its forward
-does. The estimate models the first (:mod:`~fxinspect.run.lifetimes`), so the figure to
+does. The estimate models the first (:mod:`~fxinspect.run.memory.lifetimes`), so the figure to
 hold it against is the allocator's on the model's own eager call, not on the program:
 :func:`measure_model_call` runs ``model(*args, **kwargs)`` (and with ``loss_fn`` the
 backward of ``loss_fn(output)``, every ``.grad`` starting from ``None``) under an
-:class:`~fxinspect.run.allocator.AllocatorWatch`. The caller guards the model: this
+:class:`~fxinspect.run.memory.allocator.AllocatorWatch`. The caller guards the model: this
 run writes what a forward writes (batch norm's running statistics), as the program's did.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from ..autocast_cache import fresh_autocast_cache
+from ..recorders import fresh_grads
 from .allocator import AllocatorWatch
-from .recorders import fresh_grads
 
 __all__ = ["measure_model_call"]
 

@@ -7,7 +7,7 @@ it, its first shape, its bytes, and the events of its birth and death. Here are 
 questions asked of them once the run is over: the highest point up to an event
 (:func:`highest`), what was alive at an event (:func:`alive_at`: their bytes sum to the
 bytes alive there), and each op's kernel scratch, learnt after the run, put in
-(:func:`add_scratch`). :class:`~fxinspect.run.storages.StorageTracker` makes them.
+(:func:`add_scratch`). :class:`~fxinspect.run.memory.storages.StorageTracker` makes them.
 
 Example
 -------
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..records.memory import Phase
+from ...records.memory import Phase
 
 __all__ = ["Allocation", "add_scratch", "alive_at", "highest"]
 

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
 
-from ..errors import InputError
-from ..tensors import has_data, local_tensor, tensors_in
+from ...errors import InputError
+from ...tensors import has_data, local_tensor, tensors_in
+from ..virtual import fake_like
 from .storages import StorageTracker
-from .virtual import fake_like
 
 __all__ = ["optimizer_footprint"]
 
