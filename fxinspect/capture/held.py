@@ -128,11 +128,12 @@ class FrameHolds:
                 if until.get(value, -1) < last:
                     until[value] = last
         for place in range(keep):  # waiting on a call: read again if the call changed its containers
-            containers = stack[place][3]
-            if containers and _changed(containers):
-                frame, lasti, held, _ = stack[place]
-                self._flush(held, last)
-                stack[place] = (frame, lasti, *self._read(frame.f_locals))
+            for container, items in stack[place][3]:
+                if len(container) != len(items) or (items and _items(container) != items):
+                    frame, lasti, held, _ = stack[place]
+                    self._flush(held, last)
+                    stack[place] = (frame, lasti, *self._read(frame.f_locals))
+                    break
         read = self._read
         for f in reversed(fresh):
             where[id(f)] = len(stack)
@@ -181,14 +182,6 @@ def _held_and_containers(names: dict[str, Any]) -> tuple[list[fx.Node], list[tup
         elif isinstance(value, fx.Proxy):
             _collect(value, held, 2)
     return held, []
-
-
-def _changed(containers: list[tuple[Any, tuple[int, ...]]]) -> bool:
-    """Whether a callee changed one of the lists and dicts a waiting frame holds."""
-    for container, items in containers:
-        if len(container) != len(items) or (items and _items(container) != items):
-            return True
-    return False
 
 
 def _collect(value: Any, held: list[fx.Node], depth: int) -> None:
