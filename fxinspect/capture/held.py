@@ -89,17 +89,21 @@ class FrameHolds:
         self._stop = stop or fx.Tracer.trace.__code__
         self._skip = skip or (lambda filename: filename.startswith(_NOT_THE_MODEL))
         self._held = held or _held_nodes
+        self._read = _held_and_containers if held is None else lambda names: (held(names), _containers(names))
 
     def observe(self, node: fx.Node) -> None:
         """Record what the model's frames hold while ``node`` (an op just made) runs."""
+        # (runs at every op node of the trace: lookups hoisted, the reads inlined)
         index = len(self.nodes)
         self.nodes.append(node)
         stack, where, ours = self._stack, self._where, self._ours
         fresh = []
         keep = 0
         f, callee, stop = sys._getframe(1), None, self._stop
-        while f is not None and f.f_code is not stop:
+        while f is not None:
             code = f.f_code
+            if code is stop:
+                break
             known = ours.get(id(code))  # (by id: a code object hashes its whole bytecode)
             if known is None or known[0] is not code:
                 known = ours[id(code)] = (code, self._skip(code.co_filename))
@@ -116,20 +120,24 @@ class FrameHolds:
                 fresh.append(f)
                 callee = f
             f = f.f_back
+        until, last = self.until, index - 1
         while len(stack) > keep:  # returned or run on: what they held, they held until the last op
             frame, _, held, _ = stack.pop()
             del where[id(frame)]
-            self._flush(held, index - 1)
+            for value in held:
+                if until.get(value, -1) < last:
+                    until[value] = last
         for place in range(keep):  # waiting on a call: read again if the call changed its containers
-            frame, lasti, held, containers = stack[place]
-            if containers and any(_items(c) != items for c, items in containers):
-                self._flush(held, index - 1)
-                names = frame.f_locals
-                stack[place] = (frame, lasti, self._held(names), _containers(names))
+            for container, items in stack[place][3]:
+                if len(container) != len(items) or (items and _items(container) != items):
+                    frame, lasti, held, _ = stack[place]
+                    self._flush(held, last)
+                    stack[place] = (frame, lasti, *self._read(frame.f_locals))
+                    break
+        read = self._read
         for f in reversed(fresh):
             where[id(f)] = len(stack)
-            names = f.f_locals
-            stack.append((f, f.f_lasti, self._held(names), _containers(names)))
+            stack.append((f, f.f_lasti, *read(f.f_locals)))
 
     def finish(self) -> dict[fx.Node, fx.Node]:
         """Per value a frame held past its making, the last op node it was held at."""
@@ -158,6 +166,22 @@ def _held_nodes(names: dict[str, Any]) -> list[fx.Node]:
         elif kind in _CONTAINERS or isinstance(value, fx.Proxy):
             _collect(value, held, 2)
     return held
+
+
+def _held_and_containers(names: dict[str, Any]) -> tuple[list[fx.Node], list[tuple[Any, tuple[int, ...]]]]:
+    """:func:`_held_nodes` and :func:`_containers` of the same locals, in one pass over
+    them when they hold no list, tuple or dict (the common case)."""
+    held: list[fx.Node] = []
+    for value in names.values():
+        kind = type(value)
+        if kind is fx.Proxy:  # the common case, spelled out: it runs per local per op
+            if value.node.op in OP_KINDS:
+                held.append(value.node)
+        elif kind in _CONTAINERS or isinstance(value, _CONTAINERS):
+            return _held_nodes(names), _containers(names)
+        elif isinstance(value, fx.Proxy):
+            _collect(value, held, 2)
+    return held, []
 
 
 def _collect(value: Any, held: list[fx.Node], depth: int) -> None:

@@ -38,7 +38,7 @@ from ..records import (
     Totals,
 )
 from ..records.fields import sums
-from ..records.registry import compute_registered, registered_values
+from ..records.registry import RECORDERS, compute_registered, registered_values
 from .findings import find_nonfinite, uncounted_ops
 from .params import ModuleInfo, module_infos, tensor_bytes
 from .passes import PassResult
@@ -113,7 +113,7 @@ def node_records(cap: Capture, results: Sequence[PassResult]) -> list[NodeRecord
         for measured in per_pass:
             values = measured.get(name)
             if values:
-                row.update(registered_values(values))  # (a registered recorder's figures)
+                row.update(registered_values(values) if RECORDERS else values)  # (a registered recorder's figures)
         if len(row) != width:
             unknown = sorted(set(row) - set(_DEFAULTS))
             raise ValueError(f"node {name!r}: a pass returned {unknown}, which are not NodeRecord fields")

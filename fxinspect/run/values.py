@@ -78,7 +78,13 @@ def describe(t: torch.Tensor) -> Description:
         sizes = t._nested_tensor_size().tolist()
         shape = (len(sizes), *(max(dims) for dims in zip(*sizes))) if sizes else (0,)
         return (shape, _name(t.dtype), _name(t.device), t.numel() * t.element_size())
-    return (tuple(t.shape), _name(t.dtype), _name(t.device), t.numel() * t.element_size())
+    dtype, device = t.dtype, t.device
+    return (
+        tuple(t.shape),
+        _NAMES.get(dtype) or _name(dtype),  # (the cache read inline: it runs per output)
+        _NAMES.get(device) or _name(device),
+        t.numel() * t.element_size(),
+    )
 
 
 def tensor_meta(t: torch.Tensor | Description, stats: ValueStats | None = None) -> TensorMeta:

@@ -90,9 +90,17 @@ class CallInputs:
             for value in values:
                 ends[value] = max(ends.get(value, -1), end)
         for node in graph.nodes:
-            until = index.get(node.meta.get(HELD_KEY, ""), -1)  # (-1: gone from the program)
-            if until > max((index[u.name] for u in node.users), default=index[node.name]):
-                ends[node.name] = max(ends.get(node.name, -1), until)  # held past its last use
+            held = node.meta.get(HELD_KEY)
+            if held is None:
+                continue
+            until = index.get(held, -1)  # (-1: gone from the program)
+            if until <= index[node.name]:
+                continue
+            for user in node.users:
+                if index[user.name] >= until:
+                    break
+            else:  # held past its last use
+                ends[node.name] = max(ends.get(node.name, -1), until)
         names = {i: name for name, i in index.items()}
         self.hold: set[str] = set(ends)
         self.release_after: dict[str, list[str]] = {}

@@ -25,6 +25,7 @@ Example: a pass that counts output elements per node
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,7 +63,8 @@ class PassResult:
     def fields(self) -> tuple[str, ...]:
         """The declared figures this pass measured: those its nodes carry. (The others
         stay ``None`` in modules and totals when they may be unknown.)"""
-        return tuple(dict.fromkeys(k for values in self.nodes.values() for k in values if k in FIELD))
+        # (every node's keys, in order of first appearance: walked in C, then filtered)
+        return tuple(k for k in dict.fromkeys(itertools.chain.from_iterable(self.nodes.values())) if k in FIELD)
 
 
 class Pass(Protocol):

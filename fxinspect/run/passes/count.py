@@ -210,20 +210,25 @@ class CountRecorder(Recorder):
         ops = set(program.probe_points)
         no_costs: dict[str, OpCost] = {}
         for name, tensors in described.items():
+            is_op = name in ops
             if len(tensors) == 1:  # the common case, spelled out: it runs per node
                 (shape, dtype, device, size), slot = tensors[0]
-                outputs: tuple[TensorMeta, ...] = (
-                    TensorMeta.of(shape, dtype, device, size, stats[slot] if slot is not None else None),
-                )
+                found_stats = stats[slot] if slot is not None else None
+                outputs: tuple[TensorMeta, ...] = (TensorMeta.of(shape, dtype, device, size, found_stats),)
+                if found_stats is not None:
+                    nan, inf = found_stats.nan_count, found_stats.inf_count
+                elif is_op and not _floating(outputs[0]):
+                    nan = inf = 0
+                else:
+                    nan = inf = None
             else:
                 outputs = tuple([TensorMeta.of(*d, stats[slot] if slot is not None else None) for d, slot in tensors])
-            found = [m.stats for m in outputs if m.stats is not None]
-            is_op = name in ops
-            if found or (is_op and not any(_floating(m) for m in outputs)):
-                # counts are known when values were read, or when nothing floating came out
-                nan, inf = sum(s.nan_count for s in found), sum(s.inf_count for s in found)
-            else:
-                nan = inf = None
+                found = [m.stats for m in outputs if m.stats is not None]
+                if found or (is_op and not any(_floating(m) for m in outputs)):
+                    # counts are known when values were read, or when nothing floating came out
+                    nan, inf = sum(s.nan_count for s in found), sum(s.inf_count for s in found)
+                else:
+                    nan = inf = None
             if not is_op:
                 out[name] = {"outputs": outputs, "nan_count": nan, "inf_count": inf}
                 continue
