@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from .capture import capture
+from .capture.autocast_cache import fresh_autocast_cache
 from .options import CAPTURE_OPTIONS, Options, signature_of
 from .parallel.step import rank_counted
 from .report import Report
 from .run.assemble import report_fields
-from .run.autocast_cache import fresh_autocast_cache
 from .run.choose import Counted, count_best
 from .run.passes import PassResult
 from .run.passes.backward import BackwardPass

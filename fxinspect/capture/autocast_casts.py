@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..run.autocast_cache import autocast_on
+from .autocast_cache import autocast_on
 from .held import HELD_KEY
 
 __all__ = ["hold_cached_casts"]

@@ -39,9 +39,9 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..run.autocast_cache import fresh_autocast_cache
 from ..tensors import NOT_WORK, holds_dtensors
 from .attributes import AttributeWatch, named_writes
+from .autocast_cache import fresh_autocast_cache
 from .autocast_casts import hold_cached_casts
 from .base import Capture, Method, resolve_attr, type_name
 from .calls import number_calls

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from ..capture import Capture, Method, captures
+from ..capture.autocast_cache import fresh_autocast_cache
 from ..capture.base import one_line
 from ..options import Options
-from .autocast_cache import fresh_autocast_cache
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
 from .passes.counted import counted_run, rides_along

@@ -49,16 +49,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..errors import InputError
 from ..tensors import tensors_in
-
-if TYPE_CHECKING:
-    from .passes import PassResult
-    from .passes.one_run import OneRun
 
 __all__ = ["Recorder", "default_loss", "fresh_grads", "loss_for", "overrides", "unseen"]
 
@@ -113,7 +109,7 @@ class Recorder:
         """A dispatch mode to compute the loss under (watched, never counted)."""
         return None
 
-    def start(self, run: OneRun) -> None:
+    def start(self, run: Any) -> None:
         """The run is made (``run.owners``, ``run.program``); nothing has run yet."""
 
     def running(self) -> AbstractContextManager:
@@ -138,11 +134,10 @@ class Recorder:
     def differentiated(self) -> None:
         """The backward ran."""
 
-    def result(self, run: OneRun) -> PassResult:
-        """The figures of the run."""
-        from .passes import PassResult
-
-        return PassResult()
+    def result(self, run: Any) -> Any:
+        """The figures of the run: a :class:`~fxinspect.run.passes.PassResult`, or ``None``
+        for none (``run``: the :class:`~fxinspect.run.passes.one_run.OneRun`)."""
+        return None
 
 
 def overrides(recorder: Recorder, hook: str) -> bool:

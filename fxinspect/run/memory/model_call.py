@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..autocast_cache import fresh_autocast_cache
+from ...capture.autocast_cache import fresh_autocast_cache
 from ..recorders import fresh_grads
 from .allocator import AllocatorWatch
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..autocast_cache import empty_autocast_cache
+from ...capture.autocast_cache import empty_autocast_cache
 from ..clock import Clock
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe

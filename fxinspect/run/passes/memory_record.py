@@ -7,7 +7,7 @@ record.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -17,9 +17,6 @@ from ...tensors import local_tensor
 from ..memory.optimizer import optimizer_footprint
 from ..memory.storages import Allocation
 from ..program import InstrumentedProgram
-
-if TYPE_CHECKING:
-    from .memory import MemoryRecorder
 
 __all__ = ["memory_record", "no_scratch", "unique_bytes"]
 
@@ -35,8 +32,9 @@ def unique_bytes(tensors: list[torch.Tensor]) -> int:
     return sum({id(s): s.nbytes() for s in stores}.values())
 
 
-def memory_record(run: MemoryRecorder, optimizer: Any = None, trainable: list = ()) -> MemoryRecord:
-    """``run`` as a :class:`MemoryRecord`; with ``optimizer``, its state and step for
+def memory_record(run: Any, optimizer: Any = None, trainable: list = ()) -> MemoryRecord:
+    """``run`` (a finished :class:`~fxinspect.run.passes.memory.MemoryRecorder`) as a
+    :class:`MemoryRecord`; with ``optimizer``, its state and step for
     ``trainable`` (:func:`~fxinspect.run.memory.optimizer.optimizer_footprint`)."""
     tracker, watch = run.tracker, run.watch
     forward_peak = run.forward_peak or (tracker.peak, tracker.peak_node)

@@ -206,6 +206,8 @@ class OneRun:
         merged = PassResult(recorded=tuple(type(r) for r in self.recorders))
         for r in self.recorders:
             part = r.result(self)
+            if part is None:  # (a recorder that only observes for others)
+                continue
             if not merged.nodes:
                 merged.nodes = part.nodes
             else:

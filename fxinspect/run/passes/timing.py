@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
+from ...capture.autocast_cache import empty_autocast_cache
 from ...options import Options
 from ...records import TimingInfo
 from ...tensors import has_data
-from ..autocast_cache import empty_autocast_cache
 from ..clock import Clock
 from ..program import InstrumentedProgram, Probe
 from ..recorders import loss_for
