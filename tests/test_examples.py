@@ -65,7 +65,11 @@ def tiny_models(monkeypatch):
     from torchvision.models.vision_transformer import VisionTransformer
 
     for name in ("resnet18", "resnet34", "resnet50"):
-        monkeypatch.setattr(torchvision.models, name, lambda weights=None: ResNet(BasicBlock, [1, 1, 1, 1]))
+        monkeypatch.setattr(
+            torchvision.models,
+            name,
+            lambda weights=None, num_classes=1000: ResNet(BasicBlock, [1, 1, 1, 1], num_classes=num_classes),
+        )
     vit = lambda weights=None: VisionTransformer(224, 16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64)  # noqa: E731
     monkeypatch.setattr(torchvision.models, "vit_b_16", vit)
     shrink = {  # model class: (its layer count's field, at most, the sizes it is built with)

@@ -125,7 +125,7 @@ def measure_elsewhere(keys: list[tuple], threads: int) -> list[tuple[int | None,
 
     named = [(str(k[0].namespace), k[0]._schema.name.split("::")[-1], k[0]._overloadname, *k[1:]) for k in keys]
     code = (
-        "import pickle, sys, torch; from fxinspect.run import probe; "
+        "import pickle, sys, torch; from fxinspect.run.memory import probe; "
         f"torch.set_num_threads({int(threads)}); "
         "sys.stdout.buffer.write(pickle.dumps(probe.measure(probe.resolved(pickle.load(sys.stdin.buffer)))))"
     )
