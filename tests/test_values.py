@@ -102,6 +102,26 @@ def test_small_tensor_written_without_a_flush_has_no_statistics_not_stale_ones()
     assert stats[slots[0]] is None and stats[slots[1]].max == 5.0
 
 
+@pytest.mark.parametrize("hold", [True, False])
+def test_small_tensors_of_every_layout_are_read_together(hold):
+    # the small tensors are flattened into one batch (1-D ones without a view): each
+    # keeps its own values whatever its shape or strides; population statistics by hand
+    tensors = [
+        torch.tensor(2.5),  # 0-D: min = max = mean = 2.5, std 0
+        torch.arange(4.0),  # 0..3: mean 1.5, var (2.25+0.25+0.25+2.25)/4 = 1.25
+        torch.arange(6.0).reshape(2, 3).t(),  # 0..5, transposed: mean 2.5, var (6.25+2.25+0.25)*2/6
+        torch.arange(8.0).reshape(1, 2, 2, 2).contiguous(memory_format=torch.channels_last),  # 0..7: 3.5, 63/12
+    ]
+    expected = [(2.5, 2.5, 2.5, 0.0), (0.0, 3.0, 1.5, 1.25), (0.0, 5.0, 2.5, 17.5 / 6), (0.0, 7.0, 3.5, 63 / 12)]
+    reader = ValueReader(hold)
+    slots = [reader.read(t) for t in tensors]
+    stats = reader.finish()
+    for slot, (lo, hi, mean, var) in zip(slots, expected):
+        got = stats[slot]
+        assert (got.min, got.max, got.mean) == (lo, hi, mean)
+        assert got.std == pytest.approx(math.sqrt(var), rel=1e-12)
+
+
 def test_small_view_is_copied_when_read():
     # a view is copied at once (a reference would keep its base alive): no flush needed
     base = torch.arange(1000, dtype=torch.float32)

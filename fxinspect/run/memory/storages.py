@@ -204,18 +204,6 @@ class StorageTracker(SavesMarker, DispatchMode):
         self.live += nbytes
         self.timeline.append((self.ops, self.live))
 
-    def _freed(self, ref: weakref.ref) -> None:
-        if ref.entry is None:  # resized away already (see ``resized``)
-            return
-        del self._alive[ref.key]
-        if self._stopped:
-            return
-        entry = ref.entry
-        self._events += 1
-        entry.died = self._events
-        self.live -= entry.nbytes
-        self.timeline.append((self.ops, self.live))
-
     def _transient(self, key: tuple, made: list | None) -> None:
         """An op's scratch: born and freed at once, 0 bytes until :meth:`settle`
         (``made``: on meta, ``(output index, allocation)`` of the op's new outputs)."""
@@ -269,10 +257,18 @@ def _free_callback(tracker: StorageTracker) -> Callable[[weakref.ref], None]:
     nothing alive, and no reference cycle is made)."""
     tracker_ref = weakref.ref(tracker)
 
-    def freed(ref: weakref.ref) -> None:
+    def freed(ref: weakref.ref) -> None:  # (per storage freed: the tracker's part inlined)
         found = tracker_ref()
-        if found is not None:
-            found._freed(ref)
+        entry = ref.entry
+        if found is None or entry is None:  # (``None``: resized away already, see ``resized``)
+            return
+        del found._alive[ref.key]
+        if found._stopped:
+            return
+        found._events += 1
+        entry.died = found._events
+        found.live -= entry.nbytes
+        found.timeline.append((found.ops, found.live))
 
     return freed
 

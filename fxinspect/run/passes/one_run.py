@@ -75,7 +75,7 @@ class _Observing(TorchDispatchMode):
 def _chain(calls: list[Callable[..., None]]) -> Callable[..., None]:
     if len(calls) == 1:
         return calls[0]
-    if len(calls) == 2:  # (per aten op: the common composition, without a loop)
+    if len(calls) == 2:  # (per aten op and per node: the common composition, without a loop)
         first, second = calls
 
         def both(*args: Any) -> None:
@@ -83,6 +83,15 @@ def _chain(calls: list[Callable[..., None]]) -> Callable[..., None]:
             second(*args)
 
         return both
+    if len(calls) == 3:
+        first, second, third = calls
+
+        def three(*args: Any) -> None:
+            first(*args)
+            second(*args)
+            third(*args)
+
+        return three
 
     def every(*args: Any) -> None:
         for call in calls:
@@ -150,20 +159,12 @@ class OneRun:
         """The recorders' probes, and the autograd owners' when they are wanted."""
         owners = self.owners if self.loss is not None or any(r.owned for r in self.recorders) else None
         befores, afters = self._hooks("before"), self._hooks("after")
-
-        def before(name: str) -> None:
-            if owners is not None:
-                owners.before(name)
-            for call in befores:
-                call(name)
-
-        def after(name: str, out: Any) -> None:
-            for call in afters:
-                call(name, out)
-            if owners is not None:  # (last: what the recorders did is the node's too)
-                owners.after(name)
-
-        return Probe(before, after)
+        if owners is not None:
+            owners_after = owners.after
+            befores.insert(0, owners.before)
+            afters.append(lambda name, out: owners_after(name))  # (last: what the recorders did is the node's too)
+        # bound once, called per node without a loop (the common sets are one or two hooks)
+        return Probe(_chain(befores) if befores else None, _chain(afters) if afters else None)
 
     def forward(self, entered: bool = False) -> Any:
         """Run the forward; the program's flat output. ``entered``: the caller holds the
