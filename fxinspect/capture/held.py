@@ -88,7 +88,6 @@ class FrameHolds:
         self._ours: dict[int, tuple[types.CodeType, bool]] = {}  # id -> (code, not the model's)
         self._stop = stop or fx.Tracer.trace.__code__
         self._skip = skip or (lambda filename: filename.startswith(_NOT_THE_MODEL))
-        self._held = held or _held_nodes
         self._read = _held_and_containers if held is None else lambda names: (held(names), _containers(names))
 
     def observe(self, node: fx.Node) -> None:
@@ -158,13 +157,8 @@ class FrameHolds:
 def _held_nodes(names: dict[str, Any]) -> list[fx.Node]:
     """The op nodes whose proxies the locals hold, directly or in a list, tuple or dict."""
     held: list[fx.Node] = []
-    for value in names.values():
-        kind = type(value)
-        if kind is fx.Proxy:  # the common case, spelled out: it runs per local per op
-            if value.node.op in OP_KINDS:
-                held.append(value.node)
-        elif kind in _CONTAINERS or isinstance(value, fx.Proxy):
-            _collect(value, held, 2)
+    for value in names.values():  # (per op, :func:`_held_and_containers` takes the common case)
+        _collect(value, held, 2)
     return held
 
 
