@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from fxinspect.run.values import SMALL, ValueReader, nonfinite_tensors
+from fxinspect.run.findings import nonfinite_tensors
+from fxinspect.run.values import SMALL, TINY, ValueReader
 
 
 def _reference(t: torch.Tensor) -> tuple[float, float, float, float, int, int]:
@@ -157,3 +158,20 @@ def test_nonfinite_weights_are_named_once():
         model[0].bias[1] = math.inf
         model[0].weight[0, 0] = math.nan
     assert nonfinite_tensors(model) == ["0.weight", "0.bias"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_tiny_tensors_not_held_are_read_as_lists_with_the_same_statistics(dtype):
+    # a run that may not hold tensors reads tiny 1-D CPU ones with tolist (TINY): its
+    # statistics must be bit for bit those of the held path, which copies tensors
+    torch.manual_seed(1)
+    tensors = [(torch.randn(n) * 5 - 2).to(dtype) for n in (1, 3, TINY)] + [torch.tensor(-1.5, dtype=dtype)]
+    tensors.append(torch.tensor([1.0, float("nan"), float("inf")], dtype=dtype))  # NaN and Inf counted exactly
+    held, listed = ValueReader(hold=True), ValueReader(hold=False)
+    pairs = [(held.read(t), listed.read(t)) for t in tensors]
+    assert not listed._pending and len(listed._listed[0]) == len(tensors)  # every one took the list path
+    tensors[1].add_(100)  # a list is a copy: a later write leaves what was read
+    expected, got = held.finish(), listed.finish()
+    for i, (a, b) in enumerate(pairs[:-1]):
+        assert got[b] == expected[a] if i != 1 else (expected[a] is None and got[b].max < 50)
+    assert (got[pairs[-1][1]].nan_count, got[pairs[-1][1]].inf_count) == (1, 1)

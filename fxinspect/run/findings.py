@@ -10,11 +10,16 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 
-from ..records import NodeRecord, NonFinite, NonFiniteKind, OpStatus, UncountedOp
+import torch
 
-__all__ = ["find_nonfinite", "uncounted_ops"]
+from ..records import NodeRecord, NonFinite, NonFiniteKind, OpStatus, UncountedOp
+from ..tensors import has_data
+from .values import STAT_DTYPES
+
+__all__ = ["find_nonfinite", "nonfinite_tensors", "uncounted_ops"]
 
 
 def uncounted_ops(nodes: Sequence[NodeRecord]) -> list[UncountedOp]:
@@ -78,3 +83,26 @@ def find_nonfinite(
         downstream=tuple(n.name for n in after_root),
         sources=tuple(sources),
     )
+
+
+def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters and buffers holding a NaN or Inf, each tensor checked once.
+
+    One pass per tensor: a NaN or Inf makes the sum non-finite (a finite sum that
+    overflows is then checked element by element), where full statistics would cost
+    three passes over every weight.
+    """
+    bad, seen = [], set()
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    with torch._C._DisableTorchDispatch():
+        for name, t in named:
+            if id(t) in seen or not (t.is_floating_point() and t.numel() and has_data(t)):
+                continue
+            seen.add(id(t))
+            x = t.detach()
+            if x.dtype not in STAT_DTYPES:  # (a dtype= argument makes sum several times slower)
+                x = x.float()
+            if not math.isfinite(x.sum().item()):
+                if not bool(torch.isfinite(x).all()):
+                    bad.append(name)
+    return bad

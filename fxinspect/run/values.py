@@ -14,7 +14,9 @@ Statistics are min, max, mean, population std and NaN/Inf counts:
 * smaller tensors are all reduced together in :meth:`ValueReader.finish`, a few
   segment reductions in all (in float64, the variance around each tensor's mean):
   per tensor, the fixed cost of launching reductions (or even of one copy) is many
-  times the cost of reading 256 numbers. Until then the reader keeps a reference,
+  times the cost of reading 256 numbers. A reader that may not hold tensors (a run
+  whose storage lifetimes are modelled) copies each at once, or reads a tiny 1-D CPU
+  one as a list of floats (:data:`TINY`). Otherwise the reader keeps a reference,
   and whoever is about to write a tensor in place calls
   :meth:`ValueReader.flush` first, which copies everything pending in one go (the
   counting mode does, before every aten op that mutates; in-place ops are rare
@@ -47,9 +49,12 @@ import torch
 from ..records import TensorMeta, ValueStats
 from ..tensors import has_data, version
 
-_STAT_DTYPES = (torch.float32, torch.float64)
+STAT_DTYPES = (torch.float32, torch.float64)
 SMALL = 256
 """Tensors of at most this many elements are reduced in one batch at the end."""
+TINY = 64
+"""A CPU tensor of at most one dimension and this many elements is read as a Python list
+when it may not be held: ``tolist`` costs a quarter of a copy and makes no tensor."""
 WELL_CONDITIONED = 100.0
 """E[x²] / var up to which the one-pass variance of a large tensor is kept: float32
 sums lose about this factor times their ~1e-7 precision to cancellation, far below
@@ -111,6 +116,8 @@ class ValueReader:
         self._chunks: list[tuple[list[int], torch.Tensor]] = []
         # ... and those read since: (slot, the tensor itself, its version when read)
         self._pending: list[tuple[int, torch.Tensor, int | None]] = []
+        # tiny CPU tensors not held: (slots, their values one after another)
+        self._listed: tuple[list[int], list[float]] = ([], [])
 
     def read(self, t: torch.Tensor) -> int | None:
         """Queue the statistics of ``t``; returns a slot for :meth:`finish`, or ``None``
@@ -129,6 +136,16 @@ class ValueReader:
             self._rows.append(None)
             self._pending.append((slot, t, version(t)))
             return slot
+        if n <= TINY and not self.hold and t.is_cpu and t.dim() <= 1:
+            # (per output of tiny-op models: a list of floats read as is, never dispatched)
+            self._rows.append(None)
+            values = t.tolist()
+            self._listed[0].append(slot)
+            if type(values) is list:
+                self._listed[1].extend(values)
+            else:
+                self._listed[1].append(values)
+            return slot
         with torch._C._DisableTorchDispatch():  # the counting mode must not see these ops
             x = t.detach() if t.requires_grad else t  # nothing here is recorded by autograd
             if n <= SMALL:
@@ -141,7 +158,7 @@ class ValueReader:
                     self._pending.append((slot, x, version(x)))
             else:
                 flat = x.reshape(-1)
-                if flat.dtype not in _STAT_DTYPES:
+                if flat.dtype not in STAT_DTYPES:
                     flat = flat.float()
                 if flat.is_cuda:  # stay on the device: one synchronisation in finish()
                     var, mean = torch.var_mean(flat, correction=0)
@@ -203,6 +220,10 @@ class ValueReader:
                     if when_read is not None and t._version != when_read:
                         rows[slot] = _UNREADABLE
             chunks, self._chunks = self._chunks + self._copy(unchanged), []
+            slots, values = self._listed
+            if slots:  # (float64 holds every value of a narrower float exactly, as ``to`` gives it)
+                chunks.append((slots, torch.tensor(values, dtype=torch.float64)))
+                self._listed = ([], [])
             self._reduce_small(chunks)
             on_device = [i for i, row in enumerate(rows) if isinstance(row, torch.Tensor)]
             if on_device:
@@ -275,26 +296,3 @@ def _centred_moments(flat: torch.Tensor) -> tuple[float, float]:
     mean = x.mean()
     centred = x - mean
     return mean.item(), (torch.dot(centred, centred) / x.numel()).item()
-
-
-def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
-    """Names of the parameters and buffers holding a NaN or Inf, each tensor checked once.
-
-    One pass per tensor: a NaN or Inf makes the sum non-finite (a finite sum that
-    overflows is then checked element by element), where full statistics would cost
-    three passes over every weight.
-    """
-    bad, seen = [], set()
-    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
-    with torch._C._DisableTorchDispatch():
-        for name, t in named:
-            if id(t) in seen or not (t.is_floating_point() and t.numel() and has_data(t)):
-                continue
-            seen.add(id(t))
-            x = t.detach()
-            if x.dtype not in _STAT_DTYPES:  # (a dtype= argument makes sum several times slower)
-                x = x.float()
-            if not math.isfinite(x.sum().item()):
-                if not bool(torch.isfinite(x).all()):
-                    bad.append(name)
-    return bad

@@ -26,9 +26,10 @@ import torch
 from ...records import AtenCall, OpStatus, TensorMeta
 from ...tensors import tensors_in, version
 from ..dispatch import IGNORED, UNATTRIBUTED, CountingMode, OpCost
+from ..findings import nonfinite_tensors
 from ..program import InstrumentedProgram
 from ..recorders import Recorder
-from ..values import Description, ValueReader, describe, nonfinite_tensors
+from ..values import Description, ValueReader, describe
 from . import PassResult
 from .one_run import OneRun, run_once
 from .receptive_field import FieldRecorder
