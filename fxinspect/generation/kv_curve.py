@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -104,14 +104,16 @@ def _encoder_inputs(model: torch.nn.Module, batch: int, device: torch.device) ->
     return {"input_ids": torch.zeros(batch, 16, dtype=torch.long, device=device)}
 
 
-def _decode_state(model: torch.nn.Module, batch: int, context: int, encoder: dict[str, torch.Tensor]) -> Any:
-    """The model's own cache after a prefill of ``context - 1`` tokens and one decode step."""
+def _decode_state(
+    model: torch.nn.Module, batch: int, context: int, encoder: dict[str, torch.Tensor], state: Any
+) -> Any:
+    """The model's cache (``state``, or its own when None) after a prefill of ``context - 1`` tokens and one step."""
     device = _device(model)
     # transformers 5 names the argument and the output `cache`; earlier versions `past_key_values`
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     ids = "decoder_input_ids" if encoder else "input_ids"
     steps = [context - 1, 1] if context > 1 else [1]
-    state, extra = None, dict(encoder)
+    extra = dict(encoder)
     for n in steps:
         tokens = torch.zeros(batch, n, dtype=torch.long, device=device)
         kwargs = {ids: tokens, "use_cache": True, **extra}
@@ -131,6 +133,7 @@ def kv_bytes_curve(
     device: str | torch.device = "meta",
     dtype: torch.dtype | None = None,
     encoder_inputs: dict[str, torch.Tensor] | None = None,
+    new_cache: Callable[[int], Any] | None = None,
 ) -> KvCurve:
     """Cache bytes of ``model``'s own cache at each of ``contexts`` tokens, for ``batch`` sequences.
 
@@ -138,13 +141,14 @@ def kv_bytes_curve(
     ``dtype`` casting it), so any size is cheap; otherwise ``model`` must already be on
     ``device`` and runs as it is (``dtype`` then not allowed). Encoder-decoder models get
     ``encoder_inputs`` (default: 16 token ids, or Whisper's fixed-length features) and the
-    contexts count decoder tokens; the cross-attention part stays constant.
+    contexts count decoder tokens; the cross-attention part stays constant. ``new_cache(context)``
+    gives the empty cache to fill (a ``StaticCache`` of a chosen length, say); by default the
+    model makes its own, as ``generate()`` does.
     """
     device = torch.device(device)
     if device.type == "meta":
-        run = model if _device(model).type == "meta" and dtype is None else meta_copy(model, dtype)
-        if run is not model:
-            _meta_experts(run)
+        run = meta_copy(model, dtype)  # also for a meta model: the experts switch below is the copy's
+        _meta_experts(run)
     elif dtype is not None:
         raise ValueError(f"kv_bytes_curve: dtype={dtype} needs device='meta' (it would change the model)")
     elif _device(model) != device:
@@ -156,5 +160,6 @@ def kv_bytes_curve(
         given = encoder_inputs or _encoder_inputs(run, batch, device)
         encoder = {k: v.to(device) for k, v in given.items()}
     with torch.no_grad():
-        measured = tuple(cache_bytes(_decode_state(run, batch, c, encoder)) for c in contexts)
+        states = (_decode_state(run, batch, c, encoder, new_cache and new_cache(c)) for c in contexts)
+        measured = tuple(cache_bytes(state) for state in states)
     return KvCurve(batch, tuple(contexts), measured)
