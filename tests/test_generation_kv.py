@@ -171,15 +171,33 @@ def test_closed_form_full_size_by_hand():
     assert closed_form_kv_bytes_per_token(ZOO["jamba"].build().config, torch.bfloat16) is None
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma2"])
-def test_static_cache_meta_equals_generate(name):
+def _static(model):
+    return lambda c: transformers.StaticCache(config=model.config, max_cache_len=c)
+
+
+def _fp8(model):
+    return lambda c: transformers.QuantizedCache("fp8", model.config)
+
+
+@pytest.mark.parametrize(
+    "name, implementation, new_cache, expected",
+    [
+        # 2 layers * 2 (k, v) * batch 2 * kv_heads 2 * 15 tokens * head_dim 16 * 4 B = 15,360
+        # + an int64 token count per layer (2 * 8 B)
+        ("llama", "static", _static, 15360 + 16),
+        # layer 0 slides: 8 tokens (the window) instead of 15: 2 * 2 * 2 * 16 * 4 B * (8 + 15) + 16
+        ("gemma2", "static", _static, 2 * 2 * 2 * 16 * 4 * (WINDOW + 15) + 16),
+        # float8 keys and values, 1 B each: 15,360 / 4 = 3,840, + a float32 scale per tensor (4 * 4 B)
+        ("llama", "quantized", _fp8, 3840 + 16),
+    ],
+)
+def test_other_cache_classes_meta_equals_generate(name, implementation, new_cache, expected):
     model = _build(name)
-    cache, _, context = _generate(model, cache_implementation="static")
-    assert type(cache).__name__ == "StaticCache"
-    curve = kv_bytes_curve(
-        model, BATCH, [context], new_cache=lambda c: transformers.StaticCache(config=model.config, max_cache_len=c)
-    )
+    extra = {"cache_config": {"backend": "fp8"}} if implementation == "quantized" else {}
+    cache, _, context = _generate(model, cache_implementation=implementation, **extra)
+    curve = kv_bytes_curve(model, BATCH, [context], new_cache=new_cache(model))
     assert curve.bytes[0] == cache_bytes(cache)
+    assert curve.bytes[0].total == expected
 
 
 def test_legacy_tuples_and_aliases_count_each_storage_once():
