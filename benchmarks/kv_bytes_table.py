@@ -3,9 +3,11 @@
 Run: ``python benchmarks/kv_bytes_table.py [--only NAME]``.
 
 Each configuration is written by hand from its published hyper-parameters (no download),
-built under ``torch.device("meta")`` in bfloat16, and ``kv_bytes_curve`` runs the model's own
-forward on meta (batch 1) at contexts past any sliding window: the cache bytes the model itself
-allocates, against ``2 * layers * kv_heads * head_dim * 2 B``. Where they differ:
+built under ``torch.device("meta")`` in bfloat16, and ``kv_bytes_past_windows`` runs the model's
+own forward on meta (batch 1) at 16 tokens and at two consecutive contexts past the largest window
+its cache declares: the cache bytes the model itself allocates, against
+``2 * layers * kv_heads * head_dim * 2 B``. Mamba's torch path loops over tokens in Python, so its
+contexts stay short (its state does not grow). Where they differ:
 
 * sliding windows: a local layer keeps ``window`` tokens, so past the window only the global
   layers grow (Mistral-7B: none; Gemma-2-9B: half of them);
@@ -27,76 +29,28 @@ import torch
 import transformers as tf
 
 from fxinspect.generation.kv_cache import closed_form_kv_bytes_per_token
-from fxinspect.generation.kv_curve import kv_bytes_curve
+from fxinspect.generation.kv_curve import kv_bytes_past_windows
 
 LLAMA2 = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, vocab_size=32000)
+# fmt: off
 CONFIGS = {
-    "Llama-2-7B": (tf.LlamaConfig(**LLAMA2, num_key_value_heads=32), (1024, 1025)),
-    "Llama-3-8B": (
-        tf.LlamaConfig(**{**LLAMA2, "intermediate_size": 14336, "vocab_size": 128256}, num_key_value_heads=8),
-        (1024, 1025),
-    ),
-    "Mistral-7B-v0.1": (
-        tf.MistralConfig(**{**LLAMA2, "intermediate_size": 14336}, num_key_value_heads=8, sliding_window=4096),
-        (2048, 4096, 8192, 8193),
-    ),
-    "Gemma-2-9B": (
-        tf.Gemma2Config(
-            hidden_size=3584,
-            intermediate_size=14336,
-            num_hidden_layers=42,
-            num_attention_heads=16,
-            num_key_value_heads=8,
-            head_dim=256,
-            sliding_window=4096,
-            vocab_size=256000,
-        ),  # fmt: skip
-        (2048, 4096, 8192, 8193),
-    ),
-    "DeepSeek-V3": (
-        tf.DeepseekV3Config(
-            hidden_size=7168,
-            intermediate_size=18432,
-            moe_intermediate_size=2048,
-            num_hidden_layers=61,
-            num_attention_heads=128,
-            num_key_value_heads=128,
-            n_routed_experts=256,
-            num_experts_per_tok=8,
-            n_shared_experts=1,
-            n_group=8,
-            topk_group=4,
-            first_k_dense_replace=3,
-            q_lora_rank=1536,
-            kv_lora_rank=512,
-            qk_rope_head_dim=64,
-            qk_nope_head_dim=128,
-            v_head_dim=128,
-            vocab_size=129280,
-        ),  # fmt: skip
-        (1024, 1025),
-    ),
-    "Falcon-7B": (
-        tf.FalconConfig(
-            hidden_size=4544,
-            num_hidden_layers=32,
-            num_attention_heads=71,
-            multi_query=True,
-            new_decoder_architecture=False,
-            parallel_attn=True,
-            alibi=False,
-            vocab_size=65024,
-        ),  # fmt: skip
-        (1024, 1025),
-    ),
-    # the torch path of Mamba loops over tokens in Python: short contexts (its state is constant)
-    "Mamba-2.8B": (
-        tf.MambaConfig(
-            hidden_size=2560, num_hidden_layers=64, state_size=16, expand=2, conv_kernel=4, vocab_size=50280
-        ),
-        (16, 32, 33),
-    ),
+    "Llama-2-7B": tf.LlamaConfig(**LLAMA2, num_key_value_heads=32),
+    "Llama-3-8B": tf.LlamaConfig(**{**LLAMA2, "intermediate_size": 14336, "vocab_size": 128256}, num_key_value_heads=8),
+    "Mistral-7B-v0.1": tf.MistralConfig(**{**LLAMA2, "intermediate_size": 14336}, num_key_value_heads=8,
+                                        sliding_window=4096),
+    "Gemma-2-9B": tf.Gemma2Config(hidden_size=3584, intermediate_size=14336, num_hidden_layers=42, num_attention_heads=16,
+                                  num_key_value_heads=8, head_dim=256, sliding_window=4096, vocab_size=256000),
+    "DeepSeek-V3": tf.DeepseekV3Config(
+        hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048, num_hidden_layers=61,
+        num_attention_heads=128, num_key_value_heads=128, n_routed_experts=256, num_experts_per_tok=8,
+        n_shared_experts=1, n_group=8, topk_group=4, first_k_dense_replace=3, q_lora_rank=1536, kv_lora_rank=512,
+        qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, vocab_size=129280),
+    "Falcon-7B": tf.FalconConfig(hidden_size=4544, num_hidden_layers=32, num_attention_heads=71, multi_query=True,
+                                 new_decoder_architecture=False, parallel_attn=True, alibi=False, vocab_size=65024),
+    "Mamba-2.8B": tf.MambaConfig(hidden_size=2560, num_hidden_layers=64, state_size=16, expand=2, conv_kernel=4,
+                                 vocab_size=50280),
 }
+# fmt: on
 
 # hand-computed bytes per token of one sequence past any window, bf16 (2 B)
 EXPECTED = {
@@ -111,12 +65,12 @@ EXPECTED = {
 
 
 def measure(name: str) -> tuple[str, bool]:
-    config, contexts = CONFIGS[name]
+    config = CONFIGS[name]
     start = time.perf_counter()
     with torch.device("meta"):
         model = tf.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     built = time.perf_counter() - start
-    curve = kv_bytes_curve(model, batch=1, contexts=contexts)
+    curve = kv_bytes_past_windows(model, batch=1)  # 16 tokens, then two past the largest window
     seconds = time.perf_counter() - start
     closed = closed_form_kv_bytes_per_token(config, torch.bfloat16)
     last = curve.bytes[-1]
@@ -135,7 +89,7 @@ def main() -> int:
     parser.add_argument("--only", choices=sorted(CONFIGS))
     args = parser.parse_args()
     print(
-        "| configuration | measured B/token | closed form B/token | ratio | curve | not per token (B) | build + run |"
+        "| configuration | measured B/token | closed form B/token | ratio | curve | fixed part (B) at context | build + run |"
     )
     print("|---|---:|---:|---:|---|---:|---|")
     wrong = []

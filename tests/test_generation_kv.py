@@ -8,7 +8,7 @@ import transformers
 from generation_zoo import BUILD, HELD_OUT, WINDOW, encoder_inputs, families
 
 from fxinspect.generation.kv_cache import cache_bytes, closed_form_kv_bytes_per_token
-from fxinspect.generation.kv_curve import kv_bytes_curve
+from fxinspect.generation.kv_curve import kv_bytes_curve, kv_bytes_past_windows
 
 BATCH, PROMPT, NEW = 2, 12, 4
 ZOO = {f.name: f for f in families()}
@@ -231,3 +231,23 @@ def test_the_model_is_not_changed():
     assert model.config._experts_implementation == implementation
     after = model.state_dict()
     assert all(after[k].device.type == "cpu" and torch.equal(after[k], v) for k, v in before.items())
+
+
+@pytest.mark.parametrize(
+    "name, per_token",
+    [
+        ("llama", 512),  # 2 layers * 2 (k, v) * kv_heads 2 * head_dim 16 * 4 B
+        ("mistral", 0),  # every layer slides
+        ("gemma2", 256),  # its one global layer: 1 * 2 * 2 * 16 * 4 B
+        ("deepseek_v3", 192),  # 2 layers * (latent 16 + rope key 8) * 4 B
+        ("mamba", 0),  # a state
+    ],
+)
+def test_past_windows_finds_the_steady_growth(name, per_token):
+    model = _build(name)
+    curve = kv_bytes_past_windows(model, BATCH, start=4)  # below the window of 8
+    windows = WINDOW if name in ("mistral", "gemma2") else 4
+    assert curve.contexts == (4, windows + 1, windows + 2)
+    assert curve.per_token == per_token
+    # extrapolated past the analysed contexts, checked against a measurement there
+    assert curve.extrapolate(40) == kv_bytes_curve(model, BATCH, [40]).totals[0]

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["KINDS", "CacheBytes", "cache_bytes", "closed_form_kv_bytes_per_token"]
+__all__ = ["KINDS", "CacheBytes", "cache_bytes", "cache_windows", "closed_form_kv_bytes_per_token"]
 
 KINDS = ("key", "value", "cross_key", "cross_value", "conv_state", "ssm_state", "other")
 
@@ -66,25 +66,30 @@ class CacheBytes:
         return self.by_kind.get("conv_state", 0) + self.by_kind.get("ssm_state", 0)
 
 
-def _inner(t: torch.Tensor) -> list[torch.Tensor] | None:
+def _inner(t: torch.Tensor) -> dict[str, torch.Tensor] | None:
     """The plain tensors behind a wrapper tensor subclass (quantized values and scales), else None."""
     flatten = getattr(t, "__tensor_flatten__", None)
     if type(t) is torch.Tensor or type(t) is torch.nn.Parameter or flatten is None:
         return None
     names, _ = flatten()
-    return [getattr(t, n) for n in names]
+    return {n: getattr(t, n) for n in names}
 
 
-def _walk(obj: Any, path: tuple, seen: set[int], depth: int = 0) -> Iterator[tuple[tuple, torch.Tensor]]:
-    """Every (path, tensor) reachable from ``obj``; a path mixes attribute names and indices."""
+def _walk(obj: Any, path: tuple, seen: set[int], depth: int = 0) -> Iterator[tuple[tuple, torch.Tensor | int]]:
+    """Every (path, tensor) reachable from ``obj``, and every int attribute named like a window.
+
+    A path mixes attribute names and indices.
+    """
     if isinstance(obj, torch.Tensor):
         inner = _inner(obj)
         if inner is None:
             yield path, obj
         else:
-            for i, t in enumerate(inner):
-                yield from _walk(t, (*path, i), seen, depth + 1)
+            for name, t in inner.items():
+                yield from _walk(t, (*path, name), seen, depth + 1)
         return
+    if isinstance(obj, int) and not isinstance(obj, bool) and path and "window" in str(path[-1]):
+        yield path, obj
     if depth > _MAX_DEPTH or id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
         return
     seen.add(id(obj))
@@ -100,6 +105,11 @@ def _walk(obj: Any, path: tuple, seen: set[int], depth: int = 0) -> Iterator[tup
         yield from _walk(value, (*path, key), seen, depth + 1)
 
 
+def cache_windows(cache: Any) -> tuple[int, ...]:
+    """The window lengths a cache's layers declare (``sliding_window``: sliding or chunked layers)."""
+    return tuple(v for _, v in _walk(cache, (), set()) if not isinstance(v, torch.Tensor))
+
+
 def _kind(path: tuple, legacy: bool) -> str:
     """The kind of a tensor from the names on its path (a legacy tuple: from its position)."""
     names = [p.lower() for p in path if isinstance(p, str)]
@@ -111,9 +121,9 @@ def _kind(path: tuple, legacy: bool) -> str:
             return "conv_state"
         if "ssm" in name or "recurrent" in name:
             return "ssm_state"
-        if "key" in name:
+        if "key" in name or name == "k" or name.startswith("k_"):
             return "cross_key" if cross else "key"
-        if "value" in name:
+        if "value" in name or name == "v" or name.startswith("v_"):
             return "cross_value" if cross else "value"
     return "other"
 
@@ -147,6 +157,8 @@ def cache_bytes(cache: Any) -> CacheBytes:
     views: set[tuple] = set()
     total = logical = count = 0
     for path, t in _walk(cache, (), set()):
+        if not isinstance(t, torch.Tensor):
+            continue
         sid = _storage_id(t)
         view = (sid, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
         if view not in views:

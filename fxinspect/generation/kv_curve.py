@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from fxinspect.generation.kv_cache import CacheBytes, cache_bytes
+from fxinspect.generation.kv_cache import CacheBytes, cache_bytes, cache_windows
 
-__all__ = ["KvCurve", "kv_bytes_curve", "meta_copy"]
+__all__ = ["KvCurve", "kv_bytes_curve", "kv_bytes_past_windows", "meta_copy"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,14 @@ class KvCurve:
             raise ValueError(f"per_token needs two contexts or more, given {self.contexts}")
         growth = Fraction(self.totals[-1] - self.totals[-2], (self.contexts[-1] - self.contexts[-2]) * self.batch)
         return int(growth) if growth.denominator == 1 else growth
+
+    def extrapolate(self, context: int) -> int | Fraction:
+        """Total bytes at ``context``, growing by ``per_token`` from the last analysed context.
+
+        Exact when the last two analysed contexts are past every window (their growth is then
+        the growth at every longer context), as :func:`kv_bytes_past_windows` chooses them.
+        """
+        return self.totals[-1] + self.per_token * self.batch * (context - self.contexts[-1])
 
     @property
     def shape(self) -> str:
@@ -126,6 +134,32 @@ def _decode_state(
     return state
 
 
+def _runner(
+    model: torch.nn.Module,
+    batch: int,
+    device: str | torch.device,
+    dtype: torch.dtype | None,
+    encoder_inputs: dict[str, torch.Tensor] | None,
+    new_cache: Callable[[int], Any] | None,
+) -> Callable[[int], Any]:
+    """A function from a context to the cache the model (or its meta copy) holds there."""
+    device = torch.device(device)
+    if device.type == "meta":
+        run = meta_copy(model, dtype)  # also for a meta model: the experts switch below is the copy's
+        _meta_experts(run)
+    elif dtype is not None:
+        raise ValueError(f"kv_bytes_curve: dtype={dtype} needs device='meta' (it would change the model)")
+    elif _device(model) != device:
+        raise ValueError(f"kv_bytes_curve: the model is on {_device(model)}, given device={device}")
+    else:
+        run = model
+    encoder: dict[str, torch.Tensor] = {}
+    if getattr(model.config, "is_encoder_decoder", False):
+        given = encoder_inputs or _encoder_inputs(run, batch, device)
+        encoder = {k: v.to(device) for k, v in given.items()}
+    return lambda c: _decode_state(run, batch, c, encoder, new_cache(c) if new_cache is not None else None)
+
+
 def kv_bytes_curve(
     model: torch.nn.Module,
     batch: int,
@@ -145,21 +179,30 @@ def kv_bytes_curve(
     gives the empty cache to fill (a ``StaticCache`` of a chosen length, say); by default the
     model makes its own, as ``generate()`` does.
     """
-    device = torch.device(device)
-    if device.type == "meta":
-        run = meta_copy(model, dtype)  # also for a meta model: the experts switch below is the copy's
-        _meta_experts(run)
-    elif dtype is not None:
-        raise ValueError(f"kv_bytes_curve: dtype={dtype} needs device='meta' (it would change the model)")
-    elif _device(model) != device:
-        raise ValueError(f"kv_bytes_curve: the model is on {_device(model)}, given device={device}")
-    else:
-        run = model
-    encoder: dict[str, torch.Tensor] = {}
-    if getattr(model.config, "is_encoder_decoder", False):
-        given = encoder_inputs or _encoder_inputs(run, batch, device)
-        encoder = {k: v.to(device) for k, v in given.items()}
+    measure = _runner(model, batch, device, dtype, encoder_inputs, new_cache)
     with torch.no_grad():
-        states = (_decode_state(run, batch, c, encoder, new_cache and new_cache(c)) for c in contexts)
-        measured = tuple(cache_bytes(state) for state in states)
+        measured = tuple(cache_bytes(measure(c)) for c in contexts)
     return KvCurve(batch, tuple(contexts), measured)
+
+
+def kv_bytes_past_windows(
+    model: torch.nn.Module,
+    batch: int = 1,
+    device: str | torch.device = "meta",
+    dtype: torch.dtype | None = None,
+    encoder_inputs: dict[str, torch.Tensor] | None = None,
+    start: int = 16,
+) -> KvCurve:
+    """The cache at ``start`` tokens and at two consecutive contexts past every window it declares.
+
+    The windows are read from the cache the model builds at ``start`` (its layers'
+    ``sliding_window``, for sliding and chunked attention alike), so the returned curve's
+    ``per_token`` is the steady growth: what a token costs however long the context gets.
+    """
+    measure = _runner(model, batch, device, dtype, encoder_inputs, None)
+    with torch.no_grad():
+        first = measure(start)
+        past = max((start, *cache_windows(first)))
+        contexts = (start, past + 1, past + 2)
+        measured = (cache_bytes(first), *(cache_bytes(measure(c)) for c in contexts[1:]))
+    return KvCurve(batch, contexts, measured)
