@@ -13,7 +13,8 @@ contexts stay short (its state does not grow). Where they differ:
   layers grow (Mistral-7B: none; Gemma-2-9B: half of them);
 * MLA (DeepSeek-V3): the cache holds the compressed latent (``kv_lora_rank`` 512) and one shared
   rope key (64) per layer, not 128 heads of keys and values;
-* state-space (Mamba): a fixed conv and SSM state per layer, nothing per token.
+* state-space (Mamba): a fixed conv and SSM state per layer, nothing per token (the SSM state
+  is kept in float32 in a bfloat16 model: 64 * 5120 * 16 * 4 B, + conv 64 * 5120 * 4 * 2 B).
 
 The script prints a markdown table (per-token bytes, the constant part, seconds) and exits
 non-zero when a measured figure differs from the hand-computed one in ``EXPECTED``.

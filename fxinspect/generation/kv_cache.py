@@ -3,9 +3,13 @@
 ``cache_bytes(cache)`` walks any transformers cache (``DynamicCache`` and its layer objects,
 sliding-window layers, ``StaticCache``, ``EncoderDecoderCache``, linear-attention / Mamba
 layers with conv and recurrent states, quantized layers) or a legacy tuple of per-layer tuples,
-by duck typing: tensors reached through public and private attributes, lists, tuples and dicts,
-and the inner tensors of tensor subclasses. A cache class written later therefore still counts;
-a tensor whose name says nothing lands in the ``other`` kind rather than being dropped.
+by duck typing: tensors reached through public and private attributes, lists, tuples and dicts
+(modules and configs skipped, 8 levels deep at most), and the inner tensors of tensor subclasses.
+A cache class written later therefore still counts. The kind comes from the innermost name on a
+tensor's path (``conv``, ``ssm``/``recurrent``, ``key``/``k_``, ``value``/``v_``, under a
+``cross`` name for cross-attention); a tensor whose names say nothing falls back to the ``other``
+kind rather than being dropped, and its layer is the first list index on its path (``None``
+outside any list).
 
 Bytes are counted per storage, once: a sliding-window layer keeps a view of the last
 ``window - 1`` tokens of a ``window``-token buffer, and the whole buffer is what stays allocated,
