@@ -1,0 +1,1 @@
+"""Generation and serving: prefill and decode, the KV cache, what fits and how fast."""
