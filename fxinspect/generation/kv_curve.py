@@ -24,7 +24,7 @@ import torch
 
 from fxinspect.generation.kv_cache import CacheBytes, cache_bytes, cache_windows
 
-__all__ = ["KvCurve", "kv_bytes_curve", "kv_bytes_past_windows", "meta_copy"]
+__all__ = ["KvCurve", "kv_bytes_curve", "kv_bytes_past_windows", "meta_copy", "meta_experts"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def meta_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch
     return copy.deepcopy(model, memo)
 
 
-def _meta_experts(run: torch.nn.Module) -> None:
+def meta_experts(run: torch.nn.Module) -> None:
     """Route a meta copy's mixture-of-experts through transformers' ``batched_mm`` experts.
 
     The same arithmetic as the default, but without data-dependent shapes: the eager loop over
@@ -146,7 +146,7 @@ def _runner(
     device = torch.device(device)
     if device.type == "meta":
         run = meta_copy(model, dtype)  # also for a meta model: the experts switch below is the copy's
-        _meta_experts(run)
+        meta_experts(run)
     elif dtype is not None:
         raise ValueError(f"kv_bytes_curve: dtype={dtype} needs device='meta' (it would change the model)")
     elif _device(model) != device:
