@@ -260,6 +260,23 @@ def test_the_cache_tensors_are_named_inputs_of_the_step():
     ]
 
 
+@pytest.mark.parametrize("context", [16, 64])
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_the_decode_step_memory_is_the_allocators(cache, context):
+    model = llama().eval()
+    step = decode_inputs(model, B, context, cache=cache)
+    m = analyzed(model, step, memory=True, measure_memory=True).memory
+    cached = sum(t.nbytes for _, t in state_tensors(step["cache"]))
+    if cache == "dynamic":  # keys and values of 2 layers: 4 * B 2 * 2 heads * context * 16 * 4 B
+        assert cached == 4 * B * 2 * context * HEAD_DIM * 4
+    assert m.inputs == sum(t.untyped_storage().nbytes() for _, t in state_tensors(step))  # the cache, ids, positions
+    assert m.peak == m.measured_peak == m.measured_eager_peak  # the estimate is the allocator's, to the byte
+    grown = sum(t.nbytes for t in m.alive_at_peak if t.shape == (B, 2, context + 1, HEAD_DIM))
+    # a DynamicCache grows by torch.cat: the 4 grown tensors (context + 1 tokens) are the
+    # step's outputs, alive at its peak; a StaticCache is written in place: none
+    assert grown == (4 * B * 2 * (context + 1) * HEAD_DIM * 4 if cache == "dynamic" else 0)
+
+
 # --- prefill_inputs ----------------------------------------------------------------------
 
 
