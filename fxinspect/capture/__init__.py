@@ -32,6 +32,7 @@ from .hf import prepare_inputs
 from .inputs import FlatInputs, check_inputs, normalize
 from .kept import opaque_checkpoints
 from .quiet import quiet
+from .states import held_tensors, rewound
 from .symbolic import trace_symbolic
 
 __all__ = [
@@ -103,6 +104,8 @@ def captures(
         inputs = dataclasses.replace(inputs, batch_dims=tuple(map(tuple, batch_dims)))
     tiers = list(TIERS) if method == Method.AUTO else [method]
     failures: list[tuple[str, str]] = []
+    # a state object's tensors (a KV cache) a tier writes by running the model are put back
+    states = held_tensors(args, kwargs)
     leaf_modules = tuple(leaf_modules)
     partial: Capture | None = None  # a capture that had to hide untraceable modules in leaves
     opaque: Capture | None = None  # a capture with checkpoints as one node each (their ops hidden)
@@ -112,7 +115,7 @@ def captures(
     for position, name in enumerate(tiers):
         said: list[str] = []
         try:
-            with quiet() as said:
+            with quiet() as said, rewound(states):
                 cap = TIERS[name](model, inputs, leaf_modules)
         except Exception as exc:  # each tier's failure is a finding, reported below
             # the model's own exception only when a plain call raises it too: a tracer that

@@ -18,6 +18,7 @@ import torch
 from ..capture import Capture, Method, captures
 from ..capture.autocast_cache import fresh_autocast_cache
 from ..capture.base import one_line
+from ..capture.states import held_tensors, rewound
 from ..options import Options
 from .passes import PassResult
 from .passes.count import CountPass, uncounted
@@ -103,7 +104,10 @@ def count_with(cap: Capture, model: torch.nn.Module, options: Options) -> Counte
     """The instrumented program of ``cap`` and its counting pass (with the memory model,
     and the backward, in the same run when they can ride along: :func:`~.passes.counted.rides_along`)."""
     program = InstrumentedProgram(cap)
-    with fresh_autocast_cache():  # (the capture, or another tier's count, may have cast weights)
+    # a state object's tensors the count writes (a static cache) are put back: the later
+    # passes, and another tier's count, run the step on the cache it was given
+    states = held_tensors(cap.inputs.args, cap.inputs.kwargs)
+    with fresh_autocast_cache(), rewound(states):  # (the capture, or another tier's count, may have cast weights)
         if rides_along(options):
             return Counted(program, counted_run(program, options, model))
         return Counted(program, CountPass(options.check_finite, model=model).run(program))

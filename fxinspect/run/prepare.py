@@ -3,7 +3,8 @@
 In order: unwrap the model (``DataParallel``, DDP, ``torch.compile``), normalise the
 example inputs to ``(args, kwargs)``, materialise lazy modules, guard the user's model
 (:func:`~fxinspect.guard.preserved`: everything is put back when the block ends,
-also on error) and, for a virtual run, swap in fake copies
+also on error), copy the state objects among the inputs (a KV cache:
+:func:`~fxinspect.capture.states.held_states`) and, for a virtual run, swap in fake copies
 (:func:`~fxinspect.run.virtual.virtual`). ``analyze``, ``instrument`` and ``inspect``
 call :func:`prepared`; ``track`` and ``watch``, which only hook the model, call
 :func:`unwrapped`, its first stage.
@@ -40,6 +41,7 @@ from typing import Any
 import torch
 
 from ..capture import normalize
+from ..capture.states import held_states
 from ..choices import Choice
 from ..errors import InputError
 from ..guard import preserved
@@ -115,7 +117,9 @@ def prepared(
     else:
         target, lazy_notes = materialized(user, args, kw)
     notes += lazy_notes
-    with preserved(target):
+    # a state object among the inputs (a KV cache) is analysed as a copy whose tensors
+    # are inputs: the caller's stays as it was (fxinspect.capture.states)
+    with preserved(target), held_states(args, kw) as (args, kw):
         if not virtual_copy:
             yield Prepared(target, args, kw, False, tuple(notes))
             return

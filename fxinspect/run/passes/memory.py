@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from ...capture.states import held_tensors, rewound
 from ...options import Options
 from ...records.memory import Phase, Saves
 from ...tensors import has_data, tensors_in
@@ -88,10 +89,16 @@ class MemoryPass:
 
     def run(self, program: InstrumentedProgram) -> PassResult:
         recorder = MemoryRecorder(program, self.measure, self.optimizer)
-        result = run_once(program, [recorder], self.loss)
         model, given = program.capture.model, program.capture.inputs
+        # a state object among the inputs (a KV cache) is as given for each run: its
+        # tensors' writes are put back, the model's call gets fresh objects around them
+        states = held_tensors(given.args, given.kwargs)
+        with rewound(states):
+            result = run_once(program, [recorder], self.loss)
         if recorder.watch is not None and model is not None:  # the allocator on the model's own call too
-            forward, peak = measure_model_call(model, given.args, given.kwargs, recorder.device, self.loss)
+            args, kwargs = given.rebuild(given.tensors) if states else (given.args, given.kwargs)
+            with rewound(states):
+                forward, peak = measure_model_call(model, args, kwargs, recorder.device, self.loss)
             memory = result.report["memory"]
             memory = dataclasses.replace(memory, measured_eager_peak=peak, measured_eager_forward_peak=forward)
             result.report["memory"] = memory
