@@ -1,0 +1,1 @@
+"""Generation and serving: prefill and decode steps, the KV cache, cost curves (issue 41)."""

@@ -1,0 +1,290 @@
+"""Exact cost curves: integer figures as closed forms in batch ``b`` and context ``c``.
+
+A step's FLOPs, MACs and bytes are sums over its ops of products of tensor sizes, so at
+a fixed graph they are polynomials in ``b`` and ``c`` with rational coefficients (and in
+``min(c, w)`` where a sliding window ``w`` caps what attention reads). :func:`fit` asks an
+evaluator for every figure at a few sizes (each call is an analysis: at most ``calls``),
+solves for the coefficients exactly (``fractions.Fraction``), and keeps a curve only as
+*verified* when a point it was not solved from is predicted exactly. A figure that needs
+every term of the basis, or that no polynomial of the basis fits (a ceiling division, a
+padding to multiples, a switch between two regimes), says so: :attr:`Curve.verified`
+is ``False`` and :attr:`Curve.mismatch` holds the evaluated and predicted numbers.
+
+A figure given as several candidates (a memory timeline: one value per event) is the
+highest of them: each candidate is fitted, and the figure is their maximum, exact as
+long as the events line up at every size (:class:`PeakCurve`).
+
+>>> fitted = fit(lambda b, c: {"flops": 2 * b * c * c + 64 * b * c + 7}, basis(1, 2))
+>>> str(fitted["flops"]), fitted["flops"](5, 1000), fitted["flops"].verified
+('b·(2·c² + 64·c) + 7', 10320007, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..errors import FxInspectError, InputError
+from .solve import independent_rows, solve_square
+from .terms import Term, basis
+
+__all__ = ["Curve", "PeakCurve", "UnverifiedCurveError", "basis", "design", "fit"]
+
+Point = tuple[int, int]  # (batch, context)
+Figures = Mapping[str, "int | Sequence[int] | Mapping[str, int]"]
+
+
+class UnverifiedCurveError(FxInspectError):
+    """A curve was asked to be exact but no analysed point it was not solved from checks it."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A figure as ``sum(coefficient · term)``: exact where ``verified``.
+
+    ``solved_at`` are the analysed sizes the coefficients were solved from, ``checked_at``
+    those that then matched exactly. ``mismatch`` holds ``(b, c, evaluated, predicted)``
+    where the curve missed, and ``why`` says in words why it is not verified.
+    """
+
+    name: str
+    terms: tuple[Term, ...]
+    coefficients: tuple[Fraction, ...]
+    solved_at: tuple[Point, ...]
+    checked_at: tuple[Point, ...] = ()
+    mismatch: tuple[tuple[int, int, int, Fraction], ...] = ()
+    why: str = ""
+
+    @property
+    def verified(self) -> bool:
+        """Whether an analysed point not used to solve was predicted exactly (and none missed)."""
+        return bool(self.checked_at) and not self.mismatch
+
+    def __call__(self, b: int, c: int) -> int | Fraction:
+        value = sum((k * t(b, c) for t, k in zip(self.terms, self.coefficients)), Fraction(0))
+        return int(value) if value.denominator == 1 else value
+
+    def total(self, b: int, first: int, last: int) -> int | Fraction:
+        """The sum over the contexts ``first..last`` (inclusive) at batch ``b``, in closed form."""
+        value = sum((k * t.total(b, first, last) for t, k in zip(self.terms, self.coefficients)), Fraction(0))
+        return int(value) if value.denominator == 1 else value
+
+    def mean(self, b: int, first: int, last: int) -> Fraction:
+        """The mean over the contexts ``first..last``: a decode of ``n`` tokens after a prompt of
+        ``p`` runs its steps at the contexts ``p..p+n-1``."""
+        if last < first:
+            raise InputError(f"mean over contexts {first}..{last}: the range is empty")
+        return Fraction(self.total(b, first, last)) / (last - first + 1)
+
+    def require(self) -> Curve:
+        """This curve, or :class:`UnverifiedCurveError` naming what was evaluated and predicted."""
+        if not self.verified:
+            raise UnverifiedCurveError(f"{self.name}: {self.why}")
+        return self
+
+    def __str__(self) -> str:
+        groups: dict[int, list[tuple[Term, Fraction]]] = {}
+        for t, k in sorted(zip(self.terms, self.coefficients), key=lambda tk: tk[0].order, reverse=True):
+            groups.setdefault(t.b, []).append((Term(c=t.c, m=t.m, w=t.w), k))
+        parts = []
+        for power, members in groups.items():
+            outer = str(Term(b=power)) if power else ""
+            inner = _sum(members)
+            parts.append(inner if not outer else f"{outer}·({inner})" if len(members) > 1 else _sum(members, outer))
+        text = " + ".join(parts).replace("+ -", "- ") or "0"
+        return text if self.verified else f"{text}  [unverified: {self.why}]"
+
+
+@dataclass(frozen=True)
+class PeakCurve:
+    """The highest of several candidate curves (one per event of a memory timeline)."""
+
+    name: str
+    candidates: tuple[Curve, ...]
+    why: str = ""
+    fallback: Curve | None = field(default=None, repr=False)  # the peak's own values, fitted
+
+    @property
+    def verified(self) -> bool:
+        """Whether every candidate is verified (then the maximum is exact at any size)."""
+        if self.fallback is not None:
+            return self.fallback.verified
+        return all(c.verified for c in self.candidates)
+
+    @property
+    def mismatch(self) -> tuple[tuple[int, int, int, Fraction], ...]:
+        """The candidates' misses (or the fallback's)."""
+        own = self.fallback.mismatch if self.fallback is not None else ()
+        return own + tuple(m for c in self.candidates for m in c.mismatch)
+
+    def __call__(self, b: int, c: int) -> int | Fraction:
+        if self.fallback is not None:
+            return self.fallback(b, c)
+        return max(k(b, c) for k in self.candidates)
+
+    def at(self, b: int, c: int) -> Curve:
+        """The candidate that holds the peak at ``(b, c)`` (the first, on a tie)."""
+        if self.fallback is not None:
+            return self.fallback
+        return max(self.candidates, key=lambda k: k(b, c))
+
+    def total(self, b: int, first: int, last: int) -> int | Fraction:
+        """The sum of the peaks over ``first..last``: evaluated context by context (the
+        highest candidate can change inside the range)."""
+        return sum((Fraction(self(b, c)) for c in range(first, last + 1)), Fraction(0))
+
+    mean = Curve.mean
+
+    def __str__(self) -> str:
+        if self.fallback is not None:
+            return f"{self.fallback}  [the peak's own values: {self.why}]"
+        state = "" if self.verified else f"  [unverified: {self.why}]"
+        return f"max of {len(self.candidates)} candidates{state}"
+
+    @property
+    def unverified(self) -> tuple[str, ...]:
+        """The candidates (or the fallback) that are not verified, by name."""
+        if self.fallback is not None:
+            return () if self.fallback.verified else (self.fallback.name,)
+        return tuple(c.name for c in self.candidates if not c.verified)
+
+
+def design(terms: Sequence[Term], batches: Iterable[int], contexts: Iterable[int], calls: int = 6) -> tuple[Point, ...]:
+    """Up to ``calls`` sizes from ``batches`` × ``contexts`` that tell ``terms`` apart, then spares.
+
+    Sizes are taken in an order that varies both batch and context at each step, keeping
+    one that adds a new direction to the sample matrix; spares (points that add none) fill
+    what ``calls`` leaves. Raises :class:`InputError` when the grid cannot tell the terms
+    apart (a breakpoint with no context above it, a single batch with terms in ``b``).
+    """
+    grid = _interleaved(sorted(set(batches)), sorted(set(contexts)))
+    rows = [[Fraction(t(b, c)) for t in terms] for b, c in grid]
+    chosen = independent_rows(rows, limit=len(terms))
+    if len(chosen) < len(terms):
+        raise InputError(
+            f"the sizes b in {sorted(set(batches))} × c in {sorted(set(contexts))} tell only {len(chosen)} of the "
+            f"{len(terms)} terms {[str(t) for t in terms]} apart: give contexts on both sides of each breakpoint "
+            "and at least as many batches as the degree in b plus one"
+        )
+    if len(chosen) > calls:
+        raise InputError(f"{len(terms)} terms need {len(terms)} analyses; calls={calls} allows fewer")
+    spares = [i for i in range(len(grid)) if i not in chosen][: calls - len(chosen)]
+    return tuple(grid[i] for i in (*chosen, *spares))
+
+
+def fit(
+    evaluate: Callable[[int, int], Figures],
+    terms: Sequence[Term] | None = None,
+    points: Sequence[Point] | None = None,
+    *,
+    batches: Iterable[int] = (1, 2, 3),
+    contexts: Iterable[int] = (11, 24, 37, 53, 64),
+    calls: int = 6,
+) -> dict[str, Curve | PeakCurve]:
+    """Every figure ``evaluate(b, c)`` returns, as a curve over ``terms``, from ``points``.
+
+    ``evaluate`` is called once per point (``points``, or :func:`design`'s choice from
+    ``batches`` × ``contexts``). A figure is an integer, or a sequence (or mapping) of
+    integers whose maximum it is: a memory timeline, event by event. Each figure keeps the
+    terms whose coefficients are not zero; it is verified when that leaves at least one
+    analysed point its coefficients were not solved from, and that point matches exactly.
+    """
+    terms = tuple(terms if terms is not None else basis())
+    points = tuple(points if points is not None else design(terms, batches, contexts, calls))
+    if len(points) > calls:
+        raise InputError(f"{len(points)} points given; calls={calls} allows {calls} analyses")
+    values = [evaluate(b, c) for b, c in points]
+    names = [name for name in values[0] if all(name in v for v in values)]
+    out: dict[str, Curve | PeakCurve] = {}
+    for name in names:
+        column = [v[name] for v in values]
+        if all(isinstance(x, int) for x in column):
+            out[name] = _fit_one(name, terms, points, column)
+        else:
+            out[name] = _fit_peak(name, terms, points, column)
+    return out
+
+
+def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], values: Sequence[int]) -> Curve:
+    """The curve through ``values``, verified on what the terms it needs leave over."""
+    rows = [[Fraction(t(b, c)) for t in terms] for b, c in points]
+    basis_rows = independent_rows(rows, limit=len(terms))
+    full = solve_square([rows[i] for i in basis_rows], [values[i] for i in basis_rows])
+    if full is None or len(basis_rows) < len(terms):
+        raise InputError(f"{name}: the points {list(points)} cannot tell the terms {[str(t) for t in terms]} apart")
+    misses = []
+    for i, (b, c) in enumerate(points):
+        predicted = sum((k * r for k, r in zip(full, rows[i])), Fraction(0))
+        if predicted != values[i]:
+            misses.append((b, c, values[i], predicted))
+    if misses:  # (a spare off the curve: the figure is not a polynomial over these terms)
+        used = tuple(points[i] for i in basis_rows)
+        b, c, was, predicted = misses[0]
+        why = f"at b={b}, c={c} analysed {was:,}, the curve through {list(used)} predicts {_number(predicted)}"
+        return Curve(name, terms, full, used, mismatch=tuple(misses), why=why)
+    kept = [i for i, k in enumerate(full) if k != 0]
+    sub = [[row[i] for i in kept] for row in rows]
+    solving = independent_rows(sub, limit=len(kept))
+    checked = tuple(p for i, p in enumerate(points) if i not in solving)
+    why = "" if checked else f"all {len(terms)} terms are needed: exact only at the {len(points)} analysed points"
+    return Curve(
+        name,
+        tuple(terms[i] for i in kept),
+        tuple(full[i] for i in kept),
+        tuple(points[i] for i in solving),
+        checked,
+        why=why,
+    )
+
+
+def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], column: list) -> PeakCurve:
+    """The maximum of candidates fitted one by one, or the maximum's own curve when the
+    candidates do not line up across sizes (events added or missing at some size)."""
+    keyed = [dict(x) if isinstance(x, Mapping) else dict(enumerate(x)) for x in column]
+    peaks = [max(k.values()) for k in keyed]
+    if all(k.keys() == keyed[0].keys() for k in keyed):
+        candidates = tuple(_fit_one(f"{name}[{key}]", terms, points, [k[key] for k in keyed]) for key in keyed[0])
+        off = [c for c in candidates if not c.verified]
+        why = (
+            f"{len(off)} of {len(candidates)} candidates not verified (first: {off[0].name}: {off[0].why})"
+            if off
+            else ""
+        )
+        return PeakCurve(name, candidates, why)
+    sizes = ", ".join(f"{len(k)} at b={b}, c={c}" for k, (b, c) in zip(keyed, points))
+    why = f"its candidates do not line up across sizes ({sizes})"
+    return PeakCurve(name, (), why, fallback=_fit_one(name, terms, points, peaks))
+
+
+def _sum(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
+    """``k1·t1 + k2·t2 ...`` with thousands separators; ``outer`` multiplies a single term."""
+    out = []
+    for t, k in members:
+        factor = "·".join(f for f in (outer, "" if t == Term() else str(t)) if f)
+        if not factor:
+            out.append(_number(k))
+        elif k == 1:
+            out.append(factor)
+        elif k == -1:
+            out.append(f"-{factor}")
+        else:
+            out.append(f"{_number(k)}·{factor}")
+    return " + ".join(out)
+
+
+def _number(k: Fraction | int) -> str:
+    k = Fraction(k)
+    text = f"{k.numerator:,}"
+    return text if k.denominator == 1 else f"{text}/{k.denominator:,}"
+
+
+def _interleaved(batches: list[int], contexts: list[int]) -> list[Point]:
+    """The grid in an order whose neighbours differ in both batch and context."""
+    n = len(batches) * len(contexts)
+    order = []
+    for step in range(n):
+        b = batches[step % len(batches)]
+        c = contexts[(step + step // len(contexts)) % len(contexts)] if len(contexts) else 0
+        order.append((b, c))
+    return list(dict.fromkeys(order)) + [(b, c) for b in batches for c in contexts if (b, c) not in order]
