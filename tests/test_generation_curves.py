@@ -53,8 +53,8 @@ def test_rational_coefficients_stay_exact():
 def test_every_term_needed_is_unverified_and_says_so():
     # 1 + c + c² + b + b·c + b·c²: six terms, six points, no point left to check
     curve = fit(lambda b, c: {"x": (1 + b) * (1 + c + c * c)}, basis(1, 2))["x"]
-    assert not curve.verified and "all 6 terms are needed" in curve.why
-    with pytest.raises(UnverifiedCurveError, match="exact only at the 6 analysed points"):
+    assert not curve.verified and "take all 6 analysed points" in curve.why
+    with pytest.raises(UnverifiedCurveError, match="exact only at those"):
         curve.require()
 
 
@@ -87,7 +87,18 @@ def test_sliding_window_breakpoint():
     # where the curve is a line in c, and 100·min(c,16) + 30·c is not (650, 1430, 2320 at b=1)
     wrong = fit(lambda b, c: {"x": f(b, c)}, basis(1, 1, (30,)), contexts=(5, 11, 24, 40))["x"]
     # (all six terms come out non-zero: no analysed point is left to check, and it says so)
-    assert not wrong.verified and "all 6 terms are needed" in wrong.why and wrong(1, 16) != f(1, 16)
+    assert not wrong.verified and "take all 6 analysed points" in wrong.why and wrong(1, 16) != f(1, 16)
+    # a check on each side of the breakpoint: 3 terms solved from 3 points, one checked
+    # below 16 and one above
+    assert {c <= 16 for _, c in curve.checked_at} == {True, False}
+    # 7 + 5·min(c,16) + b·c: above 16 the 1 and min(c,16) columns are alike (16 = 16·1),
+    # so the one point below 16 is needed to solve, and nothing checks the curve there
+    g = lambda b, c: 7 + 5 * min(c, 16) + b * c  # noqa: E731
+    points = [(1, 5), (1, 24), (2, 24), (1, 40), (2, 40), (3, 64)]
+    few = (Term(), Term(m=1, w=16), Term(b=1, c=1), Term(b=1, m=1, w=16))
+    below = fit(lambda b, c: {"x": g(b, c)}, few, points)["x"]
+    assert not below.verified and "c <= 16: not checked there" in below.why
+    assert below.checked_at and all(c > 16 for _, c in below.checked_at)
     # (a breakpoint between the same two sampled contexts as the true one, 12 for 16 here,
     # cannot be told from it: contexts must not leave a gap around a breakpoint)
 
@@ -112,11 +123,25 @@ def test_peak_as_max_of_candidates_exact_past_the_crossing():
 
 
 def test_peak_fallback_when_events_do_not_line_up():
-    # one more event from c > 30 on (a branch the model takes): fitted as the max itself
+    # one more event from c > 30 on (a branch the model takes): the maximum is fitted as
+    # one curve, right here (10·5·257 = 12,850) but never verified: past the analysed sizes
+    # another event could overtake it
     events = lambda b, c: (10 * b * c,) + ((1,) if c > 30 else ())  # noqa: E731
     peak = fit(lambda b, c: {"peak": events(b, c)}, basis(1, 1))["peak"]
-    assert peak.fallback is not None and "do not line up" in str(peak)
-    assert peak.verified and peak(5, 257) == 12_850  # 10·5·257
+    assert peak.fallback is not None and not peak.verified and "do not line up" in str(peak)
+    assert peak(5, 257) == 12_850 and peak.unverified == ("peak",)
+
+
+def test_peak_events_renamed_across_sizes_line_up_by_position():
+    # the same two events named after nodes the graph renames at b >= 2 ("expand" then
+    # "expand_1"): as many at every size, so lined up by position and each one checked
+    def events(b, c):
+        node = "expand" if b == 1 else "expand_1"
+        return {f"{node}#0": 7 * b * c, f"{node}#1": 100 + b * c}
+
+    peak = fit(lambda b, c: {"peak": events(b, c)}, basis(1, 1))["peak"]
+    assert peak.verified and peak(5, 257) == 8_995  # 7·5·257
+    assert [k.name for k in peak.candidates] == ["peak[expand#0]", "peak[expand#1]"]
 
 
 @pytest.mark.parametrize("p", range(6))

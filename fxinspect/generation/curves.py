@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..errors import FxInspectError, InputError
+from .design import describe, design, segment, solving_rows
 from .solve import independent_rows, solve_square
 from .terms import Term, basis
 
@@ -59,7 +60,7 @@ class Curve:
     @property
     def verified(self) -> bool:
         """Whether an analysed point not used to solve was predicted exactly (and none missed)."""
-        return bool(self.checked_at) and not self.mismatch
+        return bool(self.checked_at) and not self.mismatch and not self.why
 
     def __call__(self, b: int, c: int) -> int | Fraction:
         value = sum((k * t(b, c) for t, k in zip(self.terms, self.coefficients)), Fraction(0))
@@ -85,7 +86,8 @@ class Curve:
 
     def __str__(self) -> str:
         groups: dict[int, list[tuple[Term, Fraction]]] = {}
-        for t, k in sorted(zip(self.terms, self.coefficients), key=lambda tk: tk[0].order, reverse=True):
+        pairs = [(t, k) for t, k in zip(self.terms, self.coefficients) if k]
+        for t, k in sorted(pairs, key=lambda tk: tk[0].order, reverse=True):
             groups.setdefault(t.b, []).append((Term(c=t.c, m=t.m, w=t.w), k))
         parts = []
         for power, members in groups.items():
@@ -108,9 +110,7 @@ class PeakCurve:
     @property
     def verified(self) -> bool:
         """Whether every candidate is verified (then the maximum is exact at any size)."""
-        if self.fallback is not None:
-            return self.fallback.verified
-        return all(c.verified for c in self.candidates)
+        return self.fallback is None and all(c.verified for c in self.candidates)
 
     @property
     def mismatch(self) -> tuple[tuple[int, int, int, Fraction], ...]:
@@ -138,7 +138,7 @@ class PeakCurve:
 
     def __str__(self) -> str:
         if self.fallback is not None:
-            return f"{self.fallback}  [the peak's own values: {self.why}]"
+            return f"{self.fallback}  [unverified: {self.why}]"
         state = "" if self.verified else f"  [unverified: {self.why}]"
         return f"max of {len(self.candidates)} candidates{state}"
 
@@ -146,31 +146,8 @@ class PeakCurve:
     def unverified(self) -> tuple[str, ...]:
         """The candidates (or the fallback) that are not verified, by name."""
         if self.fallback is not None:
-            return () if self.fallback.verified else (self.fallback.name,)
+            return (self.fallback.name,)
         return tuple(c.name for c in self.candidates if not c.verified)
-
-
-def design(terms: Sequence[Term], batches: Iterable[int], contexts: Iterable[int], calls: int = 6) -> tuple[Point, ...]:
-    """Up to ``calls`` sizes from ``batches`` × ``contexts`` that tell ``terms`` apart, then spares.
-
-    Sizes are taken in an order that varies both batch and context at each step, keeping
-    one that adds a new direction to the sample matrix; spares (points that add none) fill
-    what ``calls`` leaves. Raises :class:`InputError` when the grid cannot tell the terms
-    apart (a breakpoint with no context above it, a single batch with terms in ``b``).
-    """
-    grid = _interleaved(sorted(set(batches)), sorted(set(contexts)))
-    rows = [[Fraction(t(b, c)) for t in terms] for b, c in grid]
-    chosen = independent_rows(rows, limit=len(terms))
-    if len(chosen) < len(terms):
-        raise InputError(
-            f"the sizes b in {sorted(set(batches))} × c in {sorted(set(contexts))} tell only {len(chosen)} of the "
-            f"{len(terms)} terms {[str(t) for t in terms]} apart: give contexts on both sides of each breakpoint "
-            "and at least as many batches as the degree in b plus one"
-        )
-    if len(chosen) > calls:
-        raise InputError(f"{len(terms)} terms need {len(terms)} analyses; calls={calls} allows fewer")
-    spares = [i for i in range(len(grid)) if i not in chosen][: calls - len(chosen)]
-    return tuple(grid[i] for i in (*chosen, *spares))
 
 
 def fit(
@@ -225,9 +202,20 @@ def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], valu
         return Curve(name, terms, full, used, mismatch=tuple(misses), why=why)
     kept = [i for i, k in enumerate(full) if k != 0]
     sub = [[row[i] for i in kept] for row in rows]
-    solving = independent_rows(sub, limit=len(kept))
+    breakpoints = sorted({t.w for t in terms if t.w is not None})
+    solving = solving_rows(sub, [segment(c, breakpoints) for _, c in points], len(breakpoints) + 1)
     checked = tuple(p for i, p in enumerate(points) if i not in solving)
-    why = "" if checked else f"all {len(terms)} terms are needed: exact only at the {len(points)} analysed points"
+    bare = [
+        describe(s, breakpoints)
+        for s in range(len(breakpoints) + 1)
+        if all(segment(c, breakpoints) != s for _, c in checked)
+    ]
+    if not checked:
+        why = f"its {len(kept)} terms take all {len(points)} analysed points to solve: exact only at those"
+    elif bare:
+        why = f"no analysed point it was not solved from has {' or '.join(bare)}: not checked there"
+    else:
+        why = ""
     return Curve(
         name,
         tuple(terms[i] for i in kept),
@@ -240,9 +228,15 @@ def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], valu
 
 def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], column: list) -> PeakCurve:
     """The maximum of candidates fitted one by one, or the maximum's own curve when the
-    candidates do not line up across sizes (events added or missing at some size)."""
+    candidates do not line up across sizes (events added or missing at some size).
+
+    Candidates line up by key, or else (keys named after graph nodes can be renamed from
+    one size to another) by position when every size has as many: a misaligned
+    candidate then fails its own check.
+    """
     keyed = [dict(x) if isinstance(x, Mapping) else dict(enumerate(x)) for x in column]
-    peaks = [max(k.values()) for k in keyed]
+    if not all(k.keys() == keyed[0].keys() for k in keyed) and all(len(k) == len(keyed[0]) for k in keyed):
+        keyed = [dict(zip(keyed[0], k.values())) for k in keyed]  # (by position, named as at the first size)
     if all(k.keys() == keyed[0].keys() for k in keyed):
         candidates = tuple(_fit_one(f"{name}[{key}]", terms, points, [k[key] for k in keyed]) for key in keyed[0])
         off = [c for c in candidates if not c.verified]
@@ -253,8 +247,10 @@ def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], col
         )
         return PeakCurve(name, candidates, why)
     sizes = ", ".join(f"{len(k)} at b={b}, c={c}" for k, (b, c) in zip(keyed, points))
-    why = f"its candidates do not line up across sizes ({sizes})"
-    return PeakCurve(name, (), why, fallback=_fit_one(name, terms, points, peaks))
+    # (a maximum fitted as one curve can be exact at every analysed size and wrong past them,
+    # where another candidate overtakes: never verified)
+    why = f"its candidates do not line up across sizes ({sizes}): the maximum's own values, exact only at those"
+    return PeakCurve(name, (), why, fallback=_fit_one(name, terms, points, [max(k.values()) for k in keyed]))
 
 
 def _sum(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
@@ -277,14 +273,3 @@ def _number(k: Fraction | int) -> str:
     k = Fraction(k)
     text = f"{k.numerator:,}"
     return text if k.denominator == 1 else f"{text}/{k.denominator:,}"
-
-
-def _interleaved(batches: list[int], contexts: list[int]) -> list[Point]:
-    """The grid in an order whose neighbours differ in both batch and context."""
-    n = len(batches) * len(contexts)
-    order = []
-    for step in range(n):
-        b = batches[step % len(batches)]
-        c = contexts[(step + step // len(contexts)) % len(contexts)] if len(contexts) else 0
-        order.append((b, c))
-    return list(dict.fromkeys(order)) + [(b, c) for b in batches for c in contexts if (b, c) not in order]
