@@ -111,6 +111,13 @@ def test_design_refuses_sizes_that_cannot_tell_terms_apart():
         design(basis(1, 2), batches=(1, 2), contexts=(8, 16, 32), calls=4)
 
 
+def test_non_integer_figure_is_refused():
+    # a predicted time is a float (a sum of per-op maxima): fit the counts, then price them;
+    # the first size analysed is b=1, c=11: 0.5·1·11 = 5.5
+    with pytest.raises(InputError, match=r"figure .time. at b=1, c=11 is 5.5: a curve is exact for integers"):
+        fit(lambda b, c: {"time": 0.5 * b * c}, basis(1, 1))
+
+
 def test_peak_as_max_of_candidates_exact_past_the_crossing():
     # two events: 100,000 + 10·b·c and b·c². At the analysed sizes (c <= 64, b <= 3) the
     # first is always higher (b·c² <= 3·64² = 12,288); at b=5, c=257 the second

@@ -176,6 +176,13 @@ def fit(
     out: dict[str, Curve | PeakCurve] = {}
     for name in names:
         column = [v[name] for v in values]
+        for (b, c), x in zip(points, column):
+            inner = x.values() if isinstance(x, Mapping) else x if isinstance(x, Sequence) else (x,)
+            if not inner or not all(isinstance(y, int) for y in inner):
+                raise InputError(
+                    f"figure {name!r} at b={b}, c={c} is {x!r}: a curve is exact for integers (or a non-empty "
+                    "sequence or mapping of them, whose maximum the figure is); fit counts, then price them"
+                )
         if all(isinstance(x, int) for x in column):
             out[name] = _fit_one(name, terms, points, column)
         else:
