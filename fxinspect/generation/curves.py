@@ -171,6 +171,7 @@ def fit(
     points = tuple(points if points is not None else design(terms, batches, contexts, calls))
     if len(points) > calls:
         raise InputError(f"{len(points)} points given; calls={calls} allows {calls} analyses")
+    system = _System(terms, points)  # (refuses points that cannot tell the terms apart, before any call)
     values = [evaluate(b, c) for b, c in points]
     names = [name for name in values[0] if all(name in v for v in values)]
     out: dict[str, Curve | PeakCurve] = {}
@@ -184,19 +185,45 @@ def fit(
                     "sequence or mapping of them, whose maximum the figure is); fit counts, then price them"
                 )
         if all(isinstance(x, int) for x in column):
-            out[name] = _fit_one(name, terms, points, column)
+            out[name] = _fit_one(name, system, column)
         else:
-            out[name] = _fit_peak(name, terms, points, column)
+            out[name] = _fit_peak(name, system, column)
     return out
 
 
-def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], values: Sequence[int]) -> Curve:
+class _System:
+    """The sample matrix of ``terms`` at ``points``, solved once for every figure fitted on it."""
+
+    def __init__(self, terms: tuple[Term, ...], points: tuple[Point, ...]) -> None:
+        self.terms, self.points = terms, points
+        self.rows = [[Fraction(t(b, c)) for t in terms] for b, c in points]
+        self.basis_rows = independent_rows(self.rows, limit=len(terms))
+        square = [self.rows[i] for i in self.basis_rows]
+        unit = [[int(i == j) for j in range(len(square))] for i in range(len(square))]
+        columns = [solve_square(square, e) for e in unit] if len(square) == len(terms) else [None]
+        if any(col is None for col in columns):
+            raise InputError(f"the points {list(points)} cannot tell the terms {[str(t) for t in terms]} apart")
+        self.inverse = [list(row) for row in zip(*columns)]  # (columns of the inverse, transposed)
+        self.breakpoints = sorted({t.w for t in terms if t.w is not None})
+        self.segments = [segment(c, self.breakpoints) for _, c in points]
+        self._solving: dict[tuple[int, ...], list[int]] = {}
+
+    def coefficients(self, values: Sequence[int]) -> tuple[Fraction, ...]:
+        picked = [values[i] for i in self.basis_rows]
+        return tuple(sum((k * v for k, v in zip(row, picked)), Fraction(0)) for row in self.inverse)
+
+    def solving(self, kept: tuple[int, ...]) -> list[int]:
+        """The rows that solve for the terms ``kept`` (the rest check them), once per set."""
+        if kept not in self._solving:
+            sub = [[row[i] for i in kept] for row in self.rows]
+            self._solving[kept] = solving_rows(sub, self.segments, len(self.breakpoints) + 1)
+        return self._solving[kept]
+
+
+def _fit_one(name: str, system: _System, values: Sequence[int]) -> Curve:
     """The curve through ``values``, verified on what the terms it needs leave over."""
-    rows = [[Fraction(t(b, c)) for t in terms] for b, c in points]
-    basis_rows = independent_rows(rows, limit=len(terms))
-    full = solve_square([rows[i] for i in basis_rows], [values[i] for i in basis_rows])
-    if full is None or len(basis_rows) < len(terms):
-        raise InputError(f"{name}: the points {list(points)} cannot tell the terms {[str(t) for t in terms]} apart")
+    terms, points, rows, basis_rows = system.terms, system.points, system.rows, system.basis_rows
+    full = system.coefficients(values)
     misses = []
     for i, (b, c) in enumerate(points):
         predicted = sum((k * r for k, r in zip(full, rows[i])), Fraction(0))
@@ -207,10 +234,9 @@ def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], valu
         b, c, was, predicted = misses[0]
         why = f"at b={b}, c={c} analysed {was:,}, the curve through {list(used)} predicts {_number(predicted)}"
         return Curve(name, terms, full, used, mismatch=tuple(misses), why=why)
-    kept = [i for i, k in enumerate(full) if k != 0]
-    sub = [[row[i] for i in kept] for row in rows]
-    breakpoints = sorted({t.w for t in terms if t.w is not None})
-    solving = solving_rows(sub, [segment(c, breakpoints) for _, c in points], len(breakpoints) + 1)
+    kept = tuple(i for i, k in enumerate(full) if k != 0)
+    breakpoints = system.breakpoints
+    solving = system.solving(kept)
     checked = tuple(p for i, p in enumerate(points) if i not in solving)
     bare = [
         describe(s, breakpoints)
@@ -233,7 +259,7 @@ def _fit_one(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], valu
     )
 
 
-def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], column: list) -> PeakCurve:
+def _fit_peak(name: str, system: _System, column: list) -> PeakCurve:
     """The maximum of candidates fitted one by one, or the maximum's own curve when the
     candidates do not line up across sizes (events added or missing at some size).
 
@@ -245,7 +271,7 @@ def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], col
     if not all(k.keys() == keyed[0].keys() for k in keyed) and all(len(k) == len(keyed[0]) for k in keyed):
         keyed = [dict(zip(keyed[0], k.values())) for k in keyed]  # (by position, named as at the first size)
     if all(k.keys() == keyed[0].keys() for k in keyed):
-        candidates = tuple(_fit_one(f"{name}[{key}]", terms, points, [k[key] for k in keyed]) for key in keyed[0])
+        candidates = tuple(_fit_one(f"{name}[{key}]", system, [k[key] for k in keyed]) for key in keyed[0])
         off = [c for c in candidates if not c.verified]
         why = (
             f"{len(off)} of {len(candidates)} candidates not verified (first: {off[0].name}: {off[0].why})"
@@ -253,11 +279,11 @@ def _fit_peak(name: str, terms: tuple[Term, ...], points: tuple[Point, ...], col
             else ""
         )
         return PeakCurve(name, candidates, why)
-    sizes = ", ".join(f"{len(k)} at b={b}, c={c}" for k, (b, c) in zip(keyed, points))
+    sizes = ", ".join(f"{len(k)} at b={b}, c={c}" for k, (b, c) in zip(keyed, system.points))
     # (a maximum fitted as one curve can be exact at every analysed size and wrong past them,
     # where another candidate overtakes: never verified)
     why = f"its candidates do not line up across sizes ({sizes}): the maximum's own values, exact only at those"
-    return PeakCurve(name, (), why, fallback=_fit_one(name, terms, points, [max(k.values()) for k in keyed]))
+    return PeakCurve(name, (), why, fallback=_fit_one(name, system, [max(k.values()) for k in keyed]))
 
 
 def _sum(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
