@@ -3,16 +3,25 @@
 A step's FLOPs, MACs and bytes are sums over its ops of products of tensor sizes, so at
 a fixed graph they are polynomials in ``b`` and ``c`` with rational coefficients (and in
 ``min(c, w)`` where a sliding window ``w`` caps what attention reads). :func:`fit` asks an
-evaluator for every figure at a few sizes (each call is an analysis: at most ``calls``),
-solves for the coefficients exactly (``fractions.Fraction``), and keeps a curve only as
-*verified* when a point it was not solved from is predicted exactly. A figure that needs
-every term of the basis, or that no polynomial of the basis fits (a ceiling division, a
-padding to multiples, a switch between two regimes), says so: :attr:`Curve.verified`
-is ``False`` and :attr:`Curve.mismatch` holds the evaluated and predicted numbers.
+evaluator for every figure at a few sizes (each call is an analysis: at most ``calls``,
+6 by default, for all figures together) and solves for the coefficients over the whole
+basis exactly (``fractions.Fraction``). A figure keeps the terms whose coefficients are
+not zero; their coefficients are then solved again from as few of the analysed sizes
+(``solved_at``) and the others must match exactly (``checked_at``): a spare analysed
+point, and with breakpoints one on each side of each. Only then is the curve
+*verified*. A figure that needs every term, or that no polynomial of the basis fits (a
+ceiling division, a padding to multiples, kernel scratch learnt per shape), says so:
+:attr:`Curve.verified` is ``False``, :attr:`Curve.why` says why and
+:attr:`Curve.mismatch` holds the evaluated and predicted numbers. Sizes where the model
+builds another graph (a sliding mask only past the window) are another curve: fit the
+contexts on one side, or give the breakpoint.
 
 A figure given as several candidates (a memory timeline: one value per event) is the
-highest of them: each candidate is fitted, and the figure is their maximum, exact as
-long as the events line up at every size (:class:`PeakCurve`).
+highest of them: each candidate is fitted, and the figure is their maximum, exact at any
+size when every candidate is verified (:class:`PeakCurve`). Where the candidates do not
+line up across sizes the maximum's own values are fitted, and never called verified: one
+curve through the maxima can be exact at every analysed size and wrong past them, where
+another candidate overtakes.
 
 >>> fitted = fit(lambda b, c: {"flops": 2 * b * c * c + 64 * b * c + 7}, basis(1, 2))
 >>> str(fitted["flops"]), fitted["flops"](5, 1000), fitted["flops"].verified
@@ -28,7 +37,7 @@ from fractions import Fraction
 from ..errors import FxInspectError, InputError
 from .design import describe, design, segment, solving_rows
 from .solve import independent_rows, solve_square
-from .terms import Term, basis
+from .terms import Term, basis, formula, number
 
 __all__ = ["Curve", "PeakCurve", "UnverifiedCurveError", "basis", "design", "fit"]
 
@@ -92,8 +101,8 @@ class Curve:
         parts = []
         for power, members in groups.items():
             outer = str(Term(b=power)) if power else ""
-            inner = _sum(members)
-            parts.append(inner if not outer else f"{outer}·({inner})" if len(members) > 1 else _sum(members, outer))
+            inner = formula(members)
+            parts.append(inner if not outer else f"{outer}·({inner})" if len(members) > 1 else formula(members, outer))
         text = " + ".join(parts).replace("+ -", "- ") or "0"
         return text if self.verified else f"{text}  [unverified: {self.why}]"
 
@@ -165,7 +174,8 @@ def fit(
     ``batches`` × ``contexts``). A figure is an integer, or a sequence (or mapping) of
     integers whose maximum it is: a memory timeline, event by event. Each figure keeps the
     terms whose coefficients are not zero; it is verified when that leaves at least one
-    analysed point its coefficients were not solved from, and that point matches exactly.
+    analysed point its coefficients were not solved from (one on each side of every
+    breakpoint), and those points match exactly. A figure missing at some size is left out.
     """
     terms = tuple(terms if terms is not None else basis())
     points = tuple(points if points is not None else design(terms, batches, contexts, calls))
@@ -232,7 +242,7 @@ def _fit_one(name: str, system: _System, values: Sequence[int]) -> Curve:
     if misses:  # (a spare off the curve: the figure is not a polynomial over these terms)
         used = tuple(points[i] for i in basis_rows)
         b, c, was, predicted = misses[0]
-        why = f"at b={b}, c={c} analysed {was:,}, the curve through {list(used)} predicts {_number(predicted)}"
+        why = f"at b={b}, c={c} analysed {was:,}, the curve through {list(used)} predicts {number(predicted)}"
         return Curve(name, terms, full, used, mismatch=tuple(misses), why=why)
     kept = tuple(i for i, k in enumerate(full) if k != 0)
     breakpoints = system.breakpoints
@@ -284,25 +294,3 @@ def _fit_peak(name: str, system: _System, column: list) -> PeakCurve:
     # where another candidate overtakes: never verified)
     why = f"its candidates do not line up across sizes ({sizes}): the maximum's own values, exact only at those"
     return PeakCurve(name, (), why, fallback=_fit_one(name, system, [max(k.values()) for k in keyed]))
-
-
-def _sum(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
-    """``k1·t1 + k2·t2 ...`` with thousands separators; ``outer`` multiplies a single term."""
-    out = []
-    for t, k in members:
-        factor = "·".join(f for f in (outer, "" if t == Term() else str(t)) if f)
-        if not factor:
-            out.append(_number(k))
-        elif k == 1:
-            out.append(factor)
-        elif k == -1:
-            out.append(f"-{factor}")
-        else:
-            out.append(f"{_number(k)}·{factor}")
-    return " + ".join(out)
-
-
-def _number(k: Fraction | int) -> str:
-    k = Fraction(k)
-    text = f"{k.numerator:,}"
-    return text if k.denominator == 1 else f"{text}/{k.denominator:,}"

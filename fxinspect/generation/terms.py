@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Term", "basis", "power_sum"]
+__all__ = ["Term", "basis", "formula", "number", "power_sum"]
 
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -117,3 +117,25 @@ def _bernoulli_minus(k: int) -> Fraction:
 
 def _power(name: str, p: int) -> str:
     return "" if p == 0 else name if p == 1 else name + str(p).translate(_SUPERSCRIPT)
+
+
+def formula(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
+    """``k1·t1 + k2·t2 ...`` with thousands separators; ``outer`` multiplies a single term."""
+    out = []
+    for t, k in members:
+        factor = "·".join(f for f in (outer, "" if t == Term() else str(t)) if f)
+        if not factor:
+            out.append(number(k))
+        elif k == 1:
+            out.append(factor)
+        elif k == -1:
+            out.append(f"-{factor}")
+        else:
+            out.append(f"{number(k)}·{factor}")
+    return " + ".join(out)
+
+
+def number(k: Fraction | int) -> str:
+    k = Fraction(k)
+    text = f"{k.numerator:,}"
+    return text if k.denominator == 1 else f"{text}/{k.denominator:,}"
