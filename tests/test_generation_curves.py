@@ -137,6 +137,8 @@ def test_peak_fallback_when_events_do_not_line_up():
     peak = fit(lambda b, c: {"peak": events(b, c)}, basis(1, 1))["peak"]
     assert peak.fallback is not None and not peak.verified and "do not line up" in str(peak)
     assert peak(5, 257) == 12_850 and peak.unverified == ("peak",)
+    with pytest.raises(UnverifiedCurveError, match="peak: its candidates do not line up"):
+        peak.require()
 
 
 def test_peak_events_renamed_across_sizes_line_up_by_position():

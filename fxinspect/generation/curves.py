@@ -144,6 +144,7 @@ class PeakCurve:
         return sum((Fraction(self(b, c)) for c in range(first, last + 1)), Fraction(0))
 
     mean = Curve.mean
+    require = Curve.require
 
     def __str__(self) -> str:
         if self.fallback is not None:

@@ -136,6 +136,7 @@ def formula(members: list[tuple[Term, Fraction]], outer: str = "") -> str:
 
 
 def number(k: Fraction | int) -> str:
+    """``k`` with thousands separators, a fraction as ``p/q``: ``1,024``, ``-7/2``."""
     k = Fraction(k)
     text = f"{k.numerator:,}"
     return text if k.denominator == 1 else f"{text}/{k.denominator:,}"
