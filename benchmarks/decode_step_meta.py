@@ -16,7 +16,7 @@ import torch
 import transformers
 
 import fxinspect
-from fxinspect.generation import decode_inputs
+from fxinspect.serving import decode_inputs
 
 LLAMA_2_70B = dict(
     hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,

@@ -1,7 +1,7 @@
 """Prefill cost curves of tiny Hugging Face decoders, fitted from 6 analyses, checked unseen.
 
 Run: ``python benchmarks/generation_curves.py`` (about a minute on 2 cores). For each model
-it fits every integer figure (:func:`fxinspect.generation.curves.fit`, the default basis
+it fits every integer figure (:func:`fxinspect.serving.curves.fit`, the default basis
 ``1, c, c², b, b·c, b·c²``) from 6 meta analyses of the prefill with contexts <= 64, then
 analyses sizes the fit never saw and prints, per figure, its formula, whether it is
 verified, and whether it is exact at each unseen size.
@@ -15,8 +15,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import fxinspect
-from fxinspect.generation.curves import basis, fit
-from fxinspect.generation.figures import report_figures
+from fxinspect.serving.curves import basis, fit
+from fxinspect.serving.figures import report_figures
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 MODELS = {  # name: (family, config, contexts of the fit)

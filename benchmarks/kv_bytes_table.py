@@ -29,8 +29,8 @@ import time
 import torch
 import transformers as tf
 
-from fxinspect.generation.kv_cache import closed_form_kv_bytes_per_token
-from fxinspect.generation.kv_curve import kv_bytes_past_windows
+from fxinspect.serving.kv_cache import closed_form_kv_bytes_per_token
+from fxinspect.serving.kv_curve import kv_bytes_past_windows
 
 LLAMA2 = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, vocab_size=32000)
 # fmt: off

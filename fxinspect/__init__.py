@@ -33,6 +33,7 @@ from .records.registry import register_figure, unregister_figure
 from .report import Report
 from .rules.registry import Cost, FreeReason, register_free, register_rule
 from .run.program import InstrumentedProgram
+from .serving import DecodeCost, Generation, GenerationMemory, decode_inputs, generation, prefill_inputs
 from .timemodel import devices
 from .training import Inspection, Stash, Tracker, Watch, inspect, track, watch
 
@@ -51,10 +52,13 @@ __all__ = [
     "CaptureError",
     "CaptureInfo",
     "CheckpointPlan",
+    "DecodeCost",
     "Cost",
     "Environment",
     "FreeReason",
     "FxInspectError",
+    "Generation",
+    "GenerationMemory",
     "InputError",
     "Inspection",
     "InstrumentedProgram",
@@ -81,9 +85,12 @@ __all__ = [
     "analyze",
     "checkpoint_plan",
     "diff_html",
+    "decode_inputs",
+    "generation",
     "inspect",
     "instrument",
     "max_batch",
+    "prefill_inputs",
     "register_figure",
     "register_free",
     "register_rule",

@@ -1,4 +1,4 @@
-"""Exact cost curves (fxinspect.generation.curves): closed forms in batch and context.
+"""Exact cost curves (fxinspect.serving.curves): closed forms in batch and context.
 
 Synthetic figures have hand-computed coefficients; real ones are checked against
 analyses at sizes the fit never saw (an analysis is the truth).
@@ -14,9 +14,9 @@ import torch
 
 import fxinspect
 from fxinspect.errors import InputError
-from fxinspect.generation.curves import PeakCurve, UnverifiedCurveError, basis, design, fit
-from fxinspect.generation.figures import report_figures
-from fxinspect.generation.terms import Term, power_sum
+from fxinspect.serving.curves import PeakCurve, UnverifiedCurveError, basis, design, fit
+from fxinspect.serving.figures import report_figures
+from fxinspect.serving.terms import Term, power_sum
 
 UNSEEN = [(3, 100), (5, 257), (1, 1000), (5, 9)]
 

@@ -7,8 +7,8 @@ import torch
 import transformers
 from generation_zoo import BUILD, HELD_OUT, WINDOW, encoder_inputs, families
 
-from fxinspect.generation.kv_cache import cache_bytes, closed_form_kv_bytes_per_token
-from fxinspect.generation.kv_curve import kv_bytes_curve, kv_bytes_past_windows
+from fxinspect.serving.kv_cache import cache_bytes, closed_form_kv_bytes_per_token
+from fxinspect.serving.kv_curve import kv_bytes_curve, kv_bytes_past_windows
 
 BATCH, PROMPT, NEW = 2, 12, 4
 ZOO = {f.name: f for f in families()}

@@ -36,6 +36,7 @@ _ROLE_NAMES = {
     TensorRole.PARAMETER_GRADIENT: "parameter gradients",
     TensorRole.OTHER: "other",
     TensorRole.SCRATCH: "kernel scratch",
+    TensorRole.STATE: "cache (state given to the step)",
 }
 
 

@@ -46,6 +46,7 @@ class TensorRole(Choice):
     PARAMETER_GRADIENT = "parameter gradient"  # ends up in a parameter's ``.grad``
     OTHER = "other"  # made outside every node (the loss, the probes' caller)
     SCRATCH = "scratch"  # a kernel's working memory, taken and given back inside one op
+    STATE = "state"  # a state object's tensor given to the step (a KV cache), until the step replaces it
 
 
 @dataclass(frozen=True)

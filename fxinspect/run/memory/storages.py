@@ -180,18 +180,43 @@ class StorageTracker(SavesMarker, DispatchMode):
             return
         key = id(st)
         self._resident.pop(key, None)
-        ref = self._alive.pop(key, None)
-        if ref is not None:  # (its weak reference stays, with nothing left to free)
-            entry, ref.entry = ref.entry, None
-            self._events += 1
-            entry.died = self._events
-            self.live -= entry.nbytes
-            self.timeline.append((self.ops, self.live))
+        self._drop(key)
         if nbytes:
             self._allocate(st, key, (nbytes,), torch.uint8, nbytes)
             if self.live > self.peak:
                 self.peak, self._peak_event = self.live, self._events
                 self.peak_node, self.peak_phase = self.current_node() or "", self.phase
+
+    def donate(self, named: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Storages given to the run that it may drop (a cache's tensors,
+        :mod:`~fxinspect.run.memory.donated`): the run's from before its first op, each
+        charged to its input's name, and no longer resident."""
+        for name, t in named:
+            st = storage_of(t)
+            key = id(st)
+            self._resident.pop(key, None)
+            if key not in self._alive:
+                self.node = name
+                self._allocate(st, key, tuple(t.shape), t.dtype, st.nbytes())
+        self.node = None
+        if self.live > self.peak:
+            self.peak, self._peak_event, self.peak_node, self.peak_phase = self.live, self._events, "", self.phase
+
+    def release(self, st: torch.UntypedStorage) -> None:
+        """A storage the run drops though something outside it still refers to it (a
+        donated input the step replaced): it dies now."""
+        if not self._stopped:
+            self._drop(id(st))
+
+    def _drop(self, key: int) -> None:
+        """The storage ``key`` dies now (its weak reference stays, with nothing left to free)."""
+        ref = self._alive.pop(key, None)
+        if ref is not None:
+            entry, ref.entry = ref.entry, None
+            self._events += 1
+            entry.died = self._events
+            self.live -= entry.nbytes
+            self.timeline.append((self.ops, self.live))
 
     def _allocate(self, st: torch.UntypedStorage, key: int, shape: Any, dtype: torch.dtype, nbytes: int) -> None:
         """A new storage of the run, born in the running node."""

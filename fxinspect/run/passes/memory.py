@@ -49,6 +49,7 @@ from ...records.memory import Phase, Saves
 from ...tensors import has_data, tensors_in
 from ..lazy_dynamo import import_dynamo, may_reach_dynamo
 from ..memory.allocator import AllocatorWatch
+from ..memory.donated import Donated
 from ..memory.lifetimes import CallInputs
 from ..memory.model_call import measure_model_call
 from ..memory.scratch import Scratch
@@ -117,6 +118,10 @@ class MemoryRecorder(Recorder):
     def __init__(self, program: InstrumentedProgram, measure: bool = False, optimizer: Any = None) -> None:
         self.program, self.optimizer = program, optimizer
         self.params, self.inputs = program.parameters(), list(program.inputs)
+        # a state object's tensors among the inputs (a KV cache): the run's, freed when replaced
+        given = program.capture.inputs
+        states = {id(t) for t in held_tensors(given.args, given.kwargs)}
+        self.donated = Donated(program.graph, [(n, t) for n, t in zip(given.names, self.inputs) if id(t) in states])
         self.trainable = [p for p in self.params if p.requires_grad]
         self.buffers = program.buffers()
         gm = program.graph_module
@@ -128,8 +133,9 @@ class MemoryRecorder(Recorder):
         # the CPU's, a meta model's included: see run.virtual); CUDA none (memory_record.no_scratch)
         self.scratch = Scratch(meta=not real) if self.device.type == "cpu" else None
         # (torch._dynamo is imported by start(), only where the run may need it)
+        resident = [t for t in self.inputs if id(t) not in states]
         self.tracker = StorageTracker(
-            [*self.params, *self.buffers, *constants, *self.inputs], self.scratch, import_dynamo=False
+            [*self.params, *self.buffers, *constants, *resident], self.scratch, import_dynamo=False
         )
         self.op = self.backward_op = self.tracker.observe  # (per aten op: no call between)
         self.owned = measure and real and self.device.type in ("cpu", "cuda")  # (the allocator's watch)
@@ -170,6 +176,7 @@ class MemoryRecorder(Recorder):
                 stack.enter_context(self.watch)
             if torch.is_grad_enabled():
                 stack.enter_context(self.tracker.saving_hooks())
+            self.tracker.donate(self.donated.tensors)
             yield
             self.tracker.stop()  # what is dropped afterwards is not the run's memory
 
@@ -197,6 +204,9 @@ class MemoryRecorder(Recorder):
             self.held[name] = out
         for value in self.calls.release_after.get(name, ()):
             del self.held[value]
+        if self.donated:
+            for storage in self.donated.after(name, out):
+                tracker.release(storage)
         tracker.node = None
 
     def differentiating(self, loss: Any) -> None:

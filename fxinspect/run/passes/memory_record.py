@@ -45,7 +45,7 @@ def memory_record(run: Any, optimizer: Any = None, trainable: list = ()) -> Memo
         device=str(run.device),
         params=unique_bytes(run.params),
         buffers=unique_bytes(run.buffers),
-        inputs=unique_bytes(run.inputs),
+        inputs=unique_bytes([t for t in run.inputs if all(t is not d for _, d in run.donated.tensors)]),
         timeline=tuple(tracker.timeline),
         backward_start=run.backward_start,
         peak=tracker.peak,
@@ -53,7 +53,9 @@ def memory_record(run: Any, optimizer: Any = None, trainable: list = ()) -> Memo
         peak_phase=tracker.peak_phase,
         forward_peak=forward_peak[0],
         forward_peak_node=forward_peak[1],
-        alive_at_peak=_alive(run.program, tracker.alive_at_peak(), run.param_grads),
+        alive_at_peak=_alive(
+            run.program, tracker.alive_at_peak(), run.param_grads, {n for n, _ in run.donated.tensors}
+        ),
         saved=sum(a.nbytes for a in tracker.allocations if a.saved),
         gradients=run.gradients,
         measured_by=watch.by if watch is not None else None,
@@ -65,14 +67,26 @@ def memory_record(run: Any, optimizer: Any = None, trainable: list = ()) -> Memo
         optimizer=name,
         optimizer_state=state,
         optimizer_step=step,
-        notes=tuple(run.scratch.notes if run.scratch is not None else [no_scratch(run.device)]),
+        notes=tuple(run.scratch.notes if run.scratch is not None else [no_scratch(run.device)]) + _state_note(run),
+    )
+
+
+def _state_note(run: Any) -> tuple[str, ...]:
+    if not run.donated:
+        return ()
+    given = unique_bytes([t for _, t in run.donated.tensors])
+    return (
+        f"the state objects among the inputs (a KV cache, {given:,} B) are the step's from its start, not "
+        "resident: each tensor is freed after the last node that reads it unless the step returns it, as the "
+        "model's own cache drops what it replaces (an allocator that watched the analysed run saw them held)",
     )
 
 
 def _alive(
-    program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int]
+    program: InstrumentedProgram, allocations: list[Allocation], param_grads: set[int], states: set[str]
 ) -> tuple[LiveTensor, ...]:
-    """The allocations alive at the peak as records, largest first."""
+    """The allocations alive at the peak as records, largest first (``states``: the
+    inputs a state object gave the run, :mod:`~fxinspect.run.memory.donated`)."""
     makers = {a.node for a in allocations}
     modules = {n.name: module_of(n) for n in program.graph.nodes if n.name in makers}
     out = []
@@ -80,6 +94,8 @@ def _alive(
         path, mtype = modules.get(a.node, ("", "")) if a.node is not None else ("", "")
         if a.scratch is not None:
             role = TensorRole.SCRATCH
+        elif a.node in states:
+            role = TensorRole.STATE
         elif a.phase is Phase.BACKWARD:
             role = TensorRole.PARAMETER_GRADIENT if id(a) in param_grads else TensorRole.GRADIENT
         else:

@@ -4,7 +4,7 @@ A curve over ``terms`` needs as many analysed sizes as it has terms to solve for
 coefficients, and one more to be checked; with breakpoints, a check on each side of each
 of them (a curve solved only from contexts below a window is not checked above it).
 
->>> from fxinspect.generation.terms import basis
+>>> from fxinspect.serving.terms import basis
 >>> design(basis(1, 1), batches=(1, 2, 3), contexts=(5, 11, 24, 40))  # 4 terms, 2 spares
 ((1, 5), (2, 11), (3, 24), (1, 40), (2, 5), (3, 11))
 """

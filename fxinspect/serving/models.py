@@ -19,7 +19,9 @@ from .kv_curve import meta_copy, meta_experts
 __all__ = ["analysed_copy"]
 
 
-def analysed_copy(model: torch.nn.Module, device: Any, dtype: torch.dtype | None) -> tuple[torch.nn.Module, torch.device]:
+def analysed_copy(
+    model: torch.nn.Module, device: Any, dtype: torch.dtype | None
+) -> tuple[torch.nn.Module, torch.device]:
     """The model to analyse on ``device`` (``"meta"``, or ``None``: where it is) and that device."""
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"generation expects a torch.nn.Module, got {type(model).__name__}")

@@ -1,6 +1,6 @@
 """Generation from the model's own graph: prefill, decode steps, the KV cache, what fits, how fast.
 
-``fxinspect.generation(model, batch, prompt, new_tokens)`` analyses the model's own
+``fxinspect.serving(model, batch, prompt, new_tokens)`` analyses the model's own
 prefill call and its own decode steps (the cache it builds itself, filled by its own
 forward: :mod:`.inputs`), on the meta device by default, so a 70B model costs no memory:
 
@@ -31,16 +31,18 @@ import torch
 from ..errors import InputError
 from ..planning.budget import Budget
 from ..report import Report
-from .curves import fit
+from .curves import basis, fit
 from .figures import report_figures
+from .fits import GenerationMemory, largest_fitting, memory_at
 from .inputs import decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
-from .kv_curve import kv_bytes_past_windows
 from .models import analysed_copy
+from .segments import Segments, contexts_in
 from .step_time import StepTime, call_figures
 from .terms import Term
+from .views import generation_table, plot_generation
 
-__all__ = ["DecodeCost", "Generation", "GenerationMemory"]
+__all__ = ["DecodeCost", "Generation", "generation"]
 
 _BATCHES = (1, 2, 3)
 
@@ -60,21 +62,9 @@ class DecodeCost:
     peak: int
 
 
-@dataclass(frozen=True)
-class GenerationMemory:
-    """The generation's peak and what it is made of: the weights as stored, the cache at
-    that point, and the rest (activations, and a new cache's copies while they are made)."""
-
-    peak: int
-    weights: int
-    kv_cache: int
-    activations: int
-    phase: str  # "prefill" or "decode": which one holds the peak
-
-
 class Generation:
     """The analyses of a model generating ``new_tokens`` after a ``prompt`` for ``batch``
-    sequences; see the module. Made by :func:`fxinspect.generation`."""
+    sequences; see the module. Made by :func:`fxinspect.serving`."""
 
     def __init__(
         self,
@@ -99,7 +89,10 @@ class Generation:
         if device_spec is not None:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
-        self._kv_at: dict[tuple[int, int], int] = {}  # (batch, context) -> the cache's bytes given to that step
+        self._kv_at: dict[tuple[int, int], int] = {}
+        self._timed: dict[
+            tuple[int, int | None], StepTime
+        ] = {}  # (batch, context) -> the cache's bytes given to that step
 
     # -- the analyses ------------------------------------------------------------------
 
@@ -129,40 +122,48 @@ class Generation:
         return tuple(sorted(set(cache_windows(_cache_of(inputs)))))
 
     @functools.cached_property
-    def curves(self) -> dict[str, Any]:
-        """A decode step's figures as exact curves in ``(batch, context)`` (see :mod:`.curves`)."""
+    def segments(self) -> Segments:
+        """The context axis cut at the cache's windows, each range's curves fitted when first
+        needed (:mod:`.segments`)."""
+        return Segments(self._windows, self._fit_range)
 
+    def _fit_range(self, lo: int, hi: int | None) -> dict[str, Any] | None:
         def figures(b: int, c: int) -> dict[str, Any]:
             report = self.decode_step(c, b)
             return {**report_figures(report), **call_figures(report), "kv": self._kv_at[(b, c)]}
 
-        windows = self._windows
-        terms = [Term(), Term(b=1), Term(b=1, c=1)]
-        terms += [Term(b=1, m=1, w=w) for w in windows]
-        # (no context next to a window: a sliding layer's buffer turns within a token of it)
-        contexts = [c for c in (3, 5, 9, 14, 21) if all(abs(c - w) > 1 for w in windows)]
-        contexts += [x for w in windows for x in (w + 2, w + 7)]
-        return fit(figures, terms, batches=_BATCHES, contexts=contexts, calls=len(terms) + 2)
+        try:  # (1, c, b, b·c: two spare steps check them)
+            return fit(figures, basis(1, 1), batches=_BATCHES, contexts=contexts_in(lo, hi), calls=6)
+        except InputError:  # a range too short to tell the terms apart: its steps are analysed
+            return None
+
+    @property
+    def curves(self) -> dict[str, Any]:
+        """A decode step's figures as exact curves in ``(batch, context)`` over the prompt's
+        range of contexts (see :mod:`.curves`; empty next to a window)."""
+        return self.segments.curves(self.prompt) or {}
+
+    def _exact(self, context: int, names: tuple[str, ...]) -> dict[str, Any] | None:
+        """The curves at ``context`` when those of ``names`` are verified, else ``None``."""
+        curves = self.segments.curves(context)
+        return curves if curves is not None and all(curves[n].verified for n in names) else None
 
     # -- the figures ---------------------------------------------------------------------
-
-    @functools.cached_property
-    def _kv(self):
-        return kv_bytes_past_windows(self.model, 1, device=self.device, dtype=None)
 
     @property
     def kv_bytes_per_token(self) -> int:
         """Cache bytes one more token of one sequence costs, past every window (0 for a
         state-space model's fixed state, or once every layer is past its window)."""
-        return int(self._kv.per_token)
+        past = max(self._windows, default=0) + 16
+        return int(self.kv_bytes(past + 1, 1) - self.kv_bytes(past, 1))
 
     def kv_bytes(self, context: int, batch: int | None = None) -> int:
         """The cache's bytes at ``context`` tokens for ``batch`` sequences (from the decode
         steps' curve; measured on the model's own cache when that curve is not verified)."""
         batch = self.batch if batch is None else batch
-        curve = self.curves["kv"]
-        if curve.verified:
-            return int(curve(batch, context))
+        curves = self._exact(context, ("kv",))
+        if curves is not None:
+            return int(curves["kv"](batch, context))
         inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
         return cache_bytes(_cache_of(inputs)).total
 
@@ -173,29 +174,37 @@ class Generation:
         return memory.params + memory.buffers
 
     def cost(self, context: int, batch: int | None = None) -> DecodeCost:
-        """A decode step at ``context`` cached tokens, from the curves (no analysis)."""
+        """A decode step at ``context`` cached tokens, read off the curves (analysed when
+        its range has no verified curve: next to a window)."""
         batch = self.batch if batch is None else batch
-        curves = self.curves
+        curves = self._exact(context, ("flops", "macs", "bytes"))
+        if curves is None:
+            r = self.decode_step(context, batch)
+            t = r.totals
+            return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, r.memory.total_peak)
+        timed = self._step_time(context)
         return DecodeCost(
             batch,
             context,
             int(curves["flops"](batch, context)),
             int(curves["macs"](batch, context)),
             int(curves["bytes"](batch, context)),
-            self._step_time(batch, context) if self._step_time is not None else None,
-            self._decode_peak(batch, context),
+            timed(batch, context) if timed is not None else None,
+            self.decode_peak(batch, context),
         )
 
-    def _decode_peak(self, batch: int, context: int) -> int:
-        return int(self.curves["resident"](batch, context) + self.curves["peak"](batch, context))
-
-    @functools.cached_property
-    def _step_time(self) -> StepTime | None:
+    def _step_time(self, context: int) -> StepTime | None:
+        """The per-call time curves of ``context``'s range (``None`` without a device spec)."""
         spec = self.prefill.time_model
-        if spec is None:
+        where = self.segments.range_of(context)
+        if spec is None or where is None:
             return None
-        curves = {k: v for k, v in self.curves.items() if k.count("/") == 2}
-        return StepTime(curves, next(iter(self._steps.values())), spec)  # (any step: each node's dtype)
+        if where not in self._timed:
+            curves = self.segments.curves(context)
+            calls = {k: v for k, v in curves.items() if k.count("/") == 2}
+            b, c = next(p for p in curves["flops"].solved_at)  # (a step of this range: each node's dtype)
+            self._timed[where] = StepTime(calls, self.decode_step(c, b), spec)
+        return self._timed[where]
 
     @property
     def ttft(self) -> float | None:
@@ -205,9 +214,10 @@ class Generation:
     @property
     def tpot(self) -> float | None:
         """Time per output token after the first: the decode steps' mean predicted seconds."""
-        if self._step_time is None or self.new_tokens < 2:
+        if self.ttft is None or self.new_tokens < 2:
             return None
-        return self._step_time.mean(self.batch, self.prompt, self.prompt + self.new_tokens - 2)
+        steps = [self.cost(c).seconds for c in range(self.prompt, self.final_context + 1)]
+        return sum(steps) / len(steps)
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -224,74 +234,90 @@ class Generation:
 
     @functools.cached_property
     def memory(self) -> GenerationMemory:
-        """The peak and its parts (see :class:`GenerationMemory`)."""
-        return self._memory(self.batch, self.final_context)
+        """The peak and its parts (see :class:`~.fits.GenerationMemory`)."""
+        return memory_at(self, self.batch, self.final_context)
 
     @property
     def peak(self) -> int:
         """The most memory the generation holds at once, in bytes."""
         return self.memory.peak
 
-    def _memory(self, batch: int, context: int) -> GenerationMemory:
-        weights = self.weights_bytes
-        prefill = self._prefill_peak(batch)
-        if self.new_tokens < 2 or prefill >= (decode := self._decode_peak(batch, context)):
-            kv = self._prefill_kv(batch)
-            return GenerationMemory(prefill, weights, kv, prefill - weights - kv, "prefill")
-        kv = self.kv_bytes(context + 1, batch)
-        return GenerationMemory(decode, weights, kv, decode - weights - kv, "decode")
+    def decode_peak(self, batch: int, context: int) -> int:
+        """The most a decode step at ``context`` holds (weights and cache included)."""
+        curves = self.segments.curves(context)
+        if curves is None:  # (the peak's curve is used unverified: a kernel's scratch on this CPU may break it)
+            return self.decode_step(context, batch).memory.total_peak
+        return int(curves["resident"](batch, context) + curves["peak"](batch, context))
 
-    def _prefill_peak(self, batch: int) -> int:
+    def prefill_peak(self, batch: int) -> int:
+        """The most the prefill of ``batch`` sequences holds (weights and the cache it fills included)."""
         if batch == self.batch:
             return self.prefill.memory.total_peak
-        return int(self._prefill_curves["resident"](batch, self.prompt) + self._prefill_curves["peak"](batch, self.prompt))
-
-    def _prefill_kv(self, batch: int) -> int:
-        return self.kv_bytes(self.prompt, batch)
+        curves = self._prefill_curves
+        return int(curves["resident"](batch, self.prompt) + curves["peak"](batch, self.prompt))
 
     @functools.cached_property
     def _prefill_curves(self) -> dict[str, Any]:
-        def figures(b: int, c: int) -> dict[str, Any]:
-            report = self.prefill if b == self.batch else self._analyse(
-                prefill_inputs(self.model, b, c, device=self.device, cache=self.cache)
-            )
-            return report_figures(report)
+        def figures(b: int, p: int) -> dict[str, Any]:
+            if b == self.batch:
+                return report_figures(self.prefill)
+            return report_figures(self._analyse(prefill_inputs(self.model, b, p, device=self.device, cache=self.cache)))
 
-        return fit(figures, [Term(), Term(b=1)], points=[(1, self.prompt), (2, self.prompt), (3, self.prompt)])
+        batches = sorted({1, 2, self.batch})[:3] if self.batch > 2 else [1, 2, 3]
+        return fit(figures, [Term(), Term(b=1)], points=[(b, self.prompt) for b in batches])
 
     def max_batch(self, budget: int | str, context: int | None = None, reserve: int | float | str = 0) -> int:
-        """The largest batch whose generation to ``context`` (default: this one's final
-        context) fits ``budget`` (bytes, or a string such as ``"80GiB"``); 0 if none does."""
+        """The largest batch whose generation up to ``context`` (default: this one's last
+        step) fits ``budget`` (bytes, or a string such as ``"80GiB"``); 0 if none does."""
         usable = Budget.of(budget, reserve).usable
         context = self.final_context if context is None else context
-        fits = lambda b: self._memory(b, context).peak <= usable  # noqa: E731
-        return _largest(fits, 1)
+        return largest_fitting(lambda b: memory_at(self, b, context).peak <= usable, 1)
 
     def max_context(self, budget: int | str, batch: int | None = None, reserve: int | float | str = 0) -> int:
         """The longest context (prompt and generated tokens) ``batch`` sequences reach within
         ``budget``; 0 if the prefill alone does not fit."""
         usable = Budget.of(budget, reserve).usable
         batch = self.batch if batch is None else batch
-        if self._prefill_peak(batch) > usable:
+        if self.prefill_peak(batch) > usable:
             return 0
-        fits = lambda c: self._decode_peak(batch, c - 1) <= usable  # noqa: E731
-        return max(self.prompt, _largest(fits, self.prompt + 1))
+        return max(self.prompt, largest_fitting(lambda c: self.decode_peak(batch, c - 1) <= usable, self.prompt + 1))
+
+    def table(self, tablefmt: str = "simple") -> str:
+        """The prefill, the first, middle and last decode steps, the cache, the peak, the times."""
+        return generation_table(self, tablefmt)
+
+    def plot(self, path: Any = None, budget: int | str | None = None):
+        """A decode step's cost and the memory stack against the context (a matplotlib Figure)."""
+        return plot_generation(self, path, budget)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def generation(
+    model: torch.nn.Module,
+    batch: int = 1,
+    prompt: int = 512,
+    new_tokens: int = 128,
+    *,
+    device: Any = "meta",
+    device_spec: Any = None,
+    dtype: torch.dtype | None = None,
+    cache: Any = None,
+    **options: Any,
+) -> Generation:
+    """Generation of ``new_tokens`` after a ``prompt`` for ``batch`` sequences, analysed
+    from the model's own prefill and decode steps (a Hugging Face generative model).
+
+    ``device="meta"`` (the default) analyses a meta copy, cast to ``dtype`` when given:
+    any size, no memory; ``None`` runs the model where it is. ``device_spec`` prices the
+    steps (TTFT, TPOT; a preset, a ``DeviceSpec`` or ``"measured"``). ``cache``: the cache
+    ``generate()`` would use (``None``), ``"static"``/``"dynamic"``, or an empty cache object.
+    Other options go to each ``analyze``. Analyses run when a figure first needs them.
+    """
+    return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options)
 
 
 def _cache_of(inputs: dict[str, Any]) -> Any:
     """The cache among a call's keyword arguments (``cache``, or ``past_key_values`` before transformers 5)."""
     return inputs.get("cache", inputs.get("past_key_values"))
-
-
-def _largest(fits, start: int) -> int:
-    """The largest ``n >= start`` with ``fits(n)`` for a predicate true up to a point;
-    ``start - 1`` when ``fits(start)`` is false."""
-    if not fits(start):
-        return start - 1
-    low, high = start, start * 2
-    while fits(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
-    return low

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from fxinspect.generation.kv_cache import CacheBytes, cache_bytes, cache_windows
+from fxinspect.serving.kv_cache import CacheBytes, cache_bytes, cache_windows
 
 __all__ = ["KvCurve", "kv_bytes_curve", "kv_bytes_past_windows", "meta_copy", "meta_experts"]
 

@@ -57,7 +57,9 @@ class StepTime:
         calls = []  # (node's dtype, (flops, bytes, calls) as float evaluators, whether any reads the context)
         for key in dict.fromkeys(name.rsplit("/", 1)[0] for name in curves):
             parts = [curves[f"{key}/{part}"] for part in _PARTS]
-            calls.append((dtypes[key.split("/", 1)[0]], [_floats(c) for c in parts], any(_reads_context(c) for c in parts)))
+            calls.append(
+                (dtypes[key.split("/", 1)[0]], [_floats(c) for c in parts], any(_reads_context(c) for c in parts))
+            )
         self._fixed = [(d, f) for d, f, varies in calls if not varies]
         self._varying = [(d, f) for d, f, varies in calls if varies]
         self._fixed_at: dict[int, float] = {}

@@ -41,7 +41,13 @@ def generation_table(gen: Any, tablefmt: str = "simple") -> str:
     for c in _contexts(gen):
         cost = gen.cost(c)
         rows.append(
-            [f"decode at {c:,}", units.count(cost.flops), units.nbytes(cost.bytes), units.seconds(cost.seconds), units.nbytes(cost.peak)]
+            [
+                f"decode at {c:,}",
+                units.count(cost.flops),
+                units.nbytes(cost.bytes),
+                units.seconds(cost.seconds),
+                units.nbytes(cost.peak),
+            ]
         )
     head = ["step", "FLOPs", "bytes moved", "predicted time", "peak"]
     table = tabulate(rows, head, tablefmt=tablefmt, disable_numparse=True)
