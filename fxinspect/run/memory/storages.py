@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from ...records.memory import Phase
-from ...tensors import NOT_WORK, DispatchMode, holds_dtensors, storage_ids, storage_of, tensors_in
+from ...tensors import NOT_WORK, DispatchMode, holds_dtensors, inner_tensors, storage_ids, storage_of, tensors_in
 from .. import lazy_dynamo
 from . import resizes
 from .saved import SavesMarker
@@ -96,11 +96,13 @@ class StorageTracker(SavesMarker, DispatchMode):
         resizes.register(self)
 
     def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
-        """Storages that exist before the run (never charged to a node)."""
+        """Storages that exist before the run (never charged to a node); a wrapper
+        subclass's are its inner tensors' (a quantized weight's values and scales)."""
         for t in tensors:
-            st = storage_of(t)
-            if st is not None:
-                self._resident[id(st)] = weakref.ref(st)
+            for inner in inner_tensors(t):
+                st = storage_of(inner)
+                if st is not None:
+                    self._resident[id(st)] = weakref.ref(st)
 
     def current_node(self) -> str | None:
         """The fx node running now: its forward, or in the backward the one whose backward runs."""
