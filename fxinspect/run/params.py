@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..records import SharedParameter
-from ..tensors import stored_bytes
+from ..tensors import local_tensor, stored_bytes
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,12 @@ def _numel(model: torch.nn.Module, name: str) -> int:
 
 def _size(tensors: list[torch.Tensor]) -> int:
     """Bytes of ``tensors`` as stored: a plain tensor its elements, a wrapper subclass
-    (a quantized weight) the storages of its inner tensors, each once."""
+    (a quantized weight) the storages of its inner tensors, each once. A ``DTensor``
+    counts the whole tensor: these are the whole model's figures (``memory.params``
+    says what one rank holds)."""
     plain, wrapped = 0, []
     for t in tensors:
-        if type(t) is not torch.Tensor and is_traceable_wrapper_subclass(t):
+        if type(t) is not torch.Tensor and is_traceable_wrapper_subclass(t) and local_tensor(t) is t:
             wrapped.append(t)
         else:
             plain += t.numel() * t.element_size()
