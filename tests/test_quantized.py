@@ -188,3 +188,26 @@ def test_a_forward_writing_its_quantized_weight_is_reported():
 
     with pytest.raises(ModelChangedError, match=r"inner\.0\.weight"):
         _analyze(Writes(), x)
+
+
+@pytest.mark.parametrize("nbits", [4, 2])
+def test_quanto_kv_cache_bytes_as_stored(nbits):
+    pytest.importorskip("optimum.quanto", reason="transformers' int-bit QuantizedCache needs optimum-quanto")
+    transformers = pytest.importorskip("transformers")
+    from generation_zoo import families
+
+    from fxinspect.generation.kv_cache import cache_bytes
+
+    torch.manual_seed(0)
+    model = next(f for f in families() if f.name == "llama").build().eval()  # 2 layers, 2 kv heads, head_dim 16
+    cache = transformers.QuantizedCache("quanto", model.config, nbits=nbits, residual_length=2, q_group_size=16)
+    ids = torch.randint(2, 128, (2, 12))
+    model.generate(input_ids=ids, max_new_tokens=4, min_new_tokens=4, do_sample=False, past_key_values=cache)
+    # 15 tokens cached per layer: 14 quantized, the last 1 kept in float32 (the residual).
+    # Quantized, per layer and kind: batch 2 * 2 heads * 14 tokens * 16 = 896 values at nbits
+    # (896 * nbits / 8 B) and a float32 scale and shift per group of 16 (56 * 2 * 4 = 448 B);
+    # the residual 2 * 2 * 1 * 16 * 4 = 256 B. Times 2 layers * 2 kinds.
+    per_kind_layer = 896 * nbits // 8 + 448 + 256
+    counted = cache_bytes(cache)
+    assert counted.total == 2 * 2 * per_kind_layer  # nbits 4: 4,608 B; 2: 3,712 B
+    assert counted.by_kind == {"key": 2 * per_kind_layer, "value": 2 * per_kind_layer}
