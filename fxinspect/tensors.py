@@ -28,6 +28,7 @@ __all__ = [
     "forked_rng",
     "has_data",
     "holds_dtensors",
+    "holds_wrappers",
     "inner_tensors",
     "local_tensor",
     "storage_ids",
@@ -128,6 +129,21 @@ def holds_dtensors(types: tuple) -> bool:
     """
     for t in types:  # (per op of every run: a loop over one or two types, no generator)
         if t.__name__ == "DTensor":
+            return True
+    return False
+
+
+def holds_wrappers(types: tuple) -> bool:
+    """Whether an op's argument types include a wrapper tensor subclass: a ``DTensor``, a
+    quantized weight, any type with ``__tensor_flatten__``.
+
+    A mode that prices or tracks ops returns ``NotImplemented`` for them (as for DTensor,
+    :func:`holds_dtensors`): the subclass then runs the op as the ops on its inner tensors
+    it stands for, which reach the mode one by one (an int8 embedding table dequantised
+    whole, then gathered): what really runs, on the bytes really stored.
+    """
+    for t in types:  # (per op of every run: one or two types, no generator)
+        if t is not torch.Tensor and getattr(t, "__tensor_flatten__", None) is not None:
             return True
     return False
 

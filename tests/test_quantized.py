@@ -155,6 +155,28 @@ def test_memory_estimate_against_the_allocator(name):
         assert memory.peak == 262144 + 4096
 
 
+def test_a_quantized_embedding_runs_its_dequantisation_and_is_counted_so():
+    # Int8Tensor's embedding is a dispatch-level op: it dequantises the whole table
+    # (torchao::dequantize_affine), then gathers from the dense copy
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(1000, 64), torch.nn.Linear(64, 64)).eval()
+    quantize_(
+        model, Q.Int8WeightOnlyConfig(), filter_fn=lambda m, _: isinstance(m, (torch.nn.Embedding, torch.nn.Linear))
+    )
+    ids = torch.randint(0, 1000, (4, 8))
+    real, meta = _analyze(model, ids, measure_memory=True), _analyze(model, ids, device="meta")
+    assert real.uncounted == meta.uncounted == ()
+    (dequant,) = [c for n in real.nodes for c in n.aten if c.op == "torchao.dequantize_affine.default"]
+    # (q - zero point) * scale over 1000 * 64 = 64,000 values: 128,000 flops; reads the
+    # 64,000 int8 values, 1,000 float32 scales and 1,000 int8 zero points; writes 256,000 B
+    assert (dequant.flops, dequant.bytes_read, dequant.bytes_written) == (128000, 69000, 256000)
+    (gather,) = [c for n in real.nodes for c in n.aten if c.op == "aten.embedding.default"]
+    assert gather.bytes_written == 4 * 8 * 64 * F32  # 32 rows of the dense copy
+    # the op holds two dense temporaries inside (probed as kernel scratch); the allocator agrees
+    assert real.memory.measured_peak == pytest.approx(real.memory.peak, rel=0.02)
+    assert meta.memory.peak == real.memory.peak and meta.totals.flops == real.totals.flops
+
+
 def _fingerprint(model):
     """Per parameter: its class, and its inner tensors' (or its own) ids, versions and values."""
     inner = lambda p: [getattr(p, n) for n in p.__tensor_flatten__()[0]] if type(p) is not torch.nn.Parameter else [p]  # noqa: E731

@@ -23,6 +23,14 @@ _dyn_quant_matmul_4bit (CPU, KleidiAI)      input, packed weight (its bias insid
                                             block size, K, N
 ==========================================  ======================================
 
+torchao's own ``torchao::dequantize_affine`` (``(q - zero_point) * scale`` per element,
+blockwise, cast to the output dtype: what its tensors run where an op has no packed
+kernel, an int8 embedding table dequantised whole before the gather) costs 2 flops per
+output element, 1 without a zero point; its bytes are the defaults (the stored values,
+scales and zero points read, the dense tensor written). That op exists once torchao is
+imported, which fxinspect never does: :func:`register_torchao_rules` registers it then,
+at import of :mod:`fxinspect.rules` or when the counting run first meets a ``torchao::`` op.
+
 Example
 -------
 >>> import torch
@@ -35,8 +43,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._util import aten_packets, first_tensor
-from .registry import Cost, register_rule
+import torch
+
+from ._util import arg, aten_packets, first_tensor, float_numel
+from .registry import Cost, register_namespace_loader, register_rule, registered_ops
 
 PACKED_WEIGHT_MATMULS = (
     "_weight_int4pack_mm",
@@ -51,3 +61,34 @@ PACKED_WEIGHT_MATMULS = (
 def packed_weight_matmul(args: tuple, kwargs: dict, out: Any) -> Cost:
     """A matmul on a packed weight: ``input.numel() * N`` MACs, the dense product's."""
     return Cost.matmul(args[0].numel() * first_tensor(out).shape[-1])
+
+
+def dequantize_affine(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``torchao::dequantize_affine(input, block_size, scale, zero_point, ...)``: a subtract
+    and a multiply per output element (the multiply alone without a zero point)."""
+    per_element = 1 if arg(args, kwargs, 3, "zero_point") is None else 2
+    return Cost(flops=per_element * float_numel(first_tensor(out)))
+
+
+TORCHAO_RULES = {"dequantize_affine": dequantize_affine}
+
+
+def register_torchao_rules() -> bool:
+    """Register the torchao ops' rules for those defined; safe to call again. Returns
+    whether any is (they are once torchao is imported)."""
+    namespace = torch.ops.torchao  # a lazy namespace object: imports nothing
+    known = registered_ops()
+    found = False
+    for name, rule in TORCHAO_RULES.items():
+        try:
+            packet = getattr(namespace, name)
+        except (AttributeError, RuntimeError):  # torchao not imported, or a version without it
+            continue
+        found = True
+        if packet not in known:
+            register_rule(packet)(rule)
+    return found
+
+
+register_torchao_rules()
+register_namespace_loader("torchao", register_torchao_rules)
