@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import torch
 
 from .errors import FxInspectError
-from .tensors import forked_rng, has_data
+from .tensors import forked_rng, has_data, inner_tensors
 
 _HOOK_DICTS = (
     "_forward_hooks",
@@ -86,6 +86,12 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
                 )
 
 
+def _versions(p: torch.Tensor) -> tuple[int, ...]:
+    """The version counters of ``p``'s data: its own, or a quantized weight's inner tensors'
+    (a write into its int8 values leaves the wrapper's counter where it was)."""
+    return tuple(t._version for t in inner_tensors(p))
+
+
 class _Snapshot:
     """What a pass can change in a model, taken before it runs (parameters by reference)."""
 
@@ -108,7 +114,7 @@ class _Snapshot:
         self.slots = [(m, "_parameters", dict(m._parameters)) for m in modules]
         self.slots += [(m, "_buffers", dict(m._buffers)) for m in modules]
         params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
-        self.param_state = [(p, p.requires_grad, p.grad, p._version) for p in params]
+        self.param_state = [(p, p.requires_grad, p.grad, _versions(p)) for p in params]
         self.grads = [(g, g.clone()) for _, _, g, _ in self.param_state if g is not None and has_data(g)]
         buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
         self.buffer_values = [(b, b.detach().clone()) for b in buffers if has_data(b)]
@@ -156,6 +162,6 @@ class _Snapshot:
         for p, requires_grad, grad, version in self.param_state:
             p.requires_grad_(requires_grad)
             p.grad = grad
-            if p._version != version:
+            if _versions(p) != version:
                 changed.append(p)
         return changed

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 __all__ = [
     "NOT_WORK",
@@ -28,9 +28,12 @@ __all__ = [
     "forked_rng",
     "has_data",
     "holds_dtensors",
+    "holds_wrappers",
+    "inner_tensors",
     "local_tensor",
     "storage_ids",
     "storage_of",
+    "stored_bytes",
     "tensors_in",
     "version",
 ]
@@ -60,6 +63,29 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
 def local_tensor(t: torch.Tensor) -> torch.Tensor:
     """The tensor this process holds: a ``DTensor``'s local shard, any other tensor itself."""
     return getattr(t, "_local_tensor", t) if type(t) is not torch.Tensor else t
+
+
+def inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors that hold ``t``'s data: ``[t]``, or for a wrapper tensor subclass
+    (one with ``__tensor_flatten__``: torchao's quantized weights, a ``DTensor``) the inner
+    tensors it flattens to, recursively (int8 values and their scales, a local shard)."""
+    if type(t) is torch.Tensor or not is_traceable_wrapper_subclass(t):
+        return [t]
+    names, _ = t.__tensor_flatten__()
+    return [i for n in names if isinstance(v := getattr(t, n), torch.Tensor) for i in inner_tensors(v)]
+
+
+def stored_bytes(tensors: Any) -> int:
+    """The bytes of the storages behind ``tensors`` as stored, each storage once: a wrapper
+    subclass counts its inner tensors (int8 weights: their int8 values and scales), never
+    its ``numel`` times the dtype it poses as."""
+    stores: dict[tuple[str, int], int] = {}
+    for t in tensors:
+        for i in inner_tensors(t):
+            s = i.untyped_storage()
+            # the StorageImpl's address, distinct per allocation on every device, meta included
+            stores[(str(i.device), s._cdata)] = s.nbytes()
+    return sum(stores.values())
 
 
 def storage_of(t: torch.Tensor) -> torch.UntypedStorage | None:
@@ -107,9 +133,26 @@ def holds_dtensors(types: tuple) -> bool:
     return False
 
 
+def holds_wrappers(types: tuple) -> bool:
+    """Whether an op's argument types include a wrapper tensor subclass: a ``DTensor``, a
+    quantized weight, any type with ``__tensor_flatten__``.
+
+    A mode that prices or tracks ops returns ``NotImplemented`` for them (as for DTensor,
+    :func:`holds_dtensors`): the subclass then runs the op as the ops on its inner tensors
+    it stands for, which reach the mode one by one (an int8 embedding table dequantised
+    whole, then gathered): what really runs, on the bytes really stored.
+    """
+    for t in types:  # (per op of every run: one or two types, no generator)
+        if t is not torch.Tensor and getattr(t, "__tensor_flatten__", None) is not None:
+            return True
+    return False
+
+
 def has_data(t: torch.Tensor) -> bool:
-    """False for meta and fake tensors (and DTensors holding one), whose values cannot be read."""
-    t = local_tensor(t)
+    """False for meta and fake tensors (and wrapper subclasses holding one: a DTensor, a
+    quantized weight copied for a virtual run), whose values cannot be read."""
+    if type(t) is not torch.Tensor and is_traceable_wrapper_subclass(t):
+        return all(has_data(i) for i in inner_tensors(t))
     return t.device.type != "meta" and not isinstance(t, torch._subclasses.FakeTensor)
 
 

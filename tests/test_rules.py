@@ -20,6 +20,7 @@ from fxinspect.rules import (
     losses,
     movement,
     pooling,
+    quantized,
     reduction,
     register_free,
     register_rule,
@@ -589,11 +590,30 @@ def _names(table: dict) -> list[str]:
         + list(pooling.NEIGHBOURS),
         list(movement.MOVES) + list(movement.GATHERS) + list(movement.FACTORIES),
         _names(free.FREE_OPS),
+        list(quantized.PACKED_WEIGHT_MATMULS),
     ],
-    ids=["elementwise", "reduction", "losses", "pooling", "movement", "free"],
+    ids=["elementwise", "reduction", "losses", "pooling", "movement", "free", "quantized"],
 )
 def test_every_listed_name_is_an_aten_op(names):
     assert missing_names(names) == []
+
+
+def test_packed_int8_weight_matmul_counts_the_dense_product():
+    class Int8Linear(torch.nn.Module):  # what a weight-only int8 linear calls on CPU
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.randint(-128, 127, (32, 64), dtype=torch.int8))
+            self.register_buffer("scales", torch.rand(32))
+
+        def forward(self, x):
+            return torch.ops.aten._weight_int8pack_mm(x, self.weight, self.scales)
+
+    report = fxinspect.analyze(Int8Linear(), torch.randn(4, 64), timing=False)
+    (call,) = [c for n in report.nodes for c in n.aten if c.op == "aten._weight_int8pack_mm.default"]
+    assert report.uncounted == ()
+    assert (call.macs, call.flops) == (4 * 64 * 32, 2 * 4 * 64 * 32)  # M * K * N = 8,192
+    # reads x 4 * 64 * 4 B + the int8 weight 32 * 64 + 32 float scales; writes 4 * 32 floats
+    assert (call.bytes_read, call.bytes_written) == (1024 + 2048 + 128, 512)
 
 
 def test_small_convnet_and_transformer_training_step_is_fully_counted():

@@ -6,6 +6,8 @@ Counting conventions
 ``macs``
     Multiply-accumulates of matmul-like ops only: ``mm``, ``addmm``, ``bmm``,
     ``baddbmm``, ``addbmm``, ``mv``, ``addmv``, ``dot``, ``addr``, ``_grouped_mm``,
+    ``_int_mm``, ``_scaled_mm``, the packed-weight kernels of quantized linears
+    (``_weight_int4pack_mm*``, ``_weight_int8pack_mm``: the dense product's MACs),
     convolutions (every backend variant, transposed too) and their backward,
     scaled-dot-product attention kernels and their backward, and the fused
     ``nn.MultiheadAttention`` / ``nn.TransformerEncoderLayer`` / recurrent kernels
@@ -75,6 +77,7 @@ Free reasons (:class:`FreeReason`, from :func:`free_reason`)
     user code without a reason.
 
 Rules are registered by decorator, one family per module: :mod:`.matmul`,
+:mod:`.quantized` (matmuls on packed int4/int8 weights),
 :mod:`.attention`, :mod:`.recurrent`, :mod:`.elementwise`, :mod:`.normalization`,
 :mod:`.reduction`, :mod:`.losses`, :mod:`.pooling`, :mod:`.spectral` (FFTs),
 :mod:`.movement`, :mod:`.scatters` (in-place writes through an index), :mod:`.free`,
@@ -102,6 +105,7 @@ from .registry import (
 from . import (  # noqa: F401  isort: skip
     normalization,
     matmul,
+    quantized,
     attention,
     recurrent,
     elementwise,

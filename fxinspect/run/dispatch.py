@@ -34,7 +34,7 @@ from .. import rules  # noqa: F401 - importing the package registers every formu
 from ..records import OpStatus
 from ..rules._util import nbytes
 from ..rules.registry import FREE, lookup
-from ..tensors import NOT_WORK, DispatchMode, holds_dtensors
+from ..tensors import NOT_WORK, DispatchMode, holds_wrappers
 
 UNATTRIBUTED = None
 """``CountingMode.node`` outside any graph node (ops there are kept apart and reported)."""
@@ -125,8 +125,8 @@ class CountingMode(DispatchMode):
             return args[0].fake_device
         if self.node is IGNORED:
             return func(*args, **kwargs) if kwargs else func(*args)
-        if holds_dtensors(types):
-            return NotImplemented  # (DTensor runs it as local ops, which come back here)
+        if holds_wrappers(types):
+            return NotImplemented  # (DTensor runs it as local ops, a quantized weight as ops on its inner tensors: they come back here)
         entry = self._rules.get(func)
         if entry is None:
             # fake tensors' queries of themselves and profiler ranges are no work the model

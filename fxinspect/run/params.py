@@ -19,8 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..records import SharedParameter
+from ..tensors import local_tensor, stored_bytes
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,23 @@ def _numel(model: torch.nn.Module, name: str) -> int:
     return getattr(model.get_submodule(module_path), attr).numel()
 
 
+def _size(tensors: list[torch.Tensor]) -> int:
+    """Bytes of ``tensors`` as stored: a plain tensor its elements, a wrapper subclass
+    (a quantized weight) the storages of its inner tensors, each once. A ``DTensor``
+    counts the whole tensor: these are the whole model's figures (``memory.params``
+    says what one rank holds)."""
+    plain, wrapped = 0, []
+    for t in tensors:
+        if type(t) is not torch.Tensor and is_traceable_wrapper_subclass(t) and local_tensor(t) is t:
+            wrapped.append(t)
+        else:
+            plain += t.numel() * t.element_size()
+    return plain + stored_bytes(wrapped)
+
+
 def tensor_bytes(model: torch.nn.Module) -> tuple[int, int]:
-    """``(parameter bytes, buffer bytes)``, each tensor once."""
-    params = {id(p): p for p in model.parameters()}.values()
-    buffers = {id(b): b for b in model.buffers()}.values()
-    size = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
-    return size(params), size(buffers)
+    """``(parameter bytes, buffer bytes)`` as stored, each tensor once: a quantized weight
+    counts its packed values and scales, not ``numel`` times the dtype it computes in."""
+    params = list({id(p): p for p in model.parameters()}.values())
+    buffers = list({id(b): b for b in model.buffers()}.values())
+    return _size(params), _size(buffers)

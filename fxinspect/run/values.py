@@ -45,6 +45,7 @@ import math
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..records import TensorMeta, ValueStats
 from ..tensors import has_data, version
@@ -121,9 +122,12 @@ class ValueReader:
 
     def read(self, t: torch.Tensor) -> int | None:
         """Queue the statistics of ``t``; returns a slot for :meth:`finish`, or ``None``
-        for tensors without readable floating values."""
+        for tensors without readable floating values (and wrapper subclasses: a quantized
+        weight's values are no plain ones, and dispatch off reaches no data)."""
         # (called for every output of every node: the checks go cheapest first)
-        if not t.is_floating_point() or t.is_meta or (type(t) is not torch.Tensor and not has_data(t)):
+        if not t.is_floating_point() or t.is_meta:
+            return None
+        if type(t) is not torch.Tensor and (not has_data(t) or is_traceable_wrapper_subclass(t)):
             return None
         if t.is_nested:  # no reductions over ragged sequences here: unknown, never zero
             return None

@@ -52,6 +52,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..errors import InputError
 from ..options import meta_device
@@ -88,9 +89,17 @@ def virtual_device(t: torch.Tensor) -> torch.device:
 
 def fake_like(t: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor:
     """A fake tensor of ``mode`` with ``t``'s shape, strides, dtype and ``requires_grad``
-    on :func:`virtual_device` (``t``'s data is neither read nor copied)."""
-    with mode, torch.no_grad():
-        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=virtual_device(t))
+    on :func:`virtual_device` (``t``'s data is neither read nor copied). A wrapper tensor
+    subclass (a quantized weight) stays one, around fake copies of its inner tensors, so
+    that the virtual run dispatches as the real one does (dequantise then matmul, or the
+    packed kernel) and its bytes are those stored."""
+    if type(t) is not torch.Tensor and is_traceable_wrapper_subclass(t):
+        names, context = t.__tensor_flatten__()
+        inner = {n: fake_like(getattr(t, n), mode) for n in names}
+        out = type(t).__tensor_unflatten__(inner, context, t.size(), t.stride())
+    else:
+        with mode, torch.no_grad():
+            out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=virtual_device(t))
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(out, requires_grad=t.requires_grad)
     if t.requires_grad:

@@ -11,8 +11,8 @@ its scratch is the most it held above where it started, less what it returned
 (``rise - growth``). The tracker adds that on top of what is alive, just after the
 op's outputs, for an instant (a ``scratch`` allocation: born and freed at the op).
 
-* Which ops: every ``aten`` op that returns a new tensor and is not pointwise (views,
-  in-place and ``out=`` ops, factories and elementwise kernels take none).
+* Which ops: every ``aten`` (and ``torchao``) op that returns a new tensor and is not
+  pointwise (views, in-place and ``out=`` ops, factories and elementwise kernels take none).
 * Key: the op, every argument (a tensor by shape, strides, offset and dtype), the
   thread count (oneDNN's per-thread buffers grow with it) and the grad mode (a
   recurrent kernel returns its workspace only with gradients on); fresh tensors never
@@ -49,12 +49,18 @@ import torch
 from ...rules import lookup
 from . import probe
 
-__all__ = ["NEGLIGIBLE", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt", "probe_threads"]
+__all__ = ["NEGLIGIBLE", "PROBED_NAMESPACES", "PROBE_LIMIT", "PROBE_WORK", "Scratch", "learnt", "probe_threads"]
 
 PROBE_LIMIT = 256 << 20
 """Bytes of an op's tensor arguments up to which a run on the meta device probes it on
 this host's CPU: a virtual run allocates no more than one such op at a time (above it,
 no scratch is assumed, and the notes say so)."""
+
+PROBED_NAMESPACES = frozenset({"aten", "torchao"})
+"""Whose ops are probed: aten's, and torchao's (``dequantize_affine`` runs as one op a
+chain of casts and multiplies whose temporaries, twice the dense weight, no tensor of
+the program holds). Other libraries' ops are not: theirs read values (torchvision's
+``nms``, transformers' expert offsets) that fresh tensors would not have."""
 
 NEGLIGIBLE = 256
 """Scratch under ``1 / NEGLIGIBLE`` of the op's own tensors (arguments and results, alive
@@ -92,10 +98,10 @@ def learnt() -> dict[tuple, int | None]:
 
 
 def _probed(func: Any) -> bool:
-    """Whether ``func`` may take scratch: an aten op with tensor arguments that returns a
-    new tensor and is not pointwise."""
+    """Whether ``func`` may take scratch: an op of :data:`PROBED_NAMESPACES` with tensor
+    arguments that returns a new tensor and is not pointwise."""
     schema = getattr(func, "_schema", None)
-    if schema is None or getattr(func, "namespace", None) != "aten" or torch.Tag.pointwise in func.tags:
+    if schema is None or getattr(func, "namespace", None) not in PROBED_NAMESPACES or torch.Tag.pointwise in func.tags:
         return False
     if any(r.alias_info is not None for r in schema.returns):  # views, in-place and out= variants
         return False

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from ...records.memory import Phase
-from ...tensors import NOT_WORK, DispatchMode, holds_dtensors, storage_ids, storage_of, tensors_in
+from ...tensors import NOT_WORK, DispatchMode, holds_wrappers, inner_tensors, storage_ids, storage_of, tensors_in
 from .. import lazy_dynamo
 from . import resizes
 from .saved import SavesMarker
@@ -96,11 +96,13 @@ class StorageTracker(SavesMarker, DispatchMode):
         resizes.register(self)
 
     def add_resident(self, tensors: Iterable[torch.Tensor]) -> None:
-        """Storages that exist before the run (never charged to a node)."""
+        """Storages that exist before the run (never charged to a node); a wrapper
+        subclass's are its inner tensors' (a quantized weight's values and scales)."""
         for t in tensors:
-            st = storage_of(t)
-            if st is not None:
-                self._resident[id(st)] = weakref.ref(st)
+            for inner in inner_tensors(t):
+                st = storage_of(inner)
+                if st is not None:
+                    self._resident[id(st)] = weakref.ref(st)
 
     def current_node(self) -> str | None:
         """The fx node running now: its forward, or in the backward the one whose backward runs."""
@@ -115,8 +117,8 @@ class StorageTracker(SavesMarker, DispatchMode):
         return ref.entry if ref is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if holds_dtensors(types):
-            return NotImplemented  # (DTensor runs it as local ops, which come back here)
+        if holds_wrappers(types):
+            return NotImplemented  # (DTensor runs it as local ops, a quantized weight as ops on its inner tensors: they come back here)
         out = func(*args, **kwargs) if kwargs else func(*args)
         self.observe(func, args, kwargs, out)
         return out

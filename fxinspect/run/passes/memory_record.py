@@ -13,7 +13,7 @@ import torch
 
 from ...capture import module_of
 from ...records.memory import LiveTensor, MemoryRecord, Phase, TensorRole
-from ...tensors import local_tensor
+from ...tensors import stored_bytes
 from ..memory.optimizer import optimizer_footprint
 from ..memory.storages import Allocation
 from ..program import InstrumentedProgram
@@ -27,9 +27,9 @@ def no_scratch(device: torch.device) -> str:
 
 
 def unique_bytes(tensors: list[torch.Tensor]) -> int:
-    """The bytes of the storages behind ``tensors``, each once."""
-    stores = (local_tensor(t).untyped_storage() for t in tensors)
-    return sum({id(s): s.nbytes() for s in stores}.values())
+    """The bytes of the storages behind ``tensors``, each once (a wrapper subclass's:
+    its inner tensors', a quantized weight as stored)."""
+    return stored_bytes(tensors)
 
 
 def memory_record(run: Any, optimizer: Any = None, trainable: list = ()) -> MemoryRecord:

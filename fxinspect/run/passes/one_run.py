@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ...tensors import holds_dtensors
+from ...tensors import holds_wrappers
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
 from ..recorders import Loss, Recorder, overrides
@@ -65,7 +65,7 @@ class _Observing(TorchDispatchMode):
         self.observe: Callable[..., None] | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if holds_dtensors(types):
+        if holds_wrappers(types):
             return NotImplemented
         out = func(*args, **kwargs) if kwargs else func(*args)
         self.observe(func, args, kwargs, out)
