@@ -99,7 +99,8 @@ class Generation:
     def _analyse(self, inputs: dict[str, Any]) -> Report:
         from ..analyze import analyze  # (the entry point: imported when first needed)
 
-        return analyze(self.model, inputs, **self.options)
+        with torch.no_grad():  # (generate() runs without gradients: nothing is saved for a backward)
+            return analyze(self.model, inputs, **self.options)
 
     @functools.cached_property
     def prefill(self) -> Report:
@@ -166,6 +167,11 @@ class Generation:
             return int(curves["kv"](batch, context))
         inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
         return cache_bytes(_cache_of(inputs)).total
+
+    @property
+    def vocab_size(self) -> int:
+        """The tokens the model scores at each step (its text config's ``vocab_size``)."""
+        return self.model.config.get_text_config(decoder=True).vocab_size
 
     @property
     def weights_bytes(self) -> int:

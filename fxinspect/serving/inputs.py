@@ -40,7 +40,7 @@ from ..run.virtual import fake_copy, fake_inputs
 __all__ = ["decode_inputs", "prefill_inputs"]
 
 
-def _require_generative(model: torch.nn.Module) -> None:
+def require_generative(model: torch.nn.Module) -> None:
     for name in ("prepare_inputs_for_generation", "_update_model_kwargs_for_generation", "generation_config"):
         if not hasattr(model, name):
             raise InputError(
@@ -123,9 +123,17 @@ def _encoder_start(model, batch, encoder_length, length, device, cache, max_cach
 def _to_meta(value: Any) -> Any:
     """``value`` with every tensor in it (state objects included) a ``meta`` tensor."""
     tensors = state_tensors({"value": value})
+    storages: dict[int, torch.Tensor] = {}
 
     def twin(t: torch.Tensor) -> torch.Tensor:
-        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+        # (the same storage, size and offset: a sliding layer keeps a view into a buffer one
+        # token longer than the view, and the cache's bytes are the buffer's)
+        st = t.untyped_storage()
+        base = storages.get(id(st))
+        if base is None:
+            base = storages[id(st)] = torch.empty(st.nbytes(), dtype=torch.uint8, device="meta")
+        out = torch.empty(0, dtype=t.dtype, device="meta")
+        return out.set_(base.untyped_storage(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
 
     return copy.deepcopy(value, {id(t): twin(t) for _, t in tensors})
 
@@ -135,15 +143,22 @@ def _virtual(model: torch.nn.Module, device: torch.device) -> bool:
 
 
 def _decode(model, batch, context, device, cache, encoder_length, max_cache_len) -> dict:
-    if model.config.is_encoder_decoder:
-        ids, kwargs = _encoder_start(model, batch, encoder_length or context, context, device, cache, max_cache_len)
+    # the cache of a step after the first: a prompt of context - 1 tokens and one decode
+    # step (a sliding layer keeps the whole prompt until its first step crops it to the window)
+    filled = max(context - 1, 1)
+    encoder_decoder = model.config.is_encoder_decoder
+    if encoder_decoder:
+        ids, kwargs = _encoder_start(model, batch, encoder_length or context, filled, device, cache, max_cache_len)
     else:
-        ids, kwargs = _start(model, batch, context, device, cache, max_cache_len)
+        ids, kwargs = _start(model, batch, filled, device, cache, max_cache_len)
     with torch.no_grad():
-        first = model.prepare_inputs_for_generation(ids, is_first_iteration=True, **kwargs)
-        out = model(**first, return_dict=True)
-    kwargs = model._update_model_kwargs_for_generation(out, kwargs, is_encoder_decoder=model.config.is_encoder_decoder)
-    ids = torch.cat([ids, _tokens(model, batch, 1, ids.device, start=context)], dim=-1)
+        call = model.prepare_inputs_for_generation(ids, is_first_iteration=True, **kwargs)
+        for length in range(filled, context + 1):
+            if length > filled:
+                call = model.prepare_inputs_for_generation(ids, next_sequence_length=1, **kwargs)
+            out = model(**call, return_dict=True)
+            kwargs = model._update_model_kwargs_for_generation(out, kwargs, is_encoder_decoder=encoder_decoder)
+            ids = torch.cat([ids, _tokens(model, batch, 1, ids.device, start=length)], dim=-1)
     step = model.prepare_inputs_for_generation(ids, next_sequence_length=1, **kwargs)
     return {**step, "return_dict": True}
 
@@ -171,7 +186,7 @@ def decode_inputs(
     its encoder's outputs are passed, as ``generate()`` does. ``device``: where the
     tensors are (default the model's); ``"meta"`` allocates nothing (see the module).
     """
-    _require_generative(model)
+    require_generative(model)
     if batch < 1 or context < 1:
         raise InputError(f"decode_inputs expects batch >= 1 and context >= 1; given batch={batch}, context={context}")
     device = _model_device(model, device)
@@ -203,7 +218,7 @@ def prefill_inputs(
     (the decoder's start token), so the one call runs the encoder and the first decoder
     step (``generate()`` makes the same two computations as two calls).
     """
-    _require_generative(model)
+    require_generative(model)
     if batch < 1 or prompt < 1:
         raise InputError(f"prefill_inputs expects batch >= 1 and prompt >= 1; given batch={batch}, prompt={prompt}")
     device = _model_device(model, device)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from .inputs import require_generative
 from .kv_curve import meta_copy, meta_experts
 
 __all__ = ["analysed_copy"]
@@ -25,6 +26,7 @@ def analysed_copy(
     """The model to analyse on ``device`` (``"meta"``, or ``None``: where it is) and that device."""
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"generation expects a torch.nn.Module, got {type(model).__name__}")
+    require_generative(model)
     first = next(iter(model.parameters()), None)
     where = first.device if first is not None else torch.device("cpu")
     target = where if device is None else torch.device(device)
