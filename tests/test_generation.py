@@ -89,7 +89,9 @@ def real_generate_growth(model, batch: int, prompt: int, new: int) -> int:
     ids = _tokens(model, batch, prompt, torch.device("cpu"))
     watch = AllocatorWatch(torch.device("cpu"))
     with torch.no_grad(), watch:
-        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new, do_sample=False
+        )
     return watch.peak
 
 

@@ -218,7 +218,7 @@ def test_quanto_kv_cache_bytes_as_stored(nbits):
     transformers = pytest.importorskip("transformers")
     from generation_zoo import families
 
-    from fxinspect.generation.kv_cache import cache_bytes
+    from fxinspect.serving.kv_cache import cache_bytes
 
     torch.manual_seed(0)
     model = next(f for f in families() if f.name == "llama").build().eval()  # 2 layers, 2 kv heads, head_dim 16

@@ -38,7 +38,10 @@ def memory_at(gen: Any, batch: int, context: int) -> GenerationMemory:
     weights = gen.weights_bytes
     prefill = gen.prefill_peak(batch)
     if gen.new_tokens >= 2:
-        if (batch, context) == (gen.batch, gen.final_context):  # (this generation's own: analysed, not read off a curve)
+        if (batch, context) == (
+            gen.batch,
+            gen.final_context,
+        ):  # (this generation's own: analysed, not read off a curve)
             decode = gen.decode_step(context).memory.total_peak
         else:
             decode = gen.decode_peak(batch, context)

@@ -32,12 +32,13 @@ from ..errors import InputError
 from ..planning.budget import Budget
 from ..report import Report
 from .curves import basis, fit
+from .design import design
 from .figures import report_figures
 from .fits import GenerationMemory, largest_fitting, memory_at
 from .inputs import decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
 from .models import analysed_copy
-from .segments import Segments, contexts_in
+from .segments import Segments, contexts_in, side_by_side
 from .step_time import StepTime, call_figures
 from .terms import Term
 from .views import generation_table, plot_generation
@@ -129,14 +130,20 @@ class Generation:
         return Segments(self._windows, self._fit_range)
 
     def _fit_range(self, lo: int, hi: int | None) -> dict[str, Any] | None:
-        def figures(b: int, c: int) -> dict[str, Any]:
-            report = self.decode_step(c, b)
-            return {**report_figures(report), **call_figures(report), "kv": self._kv_at[(b, c)]}
-
-        try:  # (1, c, b, b·c: two spare steps check them)
-            return fit(figures, basis(1, 1), batches=_BATCHES, contexts=contexts_in(lo, hi), calls=6)
+        # 1, c, b, b·c: a step's costs per sequence and per cached token of each; c alone: a
+        # kernel's scratch that grows with the context whatever the batch (CPU attention's)
+        terms = basis(1, 1)
+        try:
+            points = design(terms, _BATCHES, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
         except InputError:  # a range too short to tell the terms apart: its steps are analysed
             return None
+        found = side_by_side(self._step_figures, points, self.device)
+        return fit(lambda b, c: found[(b, c)], terms, points=points)
+
+    def _step_figures(self, batch: int, context: int) -> dict[str, Any]:
+        """What the curves are fitted to, of the step at ``(batch, context)``."""
+        report = self.decode_step(context, batch)
+        return {**report_figures(report), **call_figures(report), "kv": self._kv_at[(batch, context)]}
 
     @property
     def curves(self) -> dict[str, Any]:

@@ -17,10 +17,12 @@ asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Segments", "contexts_in"]
+from ..planning.workers import Workers, can_fork, worker_count
+
+__all__ = ["Segments", "contexts_in", "side_by_side"]
 
 _MARGIN = (2, 1)  # contexts analysed one by one around a window: window - 2 .. window + 1
 
@@ -62,3 +64,23 @@ class Segments:
         if where not in self._fitted:
             self._fitted[where] = self._fit(*where)
         return self._fitted[where]
+
+
+def side_by_side(figures: Callable[[int, int], Any], points: Sequence[tuple[int, int]], device: Any) -> dict:
+    """``figures(b, c)`` at every point; on the meta device the points after the first run in
+    forked workers beside this process (:mod:`fxinspect.planning.workers`: a step of a 70B
+    model is seconds of Python on one core), a point whose worker fails here."""
+    found: dict[tuple[int, int], Any] = {}
+    first, *rest = points
+    if not rest or not can_fork(device):
+        return {p: figures(*p) for p in points}
+    width = max(1, worker_count(None) - 1)
+    with Workers() as pool:
+        for start in range(0, len(rest), width):
+            jobs = [(p, pool.start(figures, *p)) for p in rest[start : start + width]]
+            if start == 0:
+                found[first] = figures(*first)  # (this process's share, while the first workers run)
+            for p, job in jobs:
+                value = job.result() if job is not None else None
+                found[p] = value if value is not None else figures(*p)
+    return {p: found[p] for p in points}
