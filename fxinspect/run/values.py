@@ -125,11 +125,9 @@ class ValueReader:
         for tensors without readable floating values (and wrapper subclasses: a quantized
         weight's values are no plain ones, and dispatch off reaches no data)."""
         # (called for every output of every node: the checks go cheapest first)
-        if not t.is_floating_point() or t.is_meta:
+        if not t.is_floating_point() or t.is_meta or t.is_nested:  # (ragged sequences: unknown, never zero)
             return None
         if type(t) is not torch.Tensor and (not has_data(t) or is_traceable_wrapper_subclass(t)):
-            return None
-        if t.is_nested:  # no reductions over ragged sequences here: unknown, never zero
             return None
         n = t.numel()
         if not n:
@@ -294,8 +292,7 @@ def _stats(row: list, n: int) -> ValueStats:
 
 
 def _centred_moments(flat: torch.Tensor) -> tuple[float, float]:
-    """Mean and population variance in float64, the variance summed around the mean
-    (two passes: no cancellation, no overflow of float32 sums)."""
+    """Mean and population variance in float64, around the mean (no cancellation, no overflow)."""
     x = flat.double()
     mean = x.mean()
     centred = x - mean

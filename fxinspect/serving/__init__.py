@@ -9,8 +9,8 @@ passes them; ``fxinspect.analyze(model, decode_inputs(model, 8, 1024))`` analyse
 
 from __future__ import annotations
 
-from .fits import GenerationMemory
-from .generation import DecodeCost, Generation, generation
+from .generation import Generation, generation
 from .inputs import decode_inputs, prefill_inputs
+from .records import DecodeCost, GenerationMemory
 
 __all__ = ["DecodeCost", "Generation", "GenerationMemory", "decode_inputs", "generation", "prefill_inputs"]

@@ -14,23 +14,15 @@ allocator over real ``generate()`` calls: what it holds beyond them is under 100
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GenerationMemory", "largest_fitting", "memory_at"]
+from .curves import fit
+from .figures import report_figures
+from .inputs import prefill_inputs
+from .records import GenerationMemory
+from .terms import Term
 
-
-@dataclass(frozen=True)
-class GenerationMemory:
-    """The generation's peak and what it is made of: the weights as stored, the cache at
-    that point, and the rest (activations, and a new cache's copies while they are made)."""
-
-    peak: int
-    weights: int
-    kv_cache: int
-    activations: int
-    phase: str  # "prefill" or "decode": which one holds the peak
-    loop: int = 0  # generate()'s own tensors between decode steps (see the module)
+__all__ = ["largest_fitting", "max_batch", "max_context", "memory_at", "prefill_peak"]
 
 
 def memory_at(gen: Any, batch: int, context: int) -> GenerationMemory:
@@ -51,6 +43,38 @@ def memory_at(gen: Any, batch: int, context: int) -> GenerationMemory:
             return GenerationMemory(decode + loop, weights, kv, decode - weights - kv, "decode", loop)
     kv = gen.kv_bytes(gen.prompt, batch)
     return GenerationMemory(prefill, weights, kv, prefill - weights - kv, "prefill")
+
+
+def prefill_peak(gen: Any, batch: int) -> int:
+    """The most the prefill of ``batch`` sequences holds: ``gen``'s own prefill, or a line in
+    the batch through it and two more prefills (fitted once, checked on the third)."""
+    if batch == gen.batch:
+        return gen.prefill.memory.total_peak
+    curves = gen.__dict__.get("_prefill_curves")
+    if curves is None:
+
+        def figures(b: int, p: int) -> dict[str, Any]:
+            if b == gen.batch:
+                return report_figures(gen.prefill)
+            return report_figures(gen._analyse(prefill_inputs(gen.model, b, p, device=gen.device, cache=gen.cache)))
+
+        batches = sorted({1, 2, gen.batch})[:3] if gen.batch > 2 else [1, 2, 3]
+        curves = gen.__dict__["_prefill_curves"] = fit(
+            figures, [Term(), Term(b=1)], points=[(b, gen.prompt) for b in batches]
+        )
+    return int(curves["resident"](batch, gen.prompt) + curves["peak"](batch, gen.prompt))
+
+
+def max_batch(gen: Any, usable: int, context: int) -> int:
+    """The largest batch whose generation, up to a last step at ``context``, holds at most ``usable`` bytes."""
+    return largest_fitting(lambda b: memory_at(gen, b, context).peak <= usable, 1)
+
+
+def max_context(gen: Any, usable: int, batch: int) -> int:
+    """The longest context ``batch`` sequences reach holding at most ``usable`` bytes (0: the prefill does not fit)."""
+    if gen.prefill_peak(batch) > usable:
+        return 0
+    return max(gen.prompt, largest_fitting(lambda c: gen.decode_peak(batch, c - 1) <= usable, gen.prompt + 1))
 
 
 def largest_fitting(fits: Callable[[int], bool], start: int) -> int:

@@ -1,6 +1,6 @@
 """Generation from the model's own graph: prefill, decode steps, the KV cache, what fits, how fast.
 
-``fxinspect.serving(model, batch, prompt, new_tokens)`` analyses the model's own
+``fxinspect.generation(model, batch, prompt, new_tokens)`` analyses the model's own
 prefill call and its own decode steps (the cache it builds itself, filled by its own
 forward: :mod:`.inputs`), on the meta device by default, so a 70B model costs no memory:
 
@@ -23,7 +23,6 @@ forward: :mod:`.inputs`), on the meta device by default, so a 70B model costs no
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,13 +33,13 @@ from ..report import Report
 from .curves import basis, fit
 from .design import design
 from .figures import report_figures
-from .fits import GenerationMemory, largest_fitting, memory_at
+from .fits import max_batch, max_context, memory_at, prefill_peak
 from .inputs import decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
 from .models import analysed_copy
+from .records import DecodeCost, GenerationMemory
 from .segments import Segments, contexts_in, side_by_side
 from .step_time import StepTime, call_figures
-from .terms import Term
 from .views import generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
@@ -48,24 +47,9 @@ __all__ = ["DecodeCost", "Generation", "generation"]
 _BATCHES = (1, 2, 3)
 
 
-@dataclass(frozen=True)
-class DecodeCost:
-    """One decode step at ``context`` cached tokens for ``batch`` sequences: exact counts
-    (``bytes``: read and written), the time model's seconds (``None`` without a device
-    spec) and the most memory held while it runs (weights and cache included)."""
-
-    batch: int
-    context: int
-    flops: int
-    macs: int
-    bytes: int
-    seconds: float | None
-    peak: int
-
-
 class Generation:
     """The analyses of a model generating ``new_tokens`` after a ``prompt`` for ``batch``
-    sequences; see the module. Made by :func:`fxinspect.serving`."""
+    sequences; see the module. Made by :func:`generation`."""
 
     def __init__(
         self,
@@ -90,10 +74,8 @@ class Generation:
         if device_spec is not None:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
-        self._kv_at: dict[tuple[int, int], int] = {}
-        self._timed: dict[
-            tuple[int, int | None], StepTime
-        ] = {}  # (batch, context) -> the cache's bytes given to that step
+        self._kv_at: dict[tuple[int, int], int] = {}  # (batch, context) -> the cache's bytes given to that step
+        self._timed: dict[tuple[int, int | None], StepTime] = {}  # per range of contexts
 
     # -- the analyses ------------------------------------------------------------------
 
@@ -264,36 +246,17 @@ class Generation:
 
     def prefill_peak(self, batch: int) -> int:
         """The most the prefill of ``batch`` sequences holds (weights and the cache it fills included)."""
-        if batch == self.batch:
-            return self.prefill.memory.total_peak
-        curves = self._prefill_curves
-        return int(curves["resident"](batch, self.prompt) + curves["peak"](batch, self.prompt))
-
-    @functools.cached_property
-    def _prefill_curves(self) -> dict[str, Any]:
-        def figures(b: int, p: int) -> dict[str, Any]:
-            if b == self.batch:
-                return report_figures(self.prefill)
-            return report_figures(self._analyse(prefill_inputs(self.model, b, p, device=self.device, cache=self.cache)))
-
-        batches = sorted({1, 2, self.batch})[:3] if self.batch > 2 else [1, 2, 3]
-        return fit(figures, [Term(), Term(b=1)], points=[(b, self.prompt) for b in batches])
+        return prefill_peak(self, batch)
 
     def max_batch(self, budget: int | str, context: int | None = None, reserve: int | float | str = 0) -> int:
         """The largest batch whose generation up to ``context`` (default: this one's last
         step) fits ``budget`` (bytes, or a string such as ``"80GiB"``); 0 if none does."""
-        usable = Budget.of(budget, reserve).usable
-        context = self.final_context if context is None else context
-        return largest_fitting(lambda b: memory_at(self, b, context).peak <= usable, 1)
+        return max_batch(self, Budget.of(budget, reserve).usable, self.final_context if context is None else context)
 
     def max_context(self, budget: int | str, batch: int | None = None, reserve: int | float | str = 0) -> int:
         """The longest context (prompt and generated tokens) ``batch`` sequences reach within
         ``budget``; 0 if the prefill alone does not fit."""
-        usable = Budget.of(budget, reserve).usable
-        batch = self.batch if batch is None else batch
-        if self.prefill_peak(batch) > usable:
-            return 0
-        return max(self.prompt, largest_fitting(lambda c: self.decode_peak(batch, c - 1) <= usable, self.prompt + 1))
+        return max_context(self, Budget.of(budget, reserve).usable, self.batch if batch is None else batch)
 
     def table(self, tablefmt: str = "simple") -> str:
         """The prefill, the first, middle and last decode steps, the cache, the peak, the times."""

@@ -45,6 +45,7 @@ from ...records.memory import Phase
 from ...tensors import NOT_WORK, DispatchMode, holds_wrappers, inner_tensors, storage_ids, storage_of, tensors_in
 from .. import lazy_dynamo
 from . import resizes
+from .refs import StorageRef, free_callback
 from .saved import SavesMarker
 from .scratch import Scratch
 from .timeline import Allocation, add_scratch, alive_at, highest
@@ -87,9 +88,9 @@ class StorageTracker(SavesMarker, DispatchMode):
         # id(storage) -> a weak reference to it that knows its allocation, while it lives
         # (the reference's callback removes it as the storage is freed, so an id found
         # here is that storage's, never an earlier one's)
-        self._alive: dict[int, _Ref] = {}
+        self._alive: dict[int, StorageRef] = {}
         self._resident: dict[int, Any] = {}
-        self._on_free = _free_callback(self)
+        self._on_free = free_callback(self)
         self._aliasing: dict[Any, bool] = {}  # per aten overload: may an output share an input's storage?
         self._stopped = False
         self.add_resident(resident)
@@ -167,8 +168,11 @@ class StorageTracker(SavesMarker, DispatchMode):
                     ]
                 self._transient(found, made)
         if self.live > self.peak:
-            self.peak, self._peak_event = self.live, self._events
-            self.peak_node, self.peak_phase = self.current_node() or "", self.phase
+            self._new_peak()
+
+    def _new_peak(self) -> None:
+        self.peak, self._peak_event = self.live, self._events
+        self.peak_node, self.peak_phase = self.current_node() or "", self.phase
 
     def stop(self) -> None:
         """End the run: frees from now on are not part of its timeline."""
@@ -186,8 +190,7 @@ class StorageTracker(SavesMarker, DispatchMode):
         if nbytes:
             self._allocate(st, key, (nbytes,), torch.uint8, nbytes)
             if self.live > self.peak:
-                self.peak, self._peak_event = self.live, self._events
-                self.peak_node, self.peak_phase = self.current_node() or "", self.phase
+                self._new_peak()
 
     def donate(self, named: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Storages given to the run that it may drop (a cache's tensors,
@@ -202,7 +205,7 @@ class StorageTracker(SavesMarker, DispatchMode):
                 self._allocate(st, key, tuple(t.shape), t.dtype, st.nbytes())
         self.node = None
         if self.live > self.peak:
-            self.peak, self._peak_event, self.peak_node, self.peak_phase = self.live, self._events, "", self.phase
+            self._new_peak()
 
     def release(self, st: torch.UntypedStorage) -> None:
         """A storage the run drops though something outside it still refers to it (a
@@ -225,7 +228,7 @@ class StorageTracker(SavesMarker, DispatchMode):
         self._events += 1
         node = self.node if self.running is None or self.phase is Phase.FORWARD else self.running()
         entry = Allocation(node, shape, dtype, nbytes, self.phase, self._events)
-        ref = self._alive[key] = _Ref(st, self._on_free)
+        ref = self._alive[key] = StorageRef(st, self._on_free)
         ref.entry, ref.key = entry, key
         self.allocations.append(entry)
         self.live += nbytes
@@ -270,34 +273,6 @@ class StorageTracker(SavesMarker, DispatchMode):
     def alive_at_peak(self) -> list[Allocation]:
         """The allocations alive at the peak; their ``nbytes`` sum to ``peak``."""
         return alive_at(self.allocations, self._peak_event)
-
-
-class _Ref(weakref.ref):
-    """A weak reference to a storage the run allocated, with its allocation and key."""
-
-    __slots__ = ("entry", "key")
-
-
-def _free_callback(tracker: StorageTracker) -> Callable[[weakref.ref], None]:
-    """The callback of every storage's weak reference: tells the tracker, if it still
-    exists (it holds the tracker weakly: a dead tracker, or its allocations, keep
-    nothing alive, and no reference cycle is made)."""
-    tracker_ref = weakref.ref(tracker)
-
-    def freed(ref: weakref.ref) -> None:  # (per storage freed: the tracker's part inlined)
-        found = tracker_ref()
-        entry = ref.entry
-        if found is None or entry is None:  # (``None``: resized away already, see ``resized``)
-            return
-        del found._alive[ref.key]
-        if found._stopped:
-            return
-        found._events += 1
-        entry.died = found._events
-        found.live -= entry.nbytes
-        found.timeline.append((found.ops, found.live))
-
-    return freed
 
 
 def _may_return_an_input(func: Any) -> bool:
