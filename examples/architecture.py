@@ -1,7 +1,5 @@
 """Architecture: the pipeline, and where a new figure, pass or view goes.
 
-Run: ``python examples/architecture.py``.
-
 For maintainers. ``fxinspect.analyze(model, inputs, **options)`` is six steps, each in
 one place; every arrow points one way (a later step imports earlier ones, never back):
 
@@ -11,8 +9,10 @@ run/prepare.py      unwrap, normalise inputs, materialise lazy modules, guard th
                     model, fake copies for a virtual run: one step for every entry point
 capture/            Capture (frozen): one GraphModule, every node tagged with its module
 run/program.py      InstrumentedProgram: probe points before and after every op node
+run/recorders.py    Recorder: what one run observes (probes, aten ops, the loss's backward)
 run/passes/         count, timing, backward, memory: each runs the program and returns
-                    a PassResult of figures keyed by node name (run/choose.py picks the
+                    a PassResult of figures keyed by node name; one_run.run_once runs it
+                    once with a list of recorders and a loss (run/choose.py picks the
                     capture whose count is complete)
 run/assemble.py     merge the results by node name, sum into modules and totals as
                     records/fields.py declares each figure
@@ -20,6 +20,9 @@ records/, report.py frozen records in base units; Report adds the views as metho
 views/              tables, summary, diagrams, charts, exports, diff: pure functions
 training/           inspect (the user's own step), track, watch: the same program and
                     passes around the user's training loop
+serving/            fxinspect.generation: the model's own prefill and decode steps (its
+                    cache a state input, capture/states.py), each an analyze; exact cost
+                    curves between the cache's windows, what fits, TTFT/TPOT
 ```
 
 **A new figure** is one ``Field`` in ``fxinspect/records/fields.py`` and a pass that
@@ -29,9 +32,11 @@ format by it), how it sums into modules, table header, whether it is a default c
 whether ``color_by=`` and the explorer offer it (``color_by``), how ``diff`` compares it
 (``diff``). The records get the field, assembly sums it, and tables, JSON, diagrams, the
 explorer and ``diff`` find it there. Nothing else changes. From outside the package,
-``fxinspect.register_figure(field, compute)`` adds one with a function of a node's record
+``fxinspect.register_figure(field, compute)`` adds one with a function of a node's record,
+``register_figure(field, recorder=...)`` one observed by a recorder as the program runs
 (``fxinspect.unregister_figure`` takes it back): ``examples/custom_figure.py`` adds an
-energy estimate priced from the time model and shows it in all four views.
+energy estimate priced from the time model and a count of zero outputs seen by a
+recorder, and shows them in all four views.
 
 **A new pass** is a class with ``run(program) -> PassResult``: it puts a ``Probe`` at the
 probe points (``before(name)``, ``after(name, output)``), runs the program, and returns
@@ -42,6 +47,14 @@ from the options (``None`` when they do not ask for it) and add it to
 ``fxinspect.analyze.LATER_PASSES``. The two passes below are the ones
 ``tests/test_programs.py`` plugs in: one returns values of its own, the other fills the
 declared ``latency`` figure, and assembly merges and sums it like the real timing pass's.
+
+**A new recorder** rides along in a run that already happens: a ``Recorder`` subclass
+(``fxinspect/run/recorders.py``: ``before``/``after`` at each probe point, ``op`` after each
+aten op, ``differentiating(loss)`` before the backward, ``result(run) -> PassResult``) added
+to the list ``run_once`` gets (``analysis_recorders`` in ``run/passes/counted.py`` for
+``analyze``'s counting run). Count, receptive field, gradients, memory and collectives are
+recorders; ``analyze`` and the parallel step run them through ``run_once``, ``inspect``'s
+live step through its steps (``OneRun``: the forward, then the user's own backward).
 
 **A new view** is a function of a ``Report`` (or of the records) in ``fxinspect/views/``,
 reached as a method of ``Report``; numbers become text only through

@@ -34,13 +34,13 @@ from .curves import basis, fit
 from .design import design
 from .figures import report_figures
 from .fits import max_batch, max_context, memory_at, prefill_peak
-from .inputs import decode_inputs, prefill_inputs
+from .inputs import cache_of, decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
 from .models import analysed_copy
 from .records import DecodeCost, GenerationMemory
 from .segments import Segments, contexts_in, side_by_side
 from .step_time import StepTime, call_figures
-from .views import generation_table, plot_generation
+from .views import generation_notes, generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
 
@@ -96,14 +96,14 @@ class Generation:
         key = (batch, context)
         if key not in self._steps:
             inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
-            self._kv_at[key] = cache_bytes(_cache_of(inputs)).total
+            self._kv_at[key] = cache_bytes(cache_of(inputs)).total
             self._steps[key] = self._analyse(inputs)
         return self._steps[key]
 
     @functools.cached_property
     def _windows(self) -> tuple[int, ...]:
         inputs = decode_inputs(self.model, 1, 4, device=self.device, cache=self.cache)
-        return tuple(sorted(set(cache_windows(_cache_of(inputs)))))
+        return tuple(sorted(set(cache_windows(cache_of(inputs)))))
 
     @functools.cached_property
     def segments(self) -> Segments:
@@ -155,7 +155,7 @@ class Generation:
         if curves is not None:
             return int(curves["kv"](batch, context))
         inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
-        return cache_bytes(_cache_of(inputs)).total
+        return cache_bytes(cache_of(inputs)).total
 
     @property
     def vocab_size(self) -> int:
@@ -266,6 +266,11 @@ class Generation:
         """A decode step's cost and the memory stack against the context (a matplotlib Figure)."""
         return plot_generation(self, path, budget)
 
+    @property
+    def notes(self) -> list[str]:
+        """What the figures assume, in words (the windows' ranges, a meta run's experts, generate()'s own tensors)."""
+        return generation_notes(self)
+
     def __str__(self) -> str:
         return self.table()
 
@@ -292,8 +297,3 @@ def generation(
     Other options go to each ``analyze``. Analyses run when a figure first needs them.
     """
     return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options)
-
-
-def _cache_of(inputs: dict[str, Any]) -> Any:
-    """The cache among a call's keyword arguments (``cache``, or ``past_key_values`` before transformers 5)."""
-    return inputs.get("cache", inputs.get("past_key_values"))

@@ -37,7 +37,7 @@ from ..capture.states import state_tensors
 from ..errors import InputError
 from ..run.virtual import fake_copy, fake_inputs
 
-__all__ = ["decode_inputs", "prefill_inputs"]
+__all__ = ["cache_of", "decode_inputs", "prefill_inputs"]
 
 
 def require_generative(model: torch.nn.Module) -> None:
@@ -236,3 +236,8 @@ def prefill_inputs(
     ids, kwargs = _start(model, batch, prompt, device, cache, max_cache_len)
     first = model.prepare_inputs_for_generation(ids, is_first_iteration=True, **kwargs)
     return {**first, "return_dict": True}
+
+
+def cache_of(inputs: dict[str, Any]) -> Any:
+    """The cache among a call's keyword arguments (``cache``, or ``past_key_values`` before transformers 5)."""
+    return inputs.get("cache", inputs.get("past_key_values"))

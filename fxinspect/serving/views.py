@@ -14,7 +14,7 @@ from tabulate import tabulate
 from ..formatting import units
 from ..views.figures import save_figure
 
-__all__ = ["generation_table", "plot_generation"]
+__all__ = ["generation_notes", "generation_table", "plot_generation"]
 
 _WEIGHTS, _KV, _ACTIVATIONS, _TIME, _BUDGET = "#9ab0c8", "#4c78a8", "#f58518", "#54a24b", "#d62728"
 
@@ -59,14 +59,38 @@ def generation_table(gen: Any, tablefmt: str = "simple") -> str:
         f"KV cache: {units.nbytes(gen.kv_bytes_per_token)} per token per sequence; "
         f"weights {units.nbytes(gen.weights_bytes)}",
         f"peak {units.nbytes(memory.peak)} in the {memory.phase}: weights {units.nbytes(memory.weights)}, "
-        f"KV cache {units.nbytes(memory.kv_cache)}, activations {units.nbytes(memory.activations)}",
+        f"KV cache {units.nbytes(memory.kv_cache)}, activations {units.nbytes(memory.activations)}"
+        + (f", generate()'s own {units.nbytes(memory.loop)}" if memory.loop else ""),
     ]
     if gen.ttft is not None:
         lines.append(
             f"TTFT {units.seconds(gen.ttft)}, TPOT {units.seconds(gen.tpot)}, "
             f"{units.number(gen.tokens_per_second)} tokens/s (the batch's, prefill included)"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {n}" for n in gen.notes])
+
+
+def generation_notes(gen: Any) -> list[str]:
+    """What ``gen``'s figures assume, in words."""
+    notes = []
+    windows = gen.segments.ranges
+    if len(windows) > 1:
+        spans = ", ".join(f"{lo}..{hi if hi is not None else ''}" for lo, hi in windows)
+        notes.append(
+            f"the cache's sliding windows cut the contexts into ranges fitted each on its own ({spans}); "
+            "a context next to a window is analysed itself"
+        )
+    if gen.device.type == "meta" and getattr(gen.model.config, "_experts_implementation", None) == "batched_mm":
+        notes.append(
+            "mixture of experts on meta: each token runs through its top-k experts (transformers' batched_mm), "
+            "the routed count a real run makes, whatever experts the router picks"
+        )
+    if gen.new_tokens > 1:
+        notes.append(
+            "a decode step's peak adds generate()'s own tensors between steps (greedy): the next-token scores in "
+            "float32, twice, and the token ids, old and grown"
+        )
+    return notes
 
 
 def plot_generation(gen: Any, path: Any = None, budget: Any = None):
