@@ -83,7 +83,8 @@ def generation_notes(gen: Any) -> list[str]:
     if gen.device.type == "meta" and getattr(gen.model.config, "_experts_implementation", None) == "batched_mm":
         notes.append(
             "mixture of experts on meta: each token runs through its top-k experts (transformers' batched_mm), "
-            "the routed count a real run makes, whatever experts the router picks"
+            "the routed count a real run makes, whatever experts the router picks; batched_mm gathers each "
+            "token's expert weights, so a decode step's peak is above what a grouped kernel or the eager loop holds"
         )
     if gen.new_tokens > 1:
         notes.append(
