@@ -17,7 +17,8 @@ median over the runs, with its spread (min–max over the runs, as a share of th
 
 Predicted: ``fxinspect.generation(model, batch, 128, new_tokens, device="meta",
 device_spec="measured")`` (a meta copy, float32: this host's figures, measured once and
-cached per thread count: :mod:`fxinspect.timemodel.host`). ``--threads`` sets torch's
+cached per thread count: :mod:`fxinspect.timemodel.host`; measured again as the run
+starts unless ``--cached``, so that the figures and the runs see a similar load). ``--threads`` sets torch's
 threads for both (default 1: on a shared 2-core host two threads stall on each other
 whenever another process takes a core, which no model predicts). The target (issue 41,
 item 6): predicted ÷ measured TPOT within 0.8–1.25.
@@ -33,6 +34,7 @@ import torch
 import transformers as tf
 
 import fxinspect
+from fxinspect.timemodel import host
 
 PROMPT, VOCAB, BATCHES = 128, 32_000, (1, 8)
 
@@ -89,8 +91,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--cached", action="store_true", help="use this host's cached figures, not measured now")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if not args.cached:  # (taken now: a figure cached under another load is off by that load's factor)
+        host.measured(refresh=True)
     spec = fxinspect.devices.get("measured")
     print(
         f"{spec.name}, {torch.get_num_threads()} thread(s): float32 {spec.peak(torch.float32) / 1e9:.1f} GFLOP/s, "

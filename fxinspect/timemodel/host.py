@@ -9,9 +9,10 @@ where a median moves with the load (it read 4.5 to 102 GFLOP/s on one busy host)
   where a dtype is slow, as bfloat16 on a CPU without its instructions;
 * memory bandwidth: copying a 64 MiB tensor (its bytes read and written) per trial, its
   pages written first (untouched pages all map to one zero page, read from the cache);
-* on a CPU, float32 matmuls that stream a 64 MiB weight, ``x @ w.T`` as a Linear runs
-  them, for 1, 2, 4 ... 128 rows of ``x``: their FLOP/s against their FLOPs per byte
-  (``matmul_rates``, with the fastest square matmul's), which price a 2-D matmul
+* on a CPU, float32 matmuls that stream a 64 MiB weight (four taken in turn, so that
+  none is in a cache), ``x @ w.T`` as a Linear runs them, for 1, 2, 4 ... 128 rows of
+  ``x``: their FLOP/s against their FLOPs per byte (``matmul_rates``, with the largest
+  square matmul's), which price a 2-D matmul
   (:meth:`~fxinspect.records.DeviceSpec.work_seconds`). A decode step's matmuls have a
   row per sequence: they run far from both roofs (a matrix-vector product reads its
   weight slower than a copy does; a few rows take the packing path of a large matmul);
@@ -247,8 +248,8 @@ def _matmuls(dtype: torch.dtype, device: str, budget: float) -> list[dict]:
 
 
 def _streamed(device: str, budget: float) -> list[dict]:
-    """Trials of ``x @ w.T`` over a 64 MiB float32 weight (larger than the caches: each
-    call reads it from memory), one size per count of rows, each in about ``budget / 8``."""
+    """Trials of ``x @ w.T`` over 64 MiB float32 weights taken in turn (each call reads
+    its weight from memory), one size per count of rows, each in about ``budget / 8``."""
     sizes = []
     for size, product in streamed_matmuls(*_STREAMED, device):
         product()  # (the warm-up: the kernel picks its path)

@@ -1,7 +1,7 @@
 """Workloads :mod:`.host` times that are more than one op: streamed matmuls, eager module code.
 
-* :func:`streamed_matmuls`: ``x @ w.T`` as a Linear runs it, over a weight larger than
-  the caches, for several counts of rows (a decode step's matmuls have one per sequence);
+* :func:`streamed_matmuls`: ``x @ w.T`` as a Linear runs it, over weights the caches do
+  not hold, for several counts of rows (a decode step's matmuls have one per sequence);
 * :func:`eager_block`: a transformer block's module code on tiny tensors, so its time is
   all dispatch: Python, module calls, views and the launches of its ops, which is what an
   aten call costs in an eager model on a CPU beyond its work (a bare op in a tight loop,
@@ -18,23 +18,30 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..rules import registry
 
-__all__ = ["eager_block", "priced_calls", "streamed_matmuls"]
+__all__ = ["eager_block", "linear_over", "priced_calls", "streamed_matmuls"]
 
 _WIDTH, _HEADS = 16, 4
+_WEIGHTS = 4  # streamed weights taken in turn: 4 × 64 MiB, beyond any common CPU cache
 
 
 def streamed_matmuls(inner: int, outer: int, rows: tuple[int, ...], device: str) -> list[tuple[dict, object]]:
-    """For each count of rows, ``{"work", "bytes"}`` of ``x @ w.T`` over one
-    ``outer × inner`` float32 weight and the call that runs it."""
-    weight = torch.randn(outer, inner, device=device)
+    """For each count of rows, ``{"work", "bytes"}`` of ``x @ w.T`` over an ``outer × inner``
+    float32 weight and the call that runs it: each call the next of :data:`_WEIGHTS` such
+    weights, so that it reads one the caches no longer hold (a cache keeps part of a
+    weight read over and over; a model's next step reads every weight of its layers first)."""
+    weights = [torch.randn(outer, inner, device=device) for _ in range(_WEIGHTS)]
     out = []
     for m in rows:
         x = torch.randn(m, inner, device=device)
         moved = 4 * (m * inner + outer * inner + m * outer)
-        out.append(
-            ({"work": 2 * m * inner * outer, "bytes": moved}, functools.partial(torch.nn.functional.linear, x, weight))
-        )
+        out.append(({"work": 2 * m * inner * outer, "bytes": moved}, functools.partial(linear_over, x, weights)))
     return out
+
+
+def linear_over(x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
+    """``x @ w.T`` with the first of ``weights``, which then goes last."""
+    weights.append(weights.pop(0))
+    return torch.nn.functional.linear(x, weights[-1])
 
 
 class _Block(torch.nn.Module):
