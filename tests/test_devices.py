@@ -13,7 +13,7 @@ import torch
 
 import fxinspect
 from fxinspect.errors import InputError
-from fxinspect.timemodel import devices, host
+from fxinspect.timemodel import devices, host, probes
 
 
 @pytest.mark.parametrize("name", sorted(devices.PRESETS))
@@ -70,7 +70,14 @@ def _figures(f32=2e11, f64=9e10, bf16=4e11, copy=6e10, launch=1e-6, age=timedelt
     }
     trials["launch"] = [{"work": 1.0, "seconds": [launch]}]
     taken = (datetime.now(timezone.utc) - age).isoformat(timespec="seconds")
-    data = {"format": 2, "device": "cpu", "host": "here", "torch": torch.__version__, "threads": 2, "taken_at": taken}
+    data = {
+        "format": host.FORMAT,
+        "device": "cpu",
+        "host": "here",
+        "torch": torch.__version__,
+        "threads": 2,
+        "taken_at": taken,
+    }
     data.update(peak_flops=peaks, memory_bandwidth=copy, launch_overhead=launch, trials=trials)
     return {**data, **extra}
 
@@ -102,18 +109,25 @@ def test_the_measured_spec_is_measured_once_and_cached(fake_measure):
     assert "2 threads, each figure the best of at least 1 trials" in first.source
 
 
+_BLOCK_CALLS = probes.priced_calls(probes.eager_block("cpu"))
+
+
 def _fake_timed(fn, device):
     """Seconds of one call, never run: matmuls at 20, 50, 100, 80 GFLOP/s for n = 128, 256,
-    512, 1024 on their fastest call, the copy at 50 GB/s, a launch 2 us; the calls in turn
+    512, 1024 on their fastest call, the copy at 50 GB/s, a launch 2 us, a streamed matmul of
+    m rows m * 5 GFLOP/s; the calls in turn
     1, 3, 2, 5, 4 times that (their median is 3 times the fastest)."""
     _fake_timed.calls += 1
     slower = (1, 3, 2, 5, 4)[_fake_timed.calls % 5]
     if getattr(fn, "func", None) is torch.mm:
         n = fn.args[0].shape[0]
         return slower * 2 * n**3 / {128: 20e9, 256: 50e9, 512: 100e9, 1024: 80e9}[n]
+    if getattr(fn, "func", None) is probes.linear_over:  # a streamed matmul: m rows at m * 5 GFLOP/s
+        m, weights = fn.args[0].shape[0], fn.args[1]
+        return slower * 2 * m * weights[0].numel() / (m * 5e9)
     if isinstance(fn, functools.partial):  # dst.copy_(src), 64 MiB read and written
         return slower * 2 * 64 * 2**20 / 50e9
-    return slower * 100 * 2e-6  # a batch of 100 launches
+    return slower * _BLOCK_CALLS * 2e-6  # the eager block: its priced calls, 2 us each
 
 
 def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
@@ -130,7 +144,13 @@ def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
     # how they were taken: when, with what, and every trial, each size's
     taken = datetime.fromisoformat(found["taken_at"])
     assert abs(datetime.now(timezone.utc) - taken) < timedelta(minutes=1) and found["torch"] == torch.__version__
-    assert (found["threads"], found["budget"], found["format"]) == (torch.get_num_threads(), 0.4, 2)
+    assert (found["threads"], found["budget"], found["format"]) == (torch.get_num_threads(), 0.4, 3)
+    # the streamed matmuls, 1 to 128 rows over a 1024 × 16384 weight: 2·1024·16384 = 33,554,432 FLOPs
+    # a row over (1024 + 16384·1024 + 16384) · 4 = 67,178,496 bytes; then the largest square,
+    # n = 1024: 1024 / 6 FLOPs a byte at its fastest, 80 GFLOP/s
+    rates = found["matmul_rates"]
+    assert len(rates) == 9 and rates[0] == pytest.approx([33_554_432 / 67_178_496, 5e9])
+    assert rates[-2][1] == pytest.approx(128 * 5e9) and rates[-1] == pytest.approx([1024 / 6, 80e9])
     sizes = found["trials"]["float32"]
     assert [t["work"] for t in sizes] == [2 * n**3 for n in (128, 256, 512, 1024)]
     assert all(len(t["seconds"]) >= 5 for t in sizes) and min(sizes[2]["seconds"]) == pytest.approx(2 * 512**3 / 1e11)
@@ -344,3 +364,25 @@ def test_one_spec_prices_the_ops_draws_the_roofs_and_times_the_links():
 def test_a_spec_without_float32_is_refused_when_made(peaks, said):
     with pytest.raises(ValueError, match=said):
         devices.DeviceSpec("toy", peaks, 1e11)
+
+
+def test_measured_matmul_rates_price_float32_2d_matmuls():
+    # points (0.5 FLOP/B, 5 GFLOP/s), (8, 20), (170, 80): between the first two the rate
+    # grows as the square root of the intensity (×4 over ×16, in log-log)
+    spec = devices.DeviceSpec(
+        "toy", {"float32": 1e11}, 2e10, launch_overhead=2e-6, matmul_rates=[(8.0, 2e10), (0.5, 5e9), (170.0, 8e10)]
+    )
+    assert spec.matmul_rate(0.25) == pytest.approx(2.5e9)  # below the first point: its 10 GB/s
+    assert spec.matmul_rate(2.0) == pytest.approx(1e10)  # 5e9 · sqrt(2 / 0.5)
+    assert (spec.matmul_rate(8.0), spec.matmul_rate(1000.0)) == (2e10, 8e10)
+    # 2 GFLOP over 1 GB: 0.2 s at 10 GFLOP/s; the roofline's max(2e9 / 1e11, 1e9 / 2e10) = 0.05 s elsewhere
+    assert spec.work_seconds("aten.mm.default", 2e9, 1e9, "float32") == pytest.approx(0.2)
+    assert spec.work_seconds("aten.addmm.default", 2e9, 1e9, None) == pytest.approx(0.2)
+    assert spec.work_seconds("aten.mm.default", 2e9, 1e9, "bfloat16") == pytest.approx(0.05)
+    assert spec.work_seconds("aten.bmm.default", 2e9, 1e9, "float32") == pytest.approx(0.05)
+    assert spec.work_seconds("aten.add.Tensor", 2e9, 1e9, "float32") == pytest.approx(0.05)
+    # a Linear(64, 32) on 4 rows: addmm of 2·4·64·32 + 4·32 = 16,512 FLOPs over
+    # (4·64 + 64·32 + 32 + 4·32) · 4 = 9,856 bytes, 1.6753 FLOPs a byte: 5e9 · sqrt(1.6753 / 0.5)
+    # = 9.152 GFLOP/s, 1.804 µs, and a launch of 2 µs
+    report = fxinspect.analyze(torch.nn.Linear(64, 32), torch.randn(4, 64), timing=False, device_spec=spec)
+    assert report.totals.predicted_latency == pytest.approx(16_512 / (5e9 * (16_512 / 9_856 / 0.5) ** 0.5) + 2e-6)

@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +45,10 @@ class DeviceSpec:
     dense FLOP/s and must give float32's, the peak of every dtype it does not list;
     ``memory_bandwidth`` is bytes/s, ``launch_overhead`` seconds per aten op;
     ``tf32_flops`` float32 matmuls with TF32 allowed (not used by default);
-    ``interconnect`` its links' bandwidths in bytes/s (see :mod:`fxinspect.parallel.links`)."""
+    ``interconnect`` its links' bandwidths in bytes/s (see :mod:`fxinspect.parallel.links`);
+    ``matmul_rates`` measured float32 matmuls, ``(FLOPs per byte moved, FLOP/s)`` pairs,
+    which price 2-D matmuls instead of the roofline (empty for the presets: see
+    :meth:`work_seconds`)."""
 
     name: str
     peak_flops: Mapping[str, float]
@@ -53,6 +57,7 @@ class DeviceSpec:
     tf32_flops: float | None = None
     interconnect: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
+    matmul_rates: Sequence[tuple[float, float]] = ()
 
     def __post_init__(self) -> None:
         peaks = {dtype_name(k): v for k, v in self.peak_flops.items()}
@@ -63,6 +68,7 @@ class DeviceSpec:
             )
         object.__setattr__(self, "peak_flops", peaks)  # (frozen: set once, here)
         object.__setattr__(self, "interconnect", dict(self.interconnect))
+        object.__setattr__(self, "matmul_rates", tuple(sorted((float(i), float(r)) for i, r in self.matmul_rates)))
 
     def peak(self, dtype: Any) -> float:
         """Dense FLOP/s for ``dtype`` (a ``torch.dtype`` or its name, with or without
@@ -74,3 +80,30 @@ class DeviceSpec:
         """The roofline's two times: ``flops`` at ``dtype``'s peak, ``moved`` bytes at the
         memory bandwidth. Their maximum is the time the roofs allow."""
         return flops / self.peak(dtype), moved / self.memory_bandwidth
+
+    def work_seconds(self, op: str, flops: float, moved: float, dtype: Any) -> float:
+        """The seconds aten ``op``'s work takes (its launches apart): the larger of the
+        roofline's two times, or for a float32 2-D matmul (``mm``, ``addmm``) on a spec
+        with ``matmul_rates``, ``flops`` at :meth:`matmul_rate` of its intensity."""
+        if self.matmul_rates and flops and moved and op.startswith(_MATMULS) and self._float32(dtype):
+            return flops / self.matmul_rate(flops / moved)
+        return max(self.seconds(flops, moved, dtype))
+
+    def matmul_rate(self, intensity: float) -> float:
+        """float32 matmul FLOP/s at ``intensity`` FLOPs per byte, from ``matmul_rates``:
+        interpolated between its points in log-log; below the first, its bytes/s (a
+        matmul that moves more per FLOP is bound by memory); above the last, the last."""
+        points = self.matmul_rates
+        if intensity <= points[0][0]:
+            return points[0][1] * intensity / points[0][0]
+        for (i0, r0), (i1, r1) in zip(points, points[1:]):
+            if intensity <= i1:
+                share = math.log(intensity / i0) / math.log(i1 / i0) if i1 > i0 else 1.0
+                return r0 * (r1 / r0) ** share
+        return points[-1][1]
+
+    def _float32(self, dtype: Any) -> bool:
+        return dtype is None or dtype_name(dtype) == "float32"
+
+
+_MATMULS = ("aten.mm.", "aten.addmm.")  # (2-D: a Linear's product, priced from measured matmuls)

@@ -1,8 +1,8 @@
 """A step's predicted time at any size: the time model over one cost curve per aten call.
 
 The time model prices each aten call of a node on its own
-(:mod:`fxinspect.timemodel.pricing`): ``max(FLOPs / peak, bytes / bandwidth)`` plus a
-launch per call. A sum of maxima is no polynomial, so a curve of the step's total time
+(:mod:`fxinspect.timemodel.pricing`): ``max(FLOPs / peak, bytes / bandwidth)`` (or a
+measured matmul rate) plus a launch per call. A sum of maxima is no polynomial, so a curve of the step's total time
 would not be exact; but each call's FLOPs, bytes and calls are (exact curves in batch and
 context, :mod:`.curves`), so pricing the calls' curves one by one gives the time model's
 own answer at a size never analysed, exactly as an analysis there would.
@@ -54,12 +54,11 @@ class StepTime:
     def __init__(self, curves: Mapping[str, Any], report: Any, spec: DeviceSpec) -> None:
         dtypes = {n.name: priced_dtype(n.outputs) for n in report.nodes if n.is_op}
         self.spec = spec
-        calls = []  # (node's dtype, (flops, bytes, calls) as float evaluators, whether any reads the context)
+        calls = []  # ((node's dtype, aten op), (flops, bytes, calls) as float evaluators, whether any reads the context)
         for key in dict.fromkeys(name.rsplit("/", 1)[0] for name in curves):
             parts = [curves[f"{key}/{part}"] for part in _PARTS]
-            calls.append(
-                (dtypes[key.split("/", 1)[0]], [_floats(c) for c in parts], any(_reads_context(c) for c in parts))
-            )
+            node, op = key.split("/", 1)
+            calls.append(((dtypes[node], op), [_floats(c) for c in parts], any(_reads_context(c) for c in parts)))
         self._fixed = [(d, f) for d, f, varies in calls if not varies]
         self._varying = [(d, f) for d, f, varies in calls if varies]
         self._fixed_at: dict[int, float] = {}
@@ -76,8 +75,8 @@ class StepTime:
 
     def _priced(self, calls: list, batch: int, context: int) -> float:
         spec, seconds = self.spec, 0.0
-        for dtype, (flops, moved, count) in calls:
-            work = max(spec.seconds(flops(batch, context), moved(batch, context), dtype))
+        for (dtype, op), (flops, moved, count) in calls:
+            work = spec.work_seconds(op, flops(batch, context), moved(batch, context), dtype)
             seconds += work + count(batch, context) * spec.launch_overhead
         return seconds
 

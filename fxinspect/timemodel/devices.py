@@ -164,6 +164,7 @@ def _measured_spec(data: dict) -> DeviceSpec:
         data["memory_bandwidth"],
         launch_overhead=data["launch_overhead"],
         source=_provenance(data),
+        matmul_rates=tuple(tuple(p) for p in data.get("matmul_rates", ())),
     )
 
 

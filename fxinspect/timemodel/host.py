@@ -7,8 +7,19 @@ where a median moves with the load (it read 4.5 to 102 GFLOP/s on one busy host)
 * matmul FLOP/s per dtype (float32, float64, bfloat16): one square matmul per trial
   (``2 * n**3`` FLOPs), trials at ``n`` = 128, 256, ... up to 1024 (8192 on CUDA), fewer
   where a dtype is slow, as bfloat16 on a CPU without its instructions;
-* memory bandwidth: copying a 64 MiB tensor (its bytes read and written) per trial;
-* launch overhead: a batch of 100 ops on one-element tensors per trial, per op.
+* memory bandwidth: copying a 64 MiB tensor (its bytes read and written) per trial, its
+  pages written first (untouched pages all map to one zero page, read from the cache);
+* on a CPU, float32 matmuls that stream a 64 MiB weight (four taken in turn, so that
+  none is in a cache), ``x @ w.T`` as a Linear runs them, for 1, 2, 4 ... 128 rows of
+  ``x``: their FLOP/s against their FLOPs per byte (``matmul_rates``, with the largest
+  square matmul's), which price a 2-D matmul
+  (:meth:`~fxinspect.records.DeviceSpec.work_seconds`). A decode step's matmuls have a
+  row per sequence: they run far from both roofs (a matrix-vector product reads its
+  weight slower than a copy does; a few rows take the packing path of a large matmul);
+* launch overhead: a decoder block's module code on one token of width 16 per trial
+  (:func:`~.probes.eager_block`), per aten call the time model prices in it: on a CPU an
+  eager model's op costs its Python, module call and views besides its launch, several
+  times what a bare op in a tight loop takes.
 
 On CUDA (when the default device is one) each trial is timed with synchronisation.
 
@@ -48,21 +59,26 @@ from pathlib import Path
 
 import torch
 
+from .probes import eager_block, priced_calls, streamed_matmuls
+
 __all__ = ["BUSY_MAX_AGE", "MAX_AGE", "cache_file", "measure", "measured", "problems"]
 
-FORMAT = 2  # the cache's layout: older files are measured again
+FORMAT = (
+    3  # the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of written pages)
+)
 MAX_AGE = timedelta(days=7)
 BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs
 _RETRY_AFTER = timedelta(hours=1)  # after an implausible re-measure, the last good set is used this long
 _ATTEMPTS = 3
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16)
-_LAUNCH_BATCH = 100
 _MIN_TRIALS, _MAX_TRIALS = 5, 50
+_STREAMED = (1024, 16384, (1, 2, 4, 8, 16, 32, 64, 128))  # the weight's in, out features; the rows
 
 
 def cache_file(device: str = "cpu") -> Path:
     """Where :func:`measured` keeps this host's figures for ``device``."""
     key = "|".join([platform.node(), platform.processor(), torch.__version__, str(torch.get_num_threads()), device])
+    key += f"|format {FORMAT}" if FORMAT > 2 else ""  # (a file per layout: older code keeps its own)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return root / "fxinspect" / f"device-{digest}.json"
@@ -76,6 +92,7 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
     path = cache_file(device)
     cached = _read(path)
     good = {k: v for k, v in cached.items() if k != "rejected"} if cached and not problems(cached) else None
+    previous = good if good and good.get("format") == FORMAT else None  # (an older layout measured otherwise)
     if good and not refresh:
         if cached.get("format") == FORMAT and _age(good) <= _max_age(good):
             return good
@@ -83,10 +100,10 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
             return good  # a re-measure failed a moment ago: the machine is likely still busy
     data = measure(device)
     for _ in range(_ATTEMPTS - 1):
-        if not problems(data, good):
+        if not problems(data, previous):
             break
         data = _pooled(data, measure(device))
-    found = problems(data, good)
+    found = problems(data, previous)
     if not found:
         _write(path, data)
         return data
@@ -128,6 +145,9 @@ def problems(data: dict, previous: dict | None = None) -> list[str]:
         found.append(f"float32 matmul {_rate(f32)} is below a quarter of the copy's {_rate(bandwidth, 'B/s')}")
     if launch > 1e-3:
         found.append(f"launch overhead {launch * 1e6:.0f} µs is over 1 ms")
+    streamed = [rate for _, rate in data.get("matmul_rates", ())]
+    if not all(math.isfinite(rate) and rate > 0 for rate in streamed):
+        found.append(f"a streamed matmul's rate is not finite and positive: {streamed}")
     if previous and not problems(previous):
         when = previous.get("taken_at", "an earlier run")
         before = {**{f"{k} matmul": v for k, v in previous["peak_flops"].items()}, "copy": previous["memory_bandwidth"]}
@@ -145,19 +165,17 @@ def measure(device: str = "cpu", budget: float = 0.4) -> dict:
     trials = {}
     for dtype in _DTYPES:
         trials[str(dtype).removeprefix("torch.")] = _matmuls(dtype, device, budget)
-    src = torch.empty(16 * 2**20, device=device)  # 64 MiB of float32
+    src = torch.ones(16 * 2**20, device=device)  # 64 MiB of float32, written: its pages are its own
     dst = torch.empty_like(src)
-    dst.copy_(src)  # (the warm-up: pages touched)
+    dst.copy_(src)  # (the warm-up: the destination's pages touched)
     copy = functools.partial(dst.copy_, src)
     trials["copy"] = [{"work": 2 * src.numel() * src.element_size(), "seconds": _trials(copy, device, budget)}]
-    one = torch.ones(1, device=device)
-
-    def launches():
-        for _ in range(_LAUNCH_BATCH):
-            torch.add(one, one)
-
-    launches()
-    trials["launch"] = [{"work": _LAUNCH_BATCH, "seconds": _trials(launches, device, budget / 4)}]
+    del src, dst
+    if device == "cpu":
+        trials["streamed"] = _streamed(device, budget)
+    block = eager_block(device)
+    block()  # (the warm-up)
+    trials["launch"] = [{"work": priced_calls(block), "seconds": _trials(block, device, budget / 4)}]
     return {
         "format": FORMAT,
         "device": device,
@@ -178,11 +196,28 @@ def _figures(trials: dict) -> dict:
     """The figures of a set of trials (per kind, a list of ``{"work", "seconds"}``, one
     per size): each kind's fastest trial."""
     rate = {kind: max(t["work"] / min(t["seconds"]) for t in runs) for kind, runs in trials.items()}
-    return {
-        "peak_flops": {kind: rate[kind] for kind in trials if kind not in ("copy", "launch")},
+    figures = {
+        "peak_flops": {kind: rate[kind] for kind in trials if kind not in ("copy", "launch", "streamed")},
         "memory_bandwidth": rate["copy"],
         "launch_overhead": 1 / rate["launch"],
     }
+    if "streamed" in trials:
+        figures["matmul_rates"] = _matmul_rates(trials["streamed"], trials["float32"])
+    return figures
+
+
+def _matmul_rates(streamed: list[dict], squares: list[dict]) -> list[list[float]]:
+    """``(FLOPs per byte, FLOP/s)`` of each streamed matmul's rows (their fastest trial),
+    and of the largest square matmul (``n`` by ``n``: ``n / 6`` FLOPs per byte in float32),
+    the most intense, which the curve tends to past its streamed points."""
+    best: dict[float, float] = {}
+    for t in streamed:
+        intensity = t["work"] / t["bytes"]
+        best[intensity] = max(best.get(intensity, 0.0), t["work"] / min(t["seconds"]))
+    square = max(squares, key=lambda t: t["work"])
+    n = round((square["work"] / 2) ** (1 / 3))
+    best[n / 6] = max(best.get(n / 6, 0.0), square["work"] / min(square["seconds"]))
+    return [[i, r] for i, r in sorted(best.items())]
 
 
 def _pooled(first: dict, second: dict) -> dict:
@@ -210,6 +245,16 @@ def _matmuls(dtype: torch.dtype, device: str, budget: float) -> list[dict]:
         if n >= largest or best > budget / 4 or (best > budget / 20 and grew):
             return sizes
         n *= 2
+
+
+def _streamed(device: str, budget: float) -> list[dict]:
+    """Trials of ``x @ w.T`` over 64 MiB float32 weights taken in turn (each call reads
+    its weight from memory), one size per count of rows, each in about ``budget / 8``."""
+    sizes = []
+    for size, product in streamed_matmuls(*_STREAMED, device):
+        product()  # (the warm-up: the kernel picks its path)
+        sizes.append({**size, "seconds": _trials(product, device, budget / 8)})
+    return sizes
 
 
 def _trials(fn, device: str, budget: float) -> list[float]:

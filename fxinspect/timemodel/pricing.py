@@ -3,7 +3,9 @@
 ``analyze(model, inputs, device_spec=...)`` (a preset of :mod:`fxinspect.timemodel.devices`,
 a :class:`~fxinspect.records.DeviceSpec` or ``"measured"``) prices every aten op a node
 ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
-node's output dtype, plus the device's launch overhead per call; a view or other free
+node's output dtype (a float32 matmul on a measured spec: at the rate measured for its
+FLOPs per byte, :meth:`~fxinspect.records.DeviceSpec.work_seconds`), plus the device's
+launch overhead per call; a view or other free
 op costs nothing. The sum is the node's ``predicted_latency`` (with ``backward=True``,
 its backward's is ``backward_predicted_latency``); modules and totals sum them as they
 sum ``latency``; the report keeps the spec as ``report.time_model``. No run is needed, so it works on the meta device (a 70B
@@ -66,6 +68,6 @@ class TimeModelPricing:
         seconds = 0.0
         for call in calls:
             if call.status is not OpStatus.FREE:
-                work = max(self.spec.seconds(call.flops, call.bytes_read + call.bytes_written, dtype))
+                work = self.spec.work_seconds(call.op, call.flops, call.bytes_read + call.bytes_written, dtype)
                 seconds += work + call.calls * self.spec.launch_overhead
         return seconds
