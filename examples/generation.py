@@ -19,10 +19,12 @@ is ever allocated, and no download is needed.
 * ``gen.kv_bytes_per_token`` is read off the cache tensors the model allocates: 80 layers ×
   8 key-value heads × 128 × (key + value) × 2 B = 320 KiB per token of one sequence.
 * ``gen.peak`` and its parts, and what fits a budget: ``gen.max_batch(budget, context)`` and
-  ``gen.max_context(budget, batch)``. One 80 GiB H100 cannot hold the 128 GiB of bfloat16
-  weights at all (both answers are 0); a larger budget shows the trade between batch and
-  context. The chart: a decode step's predicted time against the context, and the memory
-  stack (weights, KV cache, activations) with the budget's line.
+  ``gen.max_context(budget, batch)``, 0 where not even the prefill fits. One 80 GiB H100
+  cannot hold the 128 GiB of bfloat16 weights at all; under 192 GiB the prefill of the 32
+  prompts of 4,096 tokens is what does not fit (its activations come on top of the weights
+  and the cache it fills), while 8 sequences reach a long context. The chart: a decode
+  step's predicted time against the context, and the memory stack of the decode steps
+  (weights, KV cache, activations), the prefill's peak as a dot, the budget as a line.
 
 Llama-2 was trained on 4,096 positions; the steps past them cost what such a run costs.
 """
