@@ -41,6 +41,7 @@ PAGES = {  # page name: (example file, images it writes)
     "custom_figure": ("custom_figure.py", ["custom_figure_energy.png"]),
     "will_it_fit": ("will_it_fit.py", ["resnet50_sweep.png", "resnet50_checkpoint_plan.png"]),
     "parallel": ("parallel_training.py", ["llama_fsdp_tp_communication.png"]),
+    "generation": ("generation.py", ["llama2_70b_generation.png"]),
     "diagrams": (
         "diagrams.py",
         [

@@ -17,6 +17,11 @@ Each of ``analyze``'s options has a flag made from its declaration
 ``--warmup N``, ``--repeats N``, ``--no-check-finite``, ``--method``, ``--device-spec``...
 ``--sweep``, ``--max-batch`` and ``--checkpoint-plan`` answer will-it-fit questions
 (see docs/will_it_fit.md; ``--workers N`` sets a sweep's forked workers).
+``--generate --batch 8 --prompt 2048 --new-tokens 256`` analyses the model generating
+after a prompt: its own prefill and decode steps with its own cache, built on the meta
+device with its language-modelling head; a Hugging Face config class or a model's
+``config.json`` (as the Hub has it: no download) names it (see docs/generation.md;
+``--budget`` adds what fits, ``--png`` the chart, ``--json`` the figures).
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ def main(out_dir: Path = Path(".")) -> str:
         "fxinspect torchvision.models:resnet18 --input-shape 1,4,224,224 --no-timing",
         f"fxinspect transformers:LlamaConfig --config '{json.dumps(LLAMA)}' --input input_ids=2,128 "
         "--kwargs '{\"use_cache\": false}' --backward --optimizer AdamW --device meta --fsdp 8 --depth 1 --no-timing",
+        f"fxinspect transformers:LlamaConfig --config '{json.dumps(LLAMA)}' --generate --batch 8 --prompt 2048 "
+        "--new-tokens 256 --device-spec H100-SXM --dtype bfloat16 --budget 1GiB",
     ]
     text = "\n".join(_run(c) for c in commands)
     print(text)

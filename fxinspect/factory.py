@@ -2,9 +2,13 @@
 
 ``MODULE:CALLABLE`` is a function or class (``torchvision.models:resnet18``), a file's
 (``path/to/file.py:build_model``), or a Hugging Face config class
-(``transformers:GPT2Config``, built with ``AutoModel.from_config``). A factory is
-called with the positional and keyword arguments given (``--args``,
-``--factory-kwargs``); a config class takes its fields (``--config``). Every name is
+(``transformers:GPT2Config``, built with ``AutoModel.from_config``); a Hugging Face
+``config.json`` file (``path/to/config.json``, as a model's page on the Hub has it) is
+built the same way, without a download. A factory is called with the positional and
+keyword arguments given (``--args``, ``--factory-kwargs``); a config takes its fields
+(``--config``, over the file's). ``generative=True`` builds a config's model with its
+language-modelling head (``AutoModelForCausalLM``, or the sequence-to-sequence one for an
+encoder-decoder), as generation needs. Every name is
 checked: a misspelt module, attribute, config field or keyword is an error naming the
 closest valid one, and a factory that raises is reported as the factory, not the model.
 
@@ -23,6 +27,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import json
 import pkgutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -84,28 +89,71 @@ def _is_hf_config(obj: Any) -> bool:
     return isinstance(obj, type) and obj.__name__.endswith("Config") and hasattr(obj, "model_type")
 
 
-def _from_config(config_class: type, fields: dict) -> torch.nn.Module:
-    """``AutoModel.from_config`` of ``config_class(**fields)``; an unknown field is an error."""
-    from transformers import AutoModel
+def _from_config(config_class: type, fields: dict, base: dict | None = None, generative: bool = False):
+    """The model of ``config_class(**base, **fields)``; an unknown field of ``fields`` is an error.
+    ``generative``: the model with its language-modelling head (the first auto class that has one)."""
+    import transformers
 
     known = set(config_class().to_dict()) | set(inspect.signature(config_class).parameters)
     for key in fields:
         if key not in known:
             raise FxInspectError(f"--config: {config_class.__name__} has no field {key!r}{closest(key, known)}")
-    return AutoModel.from_config(config_class(**fields))
+    config = config_class(**fields) if base is None else config_class.from_dict({**base, **fields})
+    if not generative:
+        return transformers.AutoModel.from_config(config)
+    for auto in _GENERATIVE:
+        auto_class = getattr(transformers, auto)
+        if config_class in auto_class._model_mapping:
+            return auto_class.from_config(config)
+    raise FxInspectError(
+        f"{config_class.__name__} has no generative model in transformers (none of {', '.join(_GENERATIVE)})"
+    )
+
+
+_GENERATIVE = ("AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoModelForSpeechSeq2Seq")
+
+
+def _config_file(path: str) -> tuple[type, dict]:
+    """A Hugging Face ``config.json``: its config class (by its ``model_type``) and its fields."""
+    from transformers import CONFIG_MAPPING
+
+    file = Path(path)
+    if not file.is_file():
+        raise FxInspectError(f"no file {path!r}")
+    try:
+        fields = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise FxInspectError(f"{path} is not JSON ({exc.msg})") from None
+    model_type = fields.get("model_type") if isinstance(fields, dict) else None
+    if model_type not in CONFIG_MAPPING:
+        given = f"model_type {model_type!r}" if model_type else "no model_type"
+        raise FxInspectError(
+            f"{path}: expected a Hugging Face config.json with a model_type transformers knows, "
+            f"got {given}{closest(str(model_type), CONFIG_MAPPING.keys()) if model_type else ''}"
+        )
+    return CONFIG_MAPPING[model_type], fields
 
 
 def build(
-    spec: str, config: dict | None = None, args: Sequence[Any] = (), kwargs: dict | None = None
+    spec: str,
+    config: dict | None = None,
+    args: Sequence[Any] = (),
+    kwargs: dict | None = None,
+    generative: bool = False,
 ) -> torch.nn.Module:
     """The model ``spec`` names: see the module's docstring."""
+    if spec.endswith(".json"):
+        if args or kwargs:
+            raise FxInspectError(f"{spec} is a config file: --args and --factory-kwargs do not apply (--config does)")
+        config_class, fields = _config_file(spec)
+        return _from_config(config_class, config or {}, fields, generative)
     obj, kwargs = _resolve(spec), kwargs or {}
     if isinstance(obj, torch.nn.Module):
         if config or args or kwargs:
             raise FxInspectError(f"{spec} is a module already: --config, --args and --factory-kwargs do not apply")
         return obj
     if _is_hf_config(obj):
-        return _from_config(obj, config or {})
+        return _from_config(obj, config or {}, generative=generative)
     if config:
         raise FxInspectError("--config applies to a Hugging Face config class (such as transformers:GPT2Config)")
     try:

@@ -14,6 +14,7 @@ import copy
 import importlib.util
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,12 @@ def tiny_models(monkeypatch):
             {"hidden_size": 64, "head_dim": 16, "intermediate_size": 128, "num_attention_heads": 4},
         ),
     }
+    fulls = {name: getattr(transformers, name) for name in shrink}
+    # resolving a lazy name replaces sys.modules["transformers"] with a new module object, which
+    # is what an example's own `import transformers` gets: the patch goes there
+    module = sys.modules["transformers"]
     for name, (layers, most, sizes) in shrink.items():
-        monkeypatch.setattr(transformers, name, _shrunk(getattr(transformers, name), layers, most, sizes))
+        monkeypatch.setattr(module, name, _shrunk(fulls[name], layers, most, sizes))
 
 
 def _shrunk(full, layers: str, most: int, sizes: dict):

@@ -10,7 +10,9 @@ positional (``--input-shape``, repeatable) or named (``--input input_ids=1,128``
 ending in ``ids`` or ``mask`` get integer tokens / ones), with ``--kwargs JSON`` for other
 keyword arguments. Prints the summary and a table; ``--json``, ``--csv``, ``--png``,
 ``--svg`` and ``--html`` (the explorer) write files. ``--sweep``, ``--max-batch`` and
-``--checkpoint-plan`` plan instead (:mod:`.planning`). The analysis options' flags
+``--checkpoint-plan`` plan instead (:mod:`.planning`); ``--generate`` analyses the
+model generating after a prompt (:mod:`.generation`; a ``config.json`` names a Hugging
+Face model too). The analysis options' flags
 (``--no-timing``, ``--device meta``, ``--backward``, ``--optimizer AdamW``, ...) are made
 from :class:`~fxinspect.options.Options` (:mod:`.flags`), and the record passed on is the
 one they give. Every option is checked before the model is built; any failure is one
@@ -42,6 +44,7 @@ from ..parallel import Parallel
 from ..views.colouring import colour_figures
 from ..views.columns import By, parse_column
 from .flags import add_option_flags, given_options
+from .generation import add_generation_options, check_generation, run_generation
 from .planning import add_planning_options, check_planning, run_planning
 
 _DTYPES = {
@@ -108,7 +111,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fxinspect", description="Analyse a PyTorch model: every op and module.")
-    parser.add_argument("model", help="MODULE:CALLABLE (or file.py:CALLABLE, or a transformers config class)")
+    parser.add_argument(
+        "model", help="MODULE:CALLABLE (or file.py:CALLABLE, a transformers config class, a Hugging Face config.json)"
+    )
     parser.add_argument(
         "--input-shape",
         type=_shape,
@@ -129,7 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--args", type=_json_list, default=[], help="the factory's positional arguments, as JSON")
     parser.add_argument("--factory-kwargs", type=_json, default={}, help="the factory's keyword arguments, as JSON")
     parser.add_argument(
-        "--dtype", choices=sorted(_DTYPES), default="float32", help="input dtype (int64 gives token ids)"
+        "--dtype",
+        choices=sorted(_DTYPES),
+        default=None,
+        help="input dtype, float32 if not given (int64 gives token ids); with --generate, the weights' dtype",
     )
     parser.add_argument("--by", choices=[b.value for b in By], default="module", help="table rows")
     parser.add_argument("--depth", type=_positive, default=None, help="module depth shown (tables and diagrams)")
@@ -155,12 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     group = parser.add_argument_group("analysis options (fxinspect.analyze's; one not given keeps the call's default)")
     add_option_flags(group)
     add_planning_options(parser)
+    add_generation_options(parser)
     return parser
 
 
 def _inputs(opts: argparse.Namespace, batch: int | None = None) -> tuple[tuple, dict]:
     """The inputs the options describe; with ``batch``, every shape's first size replaced by it."""
-    dtype = _DTYPES[opts.dtype]
+    dtype = _DTYPES[opts.dtype or "float32"]
 
     def make(shape: tuple[int, ...], name: str = "") -> torch.Tensor:
         if batch is not None and shape:
@@ -187,7 +196,8 @@ def _batched_inputs(opts: argparse.Namespace):
 
 def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> None:
     """Every option that can be wrong, before anything is built."""
-    if not opts.input_shape and not opts.input and not opts.kwargs:
+    check_generation(parser, opts)
+    if not opts.input_shape and not opts.input and not opts.kwargs and not opts.generate:
         parser.error("give the model's inputs: --input-shape 1,3,224,224 and/or --input NAME=SHAPE")
     if opts.sort is not None:
         try:
@@ -220,6 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     _check(parser, opts)
     try:
+        if opts.generate:  # (built on meta: any size costs nothing; analysed there)
+            with torch.device("meta"):
+                model = build(opts.model, opts.config, opts.args, opts.factory_kwargs, generative=True)
+            run_generation(model.eval(), opts, options_of(opts), _DTYPES.get(opts.dtype))
+            return 0
         model = build(opts.model, opts.config, opts.args, opts.factory_kwargs)
         args, kwargs = _inputs(opts)
         check_keywords(model, kwargs)

@@ -61,8 +61,8 @@ def check_planning(parser: argparse.ArgumentParser, opts: argparse.Namespace) ->
     backward = getattr(opts, "backward", False)  # (a flag of fxinspect.cli.flags: absent when not given)
     if getattr(opts, "optimizer", None) is not None and not backward:
         parser.error("--optimizer needs --backward (its step follows a backward)")
-    if opts.budget is not None and not opts.sweep:
-        parser.error("--budget goes with --sweep (--max-batch and --checkpoint-plan take theirs)")
+    if opts.budget is not None and not (opts.sweep or getattr(opts, "generate", False)):
+        parser.error("--budget goes with --sweep or --generate (--max-batch and --checkpoint-plan take theirs)")
     if opts.workers is not None and not opts.sweep:
         parser.error("--workers goes with --sweep")
     if opts.workers is not None and opts.workers < 0:

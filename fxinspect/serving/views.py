@@ -96,7 +96,8 @@ def generation_notes(gen: Any) -> list[str]:
 
 def plot_generation(gen: Any, path: Any = None, budget: Any = None):
     """Left: a decode step's predicted time (or bytes moved) against the context. Right:
-    the memory at each context, stacked: weights, KV cache, activations; ``budget`` a line."""
+    the memory at each context, stacked: weights, KV cache, activations; the prefill's peak a
+    dot at the prompt's length; ``budget`` a line."""
     from matplotlib.figure import Figure
 
     from ..planning.budget import Budget
@@ -112,6 +113,7 @@ def plot_generation(gen: Any, path: Any = None, budget: Any = None):
     scale, unit = units.axis_unit(max(values), "second" if timed else "byte")
     left.plot(contexts, [v / scale for v in values], color=_TIME)
     left.axvline(gen.prompt, color="#888888", linewidth=0.8, linestyle=":")
+    left.text(gen.prompt, 1.08 * max(values) / scale, "prompt ", ha="right", fontsize="small", color="#666666")
     left.set_xlabel("context (tokens cached)")
     left.set_ylabel(f"{'predicted time' if timed else 'bytes moved'} per step ({unit})")
     left.set_ylim(0, 1.15 * max(values) / scale)
@@ -119,9 +121,9 @@ def plot_generation(gen: Any, path: Any = None, budget: Any = None):
     weights = gen.weights_bytes
     kv = [gen.kv_bytes(c + 1) for c in contexts]
     rest = [max(0, c.peak - weights - k) for c, k in zip(costs, kv)]
-    total = max(c.peak for c in costs)
+    prefill = gen.prefill.memory.total_peak  # (drawn too: the generation's peak may be the prefill's)
     limit = Budget.of(budget) if budget is not None else None
-    largest = max(total, limit.total if limit else 0)
+    largest = max(max(c.peak for c in costs), prefill, limit.total if limit else 0)
     scale, unit = units.axis_unit(largest, "byte")
     right.stackplot(
         contexts,
@@ -129,12 +131,13 @@ def plot_generation(gen: Any, path: Any = None, budget: Any = None):
         labels=["weights", "KV cache", "activations"],
         colors=[_WEIGHTS, _KV, _ACTIVATIONS],
     )
+    right.plot([gen.prompt], [prefill / scale], "o", color="#333333", label=f"prefill peak {units.nbytes(prefill)}")
     if limit is not None:
         right.axhline(limit.total / scale, color=_BUDGET, linewidth=1, label=f"budget {units.nbytes(limit.total)}")
     right.set_xlabel("context (tokens cached)")
     right.set_ylabel(f"memory ({unit})")
-    right.set_ylim(0, 1.25 * largest / scale)
-    right.legend(loc="upper left", frameon=False, ncols=4)
+    right.set_ylim(0, 1.3 * largest / scale)
+    right.legend(loc="upper left", frameon=False, ncols=3, fontsize="small")
     right.set_title(f"memory of a decode step, batch {gen.batch}", loc="left")
     if path is not None:
         save_figure(fig, path)
