@@ -20,6 +20,7 @@ from .curves import fit
 from .figures import report_figures
 from .inputs import prefill_inputs
 from .records import GenerationMemory
+from .segments import side_by_side
 from .terms import Term
 
 __all__ = ["largest_fitting", "max_batch", "max_context", "memory_at", "prefill_peak"]
@@ -30,13 +31,7 @@ def memory_at(gen: Any, batch: int, context: int) -> GenerationMemory:
     weights = gen.weights_bytes
     prefill = gen.prefill_peak(batch)
     if gen.new_tokens >= 2:
-        if (batch, context) == (
-            gen.batch,
-            gen.final_context,
-        ):  # (this generation's own: analysed, not read off a curve)
-            decode = gen.decode_step(context).memory.total_peak
-        else:
-            decode = gen.decode_peak(batch, context)
+        decode = gen.decode_peak(batch, context)
         loop = 2 * batch * gen.vocab_size * 4 + batch * (2 * context + 3) * 8
         if decode + loop > prefill:
             kv = gen.kv_bytes(context + 1, batch)
@@ -54,14 +49,12 @@ def prefill_peak(gen: Any, batch: int) -> int:
     if curves is None:
 
         def figures(b: int, p: int) -> dict[str, Any]:
-            if b == gen.batch:
-                return report_figures(gen.prefill)
             return report_figures(gen._analyse(prefill_inputs(gen.model, b, p, device=gen.device, cache=gen.cache)))
 
-        batches = sorted({1, 2, gen.batch})[:3] if gen.batch > 2 else [1, 2, 3]
-        curves = gen.__dict__["_prefill_curves"] = fit(
-            figures, [Term(), Term(b=1)], points=[(b, gen.prompt) for b in batches]
-        )
+        points = [(b, gen.prompt) for b in (sorted({1, 2, gen.batch})[:3] if gen.batch > 2 else [1, 2, 3])]
+        found = side_by_side(figures, [p for p in points if p[0] != gen.batch], gen.device)  # (the others side by side)
+        found[(gen.batch, gen.prompt)] = report_figures(gen.prefill)
+        curves = gen.__dict__["_prefill_curves"] = fit(lambda b, p: found[(b, p)], [Term(), Term(b=1)], points=points)
     return int(curves["resident"](batch, gen.prompt) + curves["peak"](batch, gen.prompt))
 
 

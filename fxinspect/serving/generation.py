@@ -75,7 +75,7 @@ class Generation:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
         self._kv_at: dict[tuple[int, int], int] = {}  # (batch, context) -> the cache's bytes given to that step
-        self._timed: dict[tuple[int, int | None], StepTime] = {}  # per range of contexts
+        self._timed: dict[tuple[int, int | None], StepTime | None] = {}  # per range of contexts
 
     # -- the analyses ------------------------------------------------------------------
 
@@ -174,45 +174,47 @@ class Generation:
         batch = self.batch if batch is None else batch
         curves = self._exact(context, ("flops", "macs", "bytes"))
         if curves is None:
-            r = self.decode_step(context, batch)
-            t = r.totals
-            return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, r.memory.total_peak)
-        timed = self._step_time(context)
+            t, m = (r := self.decode_step(context, batch)).totals, r.memory
+            return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, m.total_peak)
         return DecodeCost(
             batch,
             context,
             int(curves["flops"](batch, context)),
             int(curves["macs"](batch, context)),
             int(curves["bytes"](batch, context)),
-            timed(batch, context) if timed is not None else None,
+            self.step_seconds(context, batch) if self.prefill.time_model is not None else None,
             self.decode_peak(batch, context),
         )
 
     def _step_time(self, context: int) -> StepTime | None:
-        """The per-call time curves of ``context``'s range (``None`` without a device spec)."""
-        spec = self.prefill.time_model
+        """The per-call time curves of ``context``'s range (``None`` unless every one is verified)."""
         where = self.segments.range_of(context)
-        if spec is None or where is None:
-            return None
-        if where not in self._timed:
-            curves = self.segments.curves(context)
+        if where is not None and where not in self._timed:
+            curves = self.segments.curves(context) or {}
             calls = {k: v for k, v in curves.items() if k.count("/") == 2}
-            b, c = next(p for p in curves["flops"].solved_at)  # (a step of this range: each node's dtype)
-            self._timed[where] = StepTime(calls, self.decode_step(c, b), spec)
-        return self._timed[where]
+            lo, hi = where  # (a step of this range analysed here, for each node's dtype)
+            b, c = next((p for p in self._steps if lo <= p[1] and (hi is None or p[1] <= hi)), (1, lo))
+            exact = calls and all(v.verified for v in calls.values())
+            self._timed[where] = StepTime(calls, self.decode_step(c, b), self.prefill.time_model) if exact else None
+        return self._timed.get(where)
 
     @property
     def ttft(self) -> float | None:
         """Time to first token: the prefill's predicted seconds (``None`` without a device spec)."""
         return self.prefill.totals.predicted_latency
 
-    @property
+    @functools.cached_property
     def tpot(self) -> float | None:
         """Time per output token after the first: the decode steps' mean predicted seconds."""
         if self.ttft is None or self.new_tokens < 2:
             return None
-        steps = [self.cost(c).seconds for c in range(self.prompt, self.final_context + 1)]
-        return sum(steps) / len(steps)
+        return sum(self.step_seconds(c) for c in range(self.prompt, self.final_context + 1)) / (self.new_tokens - 1)
+
+    def step_seconds(self, context: int, batch: int | None = None) -> float | None:
+        """A decode step's predicted seconds at ``context`` (analysed next to a window)."""
+        batch = self.batch if batch is None else batch
+        timed = self._step_time(context)
+        return timed(batch, context) if timed is not None else self.decode_step(context, batch).totals.predicted_latency
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -239,8 +241,8 @@ class Generation:
 
     def decode_peak(self, batch: int, context: int) -> int:
         """The most a decode step at ``context`` holds (weights and cache included)."""
-        curves = self.segments.curves(context)
-        if curves is None:  # (the peak's curve is used unverified: a kernel's scratch on this CPU may break it)
+        curves = self._exact(context, ("resident", "peak"))  # (a kernel's scratch on this CPU may break the peak's)
+        if curves is None:
             return self.decode_step(context, batch).memory.total_peak
         return int(curves["resident"](batch, context) + curves["peak"](batch, context))
 

@@ -67,20 +67,22 @@ class Segments:
 
 
 def side_by_side(figures: Callable[[int, int], Any], points: Sequence[tuple[int, int]], device: Any) -> dict:
-    """``figures(b, c)`` at every point; on the meta device the points after the first run in
-    forked workers beside this process (:mod:`fxinspect.planning.workers`: a step of a 70B
-    model is seconds of Python on one core), a point whose worker fails here."""
-    found: dict[tuple[int, int], Any] = {}
-    first, *rest = points
-    if not rest or not can_fork(device):
+    """``figures(b, c)`` at every point; on the meta device they are shared out between this
+    process and forked workers (:mod:`fxinspect.planning.workers`: a step of a 70B model is
+    seconds of Python on one core), a worker's point computed here if the worker fails."""
+    if len(points) < 2 or not can_fork(device):
         return {p: figures(*p) for p in points}
     width = max(1, worker_count(None) - 1)
+    mine, *theirs = [list(points[i :: width + 1]) for i in range(width + 1)]
     with Workers() as pool:
-        for start in range(0, len(rest), width):
-            jobs = [(p, pool.start(figures, *p)) for p in rest[start : start + width]]
-            if start == 0:
-                found[first] = figures(*first)  # (this process's share, while the first workers run)
-            for p, job in jobs:
-                value = job.result() if job is not None else None
+        jobs = [(share, pool.start(_each, figures, share)) for share in theirs if share]
+        found = {p: figures(*p) for p in mine}
+        for share, job in jobs:
+            values = job.result() if job is not None else None
+            for p, value in zip(share, values or [None] * len(share)):
                 found[p] = value if value is not None else figures(*p)
     return {p: found[p] for p in points}
+
+
+def _each(figures: Callable[[int, int], Any], points: list[tuple[int, int]]) -> list[Any]:
+    return [figures(*p) for p in points]
