@@ -86,6 +86,7 @@ class Generation:
         self.model, self.device = analysed_copy(model, device, dtype)
         self.dtype, self.cache = dtype, cache
         self.options = {"timing": False, **options}
+        self.parallel = options.get("parallel")  # (one rank's steps: its own share of the cache too)
         if device_spec is not None:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
@@ -112,14 +113,16 @@ class Generation:
         batch = self.batch if batch is None else batch
         key = (batch, context)
         if key not in self._steps:
-            inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
+            inputs = decode_inputs(
+                self.model, batch, context, device=self.device, cache=self.cache, parallel=self.parallel
+            )
             self._kv_at[key] = cache_bytes(_cache_of(inputs)).total
             self._steps[key] = self._analyse(inputs)
         return self._steps[key]
 
     @functools.cached_property
     def _windows(self) -> tuple[int, ...]:
-        inputs = decode_inputs(self.model, 1, 4, device=self.device, cache=self.cache)
+        inputs = decode_inputs(self.model, 1, 4, device=self.device, cache=self.cache, parallel=self.parallel)
         return tuple(sorted(set(cache_windows(_cache_of(inputs)))))
 
     @functools.cached_property
@@ -165,7 +168,7 @@ class Generation:
         curves = self._exact(context, ("kv",))
         if curves is not None:
             return int(curves["kv"](batch, context))
-        inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
+        inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache, parallel=self.parallel)
         return cache_bytes(_cache_of(inputs)).total
 
     @property
