@@ -323,6 +323,9 @@ def generation(
     steps (TTFT, TPOT; a preset, a ``DeviceSpec`` or ``"measured"``). ``cache``: the cache
     ``generate()`` would use (``None``), ``"static"``/``"dynamic"``, or an empty cache object.
     Other options go to each ``analyze``. Analyses run when a figure first needs them.
+    ``parallel=fxinspect.Parallel.tp(n)`` (meta only): every figure is one rank's, its cache
+    filled by the model parallelised as that rank's (its share of the key/value heads), each
+    step's collectives in its report's ``communication``.
     """
     return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options)
 
