@@ -128,6 +128,19 @@ def test_a_decode_step_is_one_ranks_share_and_all_reduces_after_each_row_paralle
     )
 
 
+def test_a_plan_of_the_users_that_splits_a_head_fails_as_the_model_does_and_says_where():
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    # 2 key/value heads of 16 over 4 ranks: k_proj's 32 columns give 8 per rank, half a head
+    plan = {f"model.layers.*.self_attn.{p}_proj": ColwiseParallel() for p in "qkv"}
+    plan["model.layers.*.self_attn.o_proj"] = RowwiseParallel()
+    with pytest.raises(RuntimeError, match="invalid for input of size") as raised:
+        decode_inputs(_build("llama"), B, 4, device="meta", parallel=fxinspect.Parallel.tp(4, plan))
+    assert (
+        "fxinspect: raised while the model parallelised as rank 0 of 4 filled its cache" in raised.value.__notes__[-1]
+    )
+
+
 def test_decode_inputs_for_a_rank_need_the_meta_device():
     with pytest.raises(InputError, match="builds one rank's cache on the meta device"):
         decode_inputs(_build("llama"), B, 4, parallel=fxinspect.Parallel.tp(2))

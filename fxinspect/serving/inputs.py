@@ -36,7 +36,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..capture.states import state_tensors
-from ..errors import InputError
+from ..errors import InputError, add_where
 from ..run.virtual import fake_copy, fake_inputs
 
 __all__ = ["decode_inputs", "prefill_inputs"]
@@ -224,9 +224,18 @@ def _as_rank(model: torch.nn.Module, parallel: Any) -> Iterator[None]:
 
     if not isinstance(parallel, Parallel):
         raise InputError(f"parallel= expects a fxinspect.Parallel, got {type(parallel).__name__}")
+    rank = f"rank {parallel.rank} of {parallel.world_size}"
     with fake_world(parallel) as mesh:
-        parallel.apply(model, mesh)
-        yield
+        try:
+            parallel.apply(model, mesh)
+        except Exception as exc:  # (the user's own exception, with where it happened)
+            add_where(exc, f"in apply(model, mesh) of parallel= ({parallel.label}), {rank}")
+            raise
+        try:
+            yield
+        except Exception as exc:
+            add_where(exc, f"while the model parallelised as {rank} filled its cache (decode_inputs)")
+            raise
 
 
 def prefill_inputs(
