@@ -32,14 +32,17 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def real_decode_ranks(world: int, batch: int, context: int, timeout: float = 240) -> list[dict[str, Any]]:
-    """One decode step at ``context`` cached tokens for ``batch`` sequences on ``world`` ranks."""
+def real_decode_ranks(
+    world: int, batch: int, context: int, cache: str | None = None, timeout: float = 240
+) -> list[dict[str, Any]]:
+    """One decode step at ``context`` cached tokens for ``batch`` sequences on ``world``
+    ranks (``cache``: as ``decode_inputs`` takes it, ``"static"`` or ``None``)."""
     from distributed_reference import _free_port
 
     port = _free_port()
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
-        args = (world, batch, context, port, tmp)
+        args = (world, batch, context, cache, port, tmp)
         procs = [ctx.Process(target=_rank_main, args=(rank, *args)) for rank in range(world)]
         for p in procs:
             p.start()
@@ -62,7 +65,7 @@ def tiny_llama() -> torch.nn.Module:
     return next(f for f in families("build") if f.name == "llama").build()
 
 
-def _rank_main(rank: int, world: int, batch: int, context: int, port: int, out_dir: str) -> None:
+def _rank_main(rank: int, world: int, batch: int, context: int, cache: Any, port: int, out_dir: str) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from distributed_reference import _count_collectives
     from torch.distributed.device_mesh import init_device_mesh
@@ -78,9 +81,11 @@ def _rank_main(rank: int, world: int, batch: int, context: int, port: int, out_d
     try:
         model = tiny_llama()
         fxinspect.Parallel.tp(world).apply(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)))
-        inputs = decode_inputs(model, batch, context)  # (the real model's own prefill fills the rank's cache)
-        cache = inputs.get("past_key_values", inputs.get("cache"))
-        held = [t for _, t in state_tensors({"c": cache})]
+        inputs = decode_inputs(
+            model, batch, context, cache=cache
+        )  # (the real model's own prefill fills the rank's cache)
+        filled = inputs.get("past_key_values", inputs.get("cache"))
+        held = [t for _, t in state_tensors({"c": filled})]
         kv = sum(t.numel() * t.element_size() for t in held)
         del held
         calls: list = []
