@@ -49,7 +49,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["held_states", "held_tensors", "is_state", "rewound", "state_tensors"]
+__all__ = ["held_states", "held_tensors", "holds_states", "is_state", "rewound", "state_tensors"]
 
 DEPTH = 8
 """How deep :func:`state_tensors` looks into attributes (a cache: cache.layers[i].keys is 3)."""
@@ -192,6 +192,12 @@ def held_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if _held(v):
             found += [t for _, t in state_tensors(v)]
     return found
+
+
+def holds_states(args: tuple, kwargs: dict) -> bool:
+    """Whether ``(args, kwargs)`` hold a state object :func:`held_states` made a pytree
+    node (inside its block), empty or not (a prefill's cache holds no tensor yet)."""
+    return any(_held(v) for v in pytree.tree_leaves((args, kwargs), is_leaf=_held))
 
 
 def _held(value: Any) -> bool:

@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..capture.base import module_of
 from ..capture.inputs import flatten_outputs
+from ..capture.states import holds_states
 from ..errors import FxInspectError
 from ..run.owners import AutogradOwners
 from ..run.program import InstrumentedProgram, Probe
@@ -126,8 +127,12 @@ class StepProgram(InstrumentedProgram):
         matched._follow("", None)
         if self.order:
             before(self.order[0].name)
+        args, kwargs = self.args, self.kwargs
+        if holds_states(args, kwargs):  # (a state object, a KV cache: a fresh copy per run, see capture.states)
+            given = self.capture.inputs
+            args, kwargs = given.rebuild(given.tensors)
         with matched:
-            out = self.model(*self.args, **self.kwargs)
+            out = self.model(*args, **kwargs)
         matched.done = True
         if matched.at != len(self.order):
             raise FxInspectError(

@@ -70,15 +70,20 @@ class Parallel:
         return cls((("dp", world_size),), apply, rank, "FSDP2 (fully_shard per block and on the root)")
 
     @classmethod
-    def tp(cls, world_size: int, plan: dict[str, Any], rank: int = 0) -> Parallel:
-        """Tensor parallel over ``world_size`` ranks: ``parallelize_module(model, mesh, plan)``."""
+    def tp(cls, world_size: int, plan: dict[str, Any] | None = None, rank: int = 0) -> Parallel:
+        """Tensor parallel over ``world_size`` ranks: ``parallelize_module(model, mesh, plan)``;
+        without a plan, the model's own (:func:`~fxinspect.parallel.plans.model_tp_plan`:
+        a transformers model's ``tp_plan``, else the Megatron plan by module names)."""
 
         def apply(model: torch.nn.Module, mesh: Any) -> None:
             from torch.distributed.tensor.parallel import parallelize_module
 
-            parallelize_module(model, mesh, plan)
+            from .plans import model_tp_plan
 
-        return cls((("tp", world_size),), apply, rank, "tensor parallel (parallelize_module)")
+            parallelize_module(model, mesh, model_tp_plan(model, mesh.size()) if plan is None else plan)
+
+        label = "tensor parallel (parallelize_module)" if plan is not None else "tensor parallel (the model's own plan)"
+        return cls((("tp", world_size),), apply, rank, label)
 
 
 def _blocks(model: torch.nn.Module, blocks: Any) -> Iterable[torch.nn.Module]:

@@ -36,6 +36,7 @@ import torch
 from ..capture.base import module_of
 from ..capture.eager import trace_eager
 from ..capture.inputs import FlatInputs
+from ..capture.states import held_tensors, holds_states, rewound
 from ..errors import InputError, add_where
 from ..options import Options
 from ..run.choose import Counted
@@ -143,20 +144,31 @@ def rank_counted(run: Prepared, opts: Options) -> Counted:
     paths = {id(m): p for p, m in model.named_modules()}
     loss_fn = loss_for(opts.backward, opts.loss_fn)
     rank = f"rank {spec.rank} of {spec.world_size}"
+    # a state object among the inputs (a KV cache) is given to each call as the caller
+    # gave it: a fresh copy around the same tensors, their in-place writes put back
+    given = FlatInputs.build(run.args, run.kwargs)
+    states = held_tensors(run.args, run.kwargs)
+    fresh = holds_states(run.args, run.kwargs)
     with fake_world(spec) as mesh, _propagation_unseen():
         with _noted(f"in apply(model, mesh) of parallel= ({spec.label}), {rank}"):
             spec.apply(model, mesh)
         paths.update({id(m): p for p, m in model.named_modules()})  # (wrapping may swap classes, not objects)
-        with _noted(f"in the warm-up step of {rank} (parallel=, on fake tensors)"):
-            _finish(model(*run.args, **run.kwargs), model, loss_fn)
+        with _noted(f"in the warm-up step of {rank} (parallel=, on fake tensors)"), rewound(states):
+            args, kwargs = given.rebuild(given.tensors) if fresh else (run.args, run.kwargs)
+            _finish(model(*args, **kwargs), model, loss_fn)
         kept: list[Any] = []  # the recorded step's output, to finish that step with its backward
         handle = model.register_forward_hook(lambda _m, _a, out: kept.append(out))
         try:
-            cap = trace_eager(model, FlatInputs.build(run.args, run.kwargs))
+            with rewound(states):
+                cap = trace_eager(model, FlatInputs.build(*given.rebuild(given.tensors)) if fresh else given)
         finally:
             handle.remove()
         _finish(kept.pop(), model, loss_fn)
-        program = StepProgram(dataclasses.replace(cap, model=model), model, run.args, run.kwargs)
+        # (the recording grew its copy of a state object: the program's inputs are the caller's)
+        cap = dataclasses.replace(
+            cap, model=model, inputs=FlatInputs.build(*given.rebuild(given.tensors)) if fresh else cap.inputs
+        )
+        program = StepProgram(cap, model, run.args, run.kwargs)
 
         charged = _charged_nodes(program.order)
 

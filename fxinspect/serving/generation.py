@@ -1,23 +1,15 @@
 """Generation from the model's own graph: prefill, decode steps, the KV cache, what fits, how fast.
 
-``fxinspect.generation(model, batch, prompt, new_tokens)`` analyses the model's own
-prefill call and its own decode steps (the cache it builds itself, filled by its own
-forward: :mod:`.inputs`), on the meta device by default, so a 70B model costs no memory:
-
-* ``prefill`` is the report of the prompt's forward; ``decode_step(context=c)`` the report
-  of one step with ``c`` tokens cached; both are reports as ``analyze`` gives them.
-* A decode step's FLOPs, bytes, peak and each aten call's cost are exact curves in batch
-  and context (:mod:`.curves`), fitted from a few analysed steps and checked on a spare one;
-  ``cost(c)`` reads them at any context, and the time model prices them per call
-  (:mod:`.step_time`).
-* ``kv_bytes_per_token`` is the growth of the cache the model itself allocates
-  (:mod:`.kv_curve`), windows and state-space layers included.
-* ``ttft`` is the prefill's predicted time; ``tpot`` the mean predicted time of the decode
-  steps, at the contexts ``prompt .. prompt + new_tokens - 2`` (the first token comes from
-  the prefill); ``tokens_per_second`` the batch's generated tokens over both.
-* ``peak`` is the most the generation holds: the higher of the prefill's and the last decode
-  step's peaks, each with the weights and the cache it holds (``memory`` splits it);
-  ``max_batch``/``max_context`` answer a budget from the same curves.
+``fxinspect.generation(model, batch, prompt, new_tokens)`` analyses the model's own prefill
+call and decode steps (its own cache, filled by its own forward: :mod:`.inputs`), on the
+meta device by default: ``prefill`` and ``decode_step(c)`` are reports as ``analyze`` gives
+them. A step's FLOPs, bytes, peak, cache and each aten call's cost are exact curves in batch
+and context, fitted per range between the cache's windows (:mod:`.segments`, :mod:`.curves`)
+and priced per call by the time model (:mod:`.step_time`). ``ttft`` is the prefill's
+predicted time; ``tpot`` the decode steps' mean at the contexts ``prompt .. prompt +
+new_tokens - 2`` (the first token comes from the prefill). ``peak`` is the higher of the
+prefill's and the last step's, weights and cache included (:mod:`.fits`: ``memory`` splits
+it; ``max_batch``/``max_context`` answer a budget from the same curves).
 """
 
 from __future__ import annotations
@@ -71,6 +63,7 @@ class Generation:
         self.model, self.device = analysed_copy(model, device, dtype)
         self.dtype, self.cache = dtype, cache
         self.options = {"timing": False, **options}
+        self.parallel = options.get("parallel")  # (one rank's steps: its own share of the cache too)
         if device_spec is not None:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
@@ -95,15 +88,17 @@ class Generation:
         batch = self.batch if batch is None else batch
         key = (batch, context)
         if key not in self._steps:
-            inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
+            inputs = self._decode_inputs(batch, context)
             self._kv_at[key] = cache_bytes(cache_of(inputs)).total
             self._steps[key] = self._analyse(inputs)
         return self._steps[key]
 
+    def _decode_inputs(self, batch: int, context: int) -> dict[str, Any]:
+        return decode_inputs(self.model, batch, context, device=self.device, cache=self.cache, parallel=self.parallel)
+
     @functools.cached_property
     def _windows(self) -> tuple[int, ...]:
-        inputs = decode_inputs(self.model, 1, 4, device=self.device, cache=self.cache)
-        return tuple(sorted(set(cache_windows(cache_of(inputs)))))
+        return tuple(sorted(set(cache_windows(cache_of(self._decode_inputs(1, 4))))))
 
     @functools.cached_property
     def segments(self) -> Segments:
@@ -154,8 +149,7 @@ class Generation:
         curves = self._exact(context, ("kv",))
         if curves is not None:
             return int(curves["kv"](batch, context))
-        inputs = decode_inputs(self.model, batch, context, device=self.device, cache=self.cache)
-        return cache_bytes(cache_of(inputs)).total
+        return cache_bytes(cache_of(self._decode_inputs(batch, context))).total
 
     @property
     def vocab_size(self) -> int:
@@ -297,5 +291,8 @@ def generation(
     steps (TTFT, TPOT; a preset, a ``DeviceSpec`` or ``"measured"``). ``cache``: the cache
     ``generate()`` would use (``None``), ``"static"``/``"dynamic"``, or an empty cache object.
     Other options go to each ``analyze``. Analyses run when a figure first needs them.
+    ``parallel=fxinspect.Parallel.tp(n)`` (meta only): every figure is one rank's, its cache
+    filled by the model parallelised as that rank's (its share of the key/value heads), each
+    step's collectives in its report's ``communication``.
     """
     return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options)

@@ -26,15 +26,17 @@ no padding is ever inferred.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..capture.states import state_tensors
-from ..errors import InputError
+from ..errors import InputError, add_where
 from ..run.virtual import fake_copy, fake_inputs
 
 __all__ = ["cache_of", "decode_inputs", "prefill_inputs"]
@@ -172,6 +174,7 @@ def decode_inputs(
     cache: Any = None,
     encoder_length: int | None = None,
     max_cache_len: int | None = None,
+    parallel: Any = None,
 ) -> dict[str, Any]:
     """The keyword arguments of one decode step with ``context`` tokens already cached.
 
@@ -185,19 +188,54 @@ def decode_inputs(
     step). ``encoder_length``: an encoder-decoder's source length (default ``context``);
     its encoder's outputs are passed, as ``generate()`` does. ``device``: where the
     tensors are (default the model's); ``"meta"`` allocates nothing (see the module).
+    ``parallel``: a :class:`fxinspect.Parallel`: the cache is one rank's, filled by the
+    model parallelised as that rank's (meta only; tensor parallel: its share of the heads).
     """
     require_generative(model)
     if batch < 1 or context < 1:
         raise InputError(f"decode_inputs expects batch >= 1 and context >= 1; given batch={batch}, context={context}")
     device = _model_device(model, device)
     max_cache_len = context + 1 if max_cache_len is None else max_cache_len
+    if parallel is not None and not _virtual(model, device):
+        raise InputError(
+            f"decode_inputs with parallel= builds one rank's cache on the meta device; given device {device} "
+            "(give device='meta')"
+        )
     if not _virtual(model, device):
         return _decode(model, batch, context, device, cache, encoder_length, max_cache_len)
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         fake = fake_copy(model, mode)
         fake_cache = fake_inputs(cache, mode) if cache is not None and not isinstance(cache, str) else cache
-        step = _decode(fake, batch, context, torch.device("cpu"), fake_cache, encoder_length, max_cache_len)
+        with _as_rank(fake, parallel):
+            step = _decode(fake, batch, context, torch.device("cpu"), fake_cache, encoder_length, max_cache_len)
     return _to_meta(step)
+
+
+@contextlib.contextmanager
+def _as_rank(model: torch.nn.Module, parallel: Any) -> Iterator[None]:
+    """With ``parallel`` (a :class:`~fxinspect.parallel.spec.Parallel`), ``model`` (a fake
+    copy) parallelised as that rank's, on the fake process group: the cache it fills is
+    the rank's (a tensor-parallel attention caches its own key and value heads)."""
+    if parallel is None:
+        yield
+        return
+    from ..parallel.group import fake_world  # (only with parallel=: torch.distributed)
+    from ..parallel.spec import Parallel
+
+    if not isinstance(parallel, Parallel):
+        raise InputError(f"parallel= expects a fxinspect.Parallel, got {type(parallel).__name__}")
+    rank = f"rank {parallel.rank} of {parallel.world_size}"
+    with fake_world(parallel) as mesh:
+        try:
+            parallel.apply(model, mesh)
+        except Exception as exc:  # (the user's own exception, with where it happened)
+            add_where(exc, f"in apply(model, mesh) of parallel= ({parallel.label}), {rank}")
+            raise
+        try:
+            yield
+        except Exception as exc:
+            add_where(exc, f"while the model parallelised as {rank} filled its cache (decode_inputs)")
+            raise
 
 
 def prefill_inputs(
