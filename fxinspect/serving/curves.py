@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from ..errors import FxInspectError, InputError
 from .design import describe, design, segment, solving_rows
-from .solve import independent_rows, solve_square
+from .solve import independent_rows, solve_square, undominated
 from .terms import Term, basis, formula, number
 
 __all__ = ["Curve", "PeakCurve", "UnverifiedCurveError", "basis", "design", "fit"]
@@ -282,7 +282,7 @@ def _fit_peak(name: str, system: _System, column: list) -> PeakCurve:
     if not all(k.keys() == keyed[0].keys() for k in keyed) and all(len(k) == len(keyed[0]) for k in keyed):
         keyed = [dict(zip(keyed[0], k.values())) for k in keyed]  # (by position, named as at the first size)
     if all(k.keys() == keyed[0].keys() for k in keyed):
-        candidates = _undominated(
+        candidates = undominated(
             tuple(_fit_one(f"{name}[{key}]", system, [k[key] for k in keyed]) for key in keyed[0])
         )
         off = [c for c in candidates if not c.verified]
@@ -297,21 +297,3 @@ def _fit_peak(name: str, system: _System, column: list) -> PeakCurve:
     # where another candidate overtakes: never verified)
     why = f"its candidates do not line up across sizes ({sizes}): the maximum's own values, exact only at those"
     return PeakCurve(name, (), why, fallback=_fit_one(name, system, [max(k.values()) for k in keyed]))
-
-
-def _undominated(candidates: tuple[Curve, ...]) -> tuple[Curve, ...]:
-    """The candidates no verified one is at least as high as everywhere: with every term
-    >= 0 (sizes are), a curve whose every coefficient is at most another's is never above
-    it (a timeline of thousands of events keeps the few that can hold its peak)."""
-    kept: list[tuple[Curve, dict[Term, Fraction]]] = []
-    for c in sorted(candidates, key=lambda c: -c(64, 4096)):  # (the likely highest first: they prune the most)
-        mine = dict(zip(c.terms, c.coefficients))
-        if c.verified and any(
-            other.verified
-            and all(k <= theirs.get(t, 0) for t, k in mine.items())
-            and all(0 <= theirs[t] for t in theirs.keys() - mine.keys())
-            for other, theirs in kept
-        ):
-            continue
-        kept.append((c, mine))
-    return tuple(c for c, _ in kept)

@@ -71,7 +71,8 @@ def _special(model: torch.nn.Module) -> set[int]:
 def _tokens(model: torch.nn.Module, batch: int, length: int, device: torch.device, start: int = 0) -> torch.Tensor:
     """``batch`` rows of ``length`` ordinary token ids (``start``-th onwards)."""
     vocab = model.config.get_text_config(decoder=True).vocab_size
-    usable = [t for t in range(1, vocab) if t not in _special(model)] or [0]
+    special = _special(model)
+    usable = [t for t in range(1, vocab) if t not in special] or [0]
     row = torch.tensor([usable[(start + i) % len(usable)] for i in range(length)], dtype=torch.long)
     return row.expand(batch, length).contiguous().to(device)
 

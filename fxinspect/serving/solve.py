@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
-__all__ = ["independent_rows", "solve_square"]
+__all__ = ["independent_rows", "solve_square", "undominated"]
 
 
 def independent_rows(rows: Sequence[Sequence[Fraction | int]], limit: int) -> list[int]:
@@ -49,3 +50,21 @@ def solve_square(
                 factor = a[r][col] / a[col][col]
                 a[r] = [x - factor * y for x, y in zip(a[r], a[col])]
     return tuple(a[i][n] / a[i][i] for i in range(n))
+
+
+def undominated(candidates: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The candidates no verified one is at least as high as everywhere: with every term
+    >= 0 (sizes are), a curve whose every coefficient is at most another's is never above
+    it (a timeline of thousands of events keeps the few that can hold its peak)."""
+    kept: list[tuple[Any, dict[Any, Fraction]]] = []
+    for c in sorted(candidates, key=lambda c: -c(64, 4096)):  # (the likely highest first: they prune the most)
+        mine = dict(zip(c.terms, c.coefficients))
+        if c.verified and any(
+            other.verified
+            and all(k <= theirs.get(t, 0) for t, k in mine.items())
+            and all(0 <= theirs[t] for t in theirs.keys() - mine.keys())
+            for other, theirs in kept
+        ):
+            continue
+        kept.append((c, mine))
+    return tuple(c for c, _ in kept)
