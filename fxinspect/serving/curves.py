@@ -282,9 +282,7 @@ def _fit_peak(name: str, system: _System, column: list) -> PeakCurve:
     if not all(k.keys() == keyed[0].keys() for k in keyed) and all(len(k) == len(keyed[0]) for k in keyed):
         keyed = [dict(zip(keyed[0], k.values())) for k in keyed]  # (by position, named as at the first size)
     if all(k.keys() == keyed[0].keys() for k in keyed):
-        candidates = undominated(
-            tuple(_fit_one(f"{name}[{key}]", system, [k[key] for k in keyed]) for key in keyed[0])
-        )
+        candidates = undominated(tuple(_fit_one(f"{name}[{key}]", system, [k[key] for k in keyed]) for key in keyed[0]))
         off = [c for c in candidates if not c.verified]
         why = (
             f"{len(off)} of {len(candidates)} candidates not verified (first: {off[0].name}: {off[0].why})"

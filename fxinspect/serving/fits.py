@@ -26,12 +26,13 @@ from .terms import Term
 __all__ = ["largest_fitting", "max_batch", "max_context", "memory_at", "prefill_peak"]
 
 
-def memory_at(gen: Any, batch: int, context: int) -> GenerationMemory:
-    """``gen``'s peak at ``batch`` sequences whose last decode step runs at ``context``."""
+def memory_at(gen: Any, batch: int, context: int, exact: bool = True) -> GenerationMemory:
+    """``gen``'s peak at ``batch`` sequences whose last decode step runs at ``context``
+    (``exact``: see ``Generation.decode_peak``)."""
     weights = gen.weights_bytes
     prefill = gen.prefill_peak(batch)
     if gen.new_tokens >= 2:
-        decode = gen.decode_peak(batch, context)
+        decode = gen.decode_peak(batch, context, exact)
         loop = 2 * batch * gen.vocab_size * 4 + batch * (2 * context + 3) * 8
         if decode + loop > prefill:
             kv = gen.kv_bytes(context + 1, batch)
@@ -60,14 +61,20 @@ def prefill_peak(gen: Any, batch: int) -> int:
 
 def max_batch(gen: Any, usable: int, context: int) -> int:
     """The largest batch whose generation, up to a last step at ``context``, holds at most ``usable`` bytes."""
-    return largest_fitting(lambda b: memory_at(gen, b, context).peak <= usable, 1)
+    found = largest_fitting(lambda b: memory_at(gen, b, context, exact=False).peak <= usable, 1)
+    while found and memory_at(gen, found, context).peak > usable:  # (the answer checked where the curve is not)
+        found -= 1
+    return found
 
 
 def max_context(gen: Any, usable: int, batch: int) -> int:
     """The longest context ``batch`` sequences reach holding at most ``usable`` bytes (0: the prefill does not fit)."""
     if gen.prefill_peak(batch) > usable:
         return 0
-    return max(gen.prompt, largest_fitting(lambda c: gen.decode_peak(batch, c - 1) <= usable, gen.prompt + 1))
+    found = largest_fitting(lambda c: gen.decode_peak(batch, c - 1, exact=False) <= usable, gen.prompt + 1)
+    while found > gen.prompt and gen.decode_peak(batch, found - 1) > usable:
+        found -= 1
+    return max(gen.prompt, found)
 
 
 def largest_fitting(fits: Callable[[int], bool], start: int) -> int:

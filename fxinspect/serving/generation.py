@@ -164,7 +164,8 @@ class Generation:
 
     def cost(self, context: int, batch: int | None = None) -> DecodeCost:
         """A decode step at ``context`` cached tokens, read off the curves (analysed when
-        its range has no verified curve: next to a window)."""
+        its range has no verified counts: next to a window; the peak off its curve even
+        unverified, see :meth:`decode_peak`)."""
         batch = self.batch if batch is None else batch
         curves = self._exact(context, ("flops", "macs", "bytes"))
         if curves is None:
@@ -177,7 +178,7 @@ class Generation:
             int(curves["macs"](batch, context)),
             int(curves["bytes"](batch, context)),
             self.step_seconds(context, batch) if self.prefill.time_model is not None else None,
-            self.decode_peak(batch, context),
+            self.decode_peak(batch, context, exact=False),
         )
 
     def _step_time(self, context: int) -> StepTime | None:
@@ -233,9 +234,11 @@ class Generation:
         """The most memory the generation holds at once, in bytes."""
         return self.memory.peak
 
-    def decode_peak(self, batch: int, context: int) -> int:
-        """The most a decode step at ``context`` holds (weights and cache included)."""
-        curves = self._exact(context, ("resident", "peak"))  # (a kernel's scratch on this CPU may break the peak's)
+    def decode_peak(self, batch: int, context: int, exact: bool = True) -> int:
+        """The most a decode step at ``context`` holds (weights and cache included): off the
+        curves, or analysed where they are not verified (a kernel's scratch on this CPU can
+        break the peak's) when ``exact``; a search reads them anyway and checks its answer."""
+        curves = self.segments.curves(context) if exact is False else self._exact(context, ("resident", "peak"))
         if curves is None:
             return self.decode_step(context, batch).memory.total_peak
         return int(curves["resident"](batch, context) + curves["peak"](batch, context))

@@ -52,6 +52,10 @@ def solve_square(
     return tuple(a[i][n] / a[i][i] for i in range(n))
 
 
+DOMINATORS = 16
+"""How many of the highest candidates kept each one is compared with (bounds the work)."""
+
+
 def undominated(candidates: tuple[Any, ...]) -> tuple[Any, ...]:
     """The candidates no verified one is at least as high as everywhere: with every term
     >= 0 (sizes are), a curve whose every coefficient is at most another's is never above
@@ -63,7 +67,7 @@ def undominated(candidates: tuple[Any, ...]) -> tuple[Any, ...]:
             other.verified
             and all(k <= theirs.get(t, 0) for t, k in mine.items())
             and all(0 <= theirs[t] for t in theirs.keys() - mine.keys())
-            for other, theirs in kept
+            for other, theirs in kept[:DOMINATORS]  # (the highest few: the many low events fall to them)
         ):
             continue
         kept.append((c, mine))
