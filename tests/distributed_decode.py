@@ -23,13 +23,11 @@ import datetime
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 def real_decode_ranks(
@@ -37,24 +35,10 @@ def real_decode_ranks(
 ) -> list[dict[str, Any]]:
     """One decode step at ``context`` cached tokens for ``batch`` sequences on ``world``
     ranks (``cache``: as ``decode_inputs`` takes it, ``"static"`` or ``None``)."""
-    from distributed_reference import _free_port
+    from distributed_reference import spawned_ranks
 
-    port = _free_port()
-    ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
-        args = (world, batch, context, cache, port, tmp)
-        procs = [ctx.Process(target=_rank_main, args=(rank, *args)) for rank in range(world)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        codes = [p.exitcode for p in procs]
-        if any(c != 0 for c in codes):
-            raise RuntimeError(f"the {world} decode processes ended with codes {codes}")
-        return [json.loads((Path(tmp) / f"{rank}.json").read_text()) for rank in range(world)]
+    arguments = lambda rank, port, tmp: (rank, world, batch, context, cache, port, tmp)  # noqa: E731
+    return spawned_ranks(_rank_main, arguments, world, "decode", timeout)
 
 
 def tiny_llama() -> torch.nn.Module:

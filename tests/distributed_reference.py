@@ -43,10 +43,16 @@ def _free_port() -> int:
 
 def real_ranks(case: str, world: int, timeout: float = 240) -> list[dict[str, Any]]:
     """Run ``case`` (a name in :data:`CASES`) on ``world`` gloo processes; their reports."""
+    return spawned_ranks(_rank_main, lambda rank, port, tmp: (case, rank, world, port, tmp), world, case, timeout)
+
+
+def spawned_ranks(target, arguments, world: int, what: str, timeout: float) -> list[dict[str, Any]]:
+    """``target(*arguments(rank, port, tmp))`` in ``world`` spawned processes, bounded in
+    time (killed past ``timeout``); the JSON each rank wrote to ``tmp/<rank>.json``."""
     port = _free_port()
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [ctx.Process(target=_rank_main, args=(case, rank, world, port, tmp)) for rank in range(world)]
+        procs = [ctx.Process(target=target, args=arguments(rank, port, tmp)) for rank in range(world)]
         for p in procs:
             p.start()
         for p in procs:
@@ -56,7 +62,7 @@ def real_ranks(case: str, world: int, timeout: float = 240) -> list[dict[str, An
                 p.kill()
         codes = [p.exitcode for p in procs]
         if any(c != 0 for c in codes):
-            raise RuntimeError(f"the {world} {case} processes ended with codes {codes}")
+            raise RuntimeError(f"the {world} {what} processes ended with codes {codes}")
         return [json.loads((Path(tmp) / f"{rank}.json").read_text()) for rank in range(world)]
 
 

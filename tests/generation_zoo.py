@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+import pytest
 import torch
 import transformers as tf
 
-__all__ = ["BUILD", "HELD_OUT", "WINDOW", "Family", "encoder_inputs", "families"]
+__all__ = ["BUILD", "HELD_OUT", "WINDOW", "Family", "encoder_inputs", "families", "quiet_transformers"]
 
 VOCAB = 128
 WINDOW = 8  # sliding window of the local-attention families, below the 32-token contexts used
@@ -136,3 +137,12 @@ def encoder_inputs(model: torch.nn.Module, batch: int, length: int = 12) -> dict
 
 BUILD = [f.name for f in families("build")]
 HELD_OUT = [f.name for f in families("held_out")]
+
+
+@pytest.fixture(autouse=True)
+def quiet_transformers():
+    """transformers' warnings off for a test (tiny random configs warn about token ids)."""
+    level = tf.logging.get_verbosity()
+    tf.logging.set_verbosity_error()
+    yield
+    tf.logging.set_verbosity(level)

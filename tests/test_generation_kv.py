@@ -5,21 +5,20 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from generation_zoo import BUILD, HELD_OUT, WINDOW, encoder_inputs, families
+from generation_zoo import (
+    BUILD,
+    HELD_OUT,
+    WINDOW,
+    encoder_inputs,
+    families,
+    quiet_transformers,  # noqa: F401 - an autouse fixture
+)
 
 from fxinspect.serving.kv_cache import cache_bytes, closed_form_kv_bytes_per_token
 from fxinspect.serving.kv_curve import kv_bytes_curve, kv_bytes_past_windows
 
 BATCH, PROMPT, NEW = 2, 12, 4
 ZOO = {f.name: f for f in families()}
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    level = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # tiny random configs warn about token ids
-    yield
-    transformers.logging.set_verbosity(level)
 
 
 def _build(name: str, dtype: torch.dtype = torch.float32) -> torch.nn.Module:

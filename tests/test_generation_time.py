@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
-from generation_zoo import WINDOW, families
+from generation_zoo import (
+    WINDOW,
+    families,
+    quiet_transformers,  # noqa: F401 - an autouse fixture
+)
 
 import fxinspect
 from fxinspect.records import DeviceSpec, OpStatus
@@ -26,14 +29,6 @@ MEASURED_LIKE = DeviceSpec(
 )
 MEMORY_ONLY = DeviceSpec("memory-only", {"float32": 1e30}, 1e9, launch_overhead=0.0)
 LAUNCH_ONLY = DeviceSpec("launch-only", {"float32": 1e30}, 1e30, launch_overhead=1e-6)
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    level = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # tiny random configs warn about token ids
-    yield
-    transformers.logging.set_verbosity(level)
 
 
 def _gen(name: str, spec, batch: int = 2, prompt: int = 5, new_tokens: int = 7):

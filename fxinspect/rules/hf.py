@@ -25,11 +25,9 @@ listed uncounted (see :func:`fxinspect.rules.matmul.group_sizes`).
 
 from __future__ import annotations
 
-import torch
-
 from ._util import arg
 from .matmul import grouped_mm_macs
-from .registry import Cost, register_namespace_loader, register_rule, registered_ops
+from .registry import Cost, register_defined, register_namespace_loader
 
 
 def grouped_mm_fallback(args, kwargs, out):
@@ -53,18 +51,7 @@ def register_transformers_rules() -> bool:
 
     Returns whether any of them is defined (they are once ``transformers.integrations.moe``
     has been imported, which transformers does when it builds an MoE model)."""
-    namespace = torch.ops.transformers  # a lazy namespace object: imports nothing
-    known = registered_ops()
-    found = False
-    for name, rule in RULES.items():
-        try:
-            packet = getattr(namespace, name)
-        except (AttributeError, RuntimeError):  # not imported yet, or a transformers without it
-            continue
-        found = True
-        if packet not in known:
-            register_rule(packet)(rule)
-    return found
+    return register_defined("transformers", RULES)
 
 
 register_transformers_rules()

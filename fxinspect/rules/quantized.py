@@ -43,10 +43,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ._util import arg, aten_packets, first_tensor, float_numel
-from .registry import Cost, register_namespace_loader, register_rule, registered_ops
+from .registry import Cost, register_defined, register_namespace_loader, register_rule
 
 PACKED_WEIGHT_MATMULS = (
     "_weight_int4pack_mm",
@@ -76,18 +74,7 @@ TORCHAO_RULES = {"dequantize_affine": dequantize_affine}
 def register_torchao_rules() -> bool:
     """Register the torchao ops' rules for those defined; safe to call again. Returns
     whether any is (they are once torchao is imported)."""
-    namespace = torch.ops.torchao  # a lazy namespace object: imports nothing
-    known = registered_ops()
-    found = False
-    for name, rule in TORCHAO_RULES.items():
-        try:
-            packet = getattr(namespace, name)
-        except (AttributeError, RuntimeError):  # torchao not imported, or a version without it
-            continue
-        found = True
-        if packet not in known:
-            register_rule(packet)(rule)
-    return found
+    return register_defined("torchao", TORCHAO_RULES)
 
 
 register_torchao_rules()

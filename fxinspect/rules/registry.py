@@ -181,3 +181,21 @@ def free_reason(func: torch._ops.OpOverload) -> FreeReason | None:
 def registered_ops() -> dict[OpKey, Rule]:
     """A copy of the registry, for listing and tests."""
     return dict(_RULES)
+
+
+def register_defined(namespace: str, rules: dict[str, Rule]) -> bool:
+    """Register ``rules`` (op name -> rule) for those of ``torch.ops.<namespace>``'s ops
+    that are defined; safe to call again. Returns whether any is (a library's ops are
+    defined once it is imported)."""
+    ops = getattr(torch.ops, namespace)  # a lazy namespace object: imports nothing
+    known = registered_ops()
+    found = False
+    for name, rule in rules.items():
+        try:
+            packet = getattr(ops, name)
+        except (AttributeError, RuntimeError):  # the library not imported, or a version without it
+            continue
+        found = True
+        if packet not in known:
+            register_rule(packet)(rule)
+    return found
