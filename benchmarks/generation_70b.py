@@ -7,22 +7,19 @@ start at which each figure was ready.
 """
 
 import resource
+import sys
 import time
+from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM
 
 import fxinspect
 
-cfg = LlamaConfig(
-    hidden_size=8192,
-    intermediate_size=28672,
-    num_hidden_layers=80,
-    num_attention_heads=64,
-    num_key_value_heads=8,
-    vocab_size=32000,
-    max_position_embeddings=4096,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from generation import LLAMA_2_70B
+
+cfg = LLAMA_2_70B  # (the docs example's configuration, written once)
 t0 = time.time()
 with torch.device("meta"):
     m = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
