@@ -56,7 +56,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
 from torch.utils import _pytree as pytree
 
 from .aliases import follow_values
@@ -231,6 +231,10 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         functions_traced_through(model) as functions,
         _without_stack_traces(),
         warnings.catch_warnings(),
+        # export's passes recompile its graph module about ten times, each generating and
+        # compiling the whole program's Python (a third of export's time on a large
+        # model): lazily, only what is run is compiled, once
+        _use_lazy_graph_module(True),
     ):
         # export asks for tensors the forward sets on self to be buffers: they are
         # attribute writes here (see _Root.forward), replayed by ``inspect``
@@ -245,7 +249,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
             program, inputs, said = _export(root, inputs, frames)
             said.insert(0, compiler_branch_note(one_line(exc)))
         notes += said
-    unlifted = program.module()
+        unlifted = program.module()
     graph = unlifted.graph
     _drop_checks(graph)
     inlined = inline_regions(unlifted)

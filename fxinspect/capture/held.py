@@ -108,13 +108,12 @@ class FrameHolds:
                 known = ours[id(code)] = (code, self._skip(code.co_filename))
             if not known[1]:
                 place = where.get(id(f))
-                if (
-                    place is not None
-                    and place + 1 < len(stack)
-                    and stack[place + 1][0] is callee  # still inside the same call: not run since
-                    and stack[place][1] == f.f_lasti
-                ):
-                    keep = place + 1  # (and neither has any caller of it)
+                if place is not None:  # (the stack holds its frames: an id found is that frame)
+                    if place + 1 < len(stack) and stack[place + 1][0] is callee and stack[place][1] == f.f_lasti:
+                        keep = place + 1  # still inside the same call: not run since (nor any caller of it)
+                    else:
+                        fresh.append(f)  # run since; its callers wait on it, as they did when it was read
+                        keep = place
                     break
                 fresh.append(f)
                 callee = f
