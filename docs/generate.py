@@ -4,7 +4,13 @@ Run: ``python docs/generate.py``. Each example in ``PAGES`` is imported and its
 ``main(images_dir)`` run; it saves its images into ``docs/images/`` and returns the text
 it printed. The page ``docs/<name>.md`` is the example's docstring, its code, the
 command that runs it after the README's set-up, its output and its images: nothing on
-a page is written by hand, so a page cannot drift from what the code does.
+a page is written by hand, so a page cannot drift from what the code does
+(``tests/test_examples.py`` runs each example again and fails where a page shows other
+output than it prints now, timings aside).
+
+The examples run on :data:`THREADS` CPU threads whatever the machine: a CPU kernel's
+scratch memory and the order of a float sum depend on the thread count, and with them
+peaks, the largest batch that fits and histogram counts.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 EXAMPLES = DOCS.parent / "examples"
 IMAGES = DOCS / "images"
+THREADS = 2
+"""CPU threads the examples run on (see the module)."""
 
 PAGES = {  # page name: (example file, images it writes)
     "architecture": ("architecture.py", []),
@@ -70,11 +78,29 @@ def _code(path: Path) -> str:
     return source.split('"""', 2)[2].lstrip("\n").rstrip() if source.lstrip().startswith('"""') else source.rstrip()
 
 
+def run(example: str, images_dir: Path) -> str:
+    """Run ``examples/<example>``'s ``main(images_dir)`` on :data:`THREADS` threads; what it printed."""
+    import torch  # (the examples import it anyway)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        return _load(EXAMPLES / example).main(images_dir)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def shown(name: str) -> str:
+    """The output ``docs/<name>.md`` shows (its "What it printed" block)."""
+    page = (DOCS / f"{name}.md").read_text()
+    return page.split("What it printed:\n\n```text\n", 1)[1].split("\n```\n", 1)[0]
+
+
 def generate(name: str) -> Path:
     """Run one example and write its page; the page's path."""
     example, images = PAGES[name]
-    module = _load(EXAMPLES / example)
-    output = module.main(IMAGES)
+    output = run(example, IMAGES)
+    module = sys.modules[Path(example).stem]  # (as _load registered it)
     title, _, body = module.__doc__.strip().partition("\n")
     body = body.split("\n", 2)[-1].strip() if body.lstrip().startswith("Run:") else body.strip()
     lines = [

@@ -25,36 +25,65 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DOCS = EXAMPLES.parent / "docs"
 
 
-def _pages():
+def _generate():
     spec = importlib.util.spec_from_file_location("generate", DOCS / "generate.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PAGES
+    return module
 
 
-PAGES = [(p, e, i) for p, (e, i) in _pages().items()]
+GENERATE = _generate()
+PAGES = [(p, e, i) for p, (e, i) in GENERATE.PAGES.items()]
 SWAPPED = ("resnet18", "resnet34", "resnet50", "vit_b_16", "GPT2LMHeadModel", "LlamaForCausalLM")  # by tiny_models
 SHRUNK = [(p, e, i) for p, e, i in PAGES if any(name in (EXAMPLES / e).read_text() for name in SWAPPED)]
 
 
-def _runs_and_draws(page: str, example: str, images: list[str], out: Path) -> None:
+# what differs from run to run: a time (and a rate made from one), the spaces that align a
+# column around it, the dashes under a column's header
+_TIME = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)? ?(?:[kMGTP]?(?:FLOP|B|tokens|samples)/s|ns|µs|us|ms|s)\b")
+_ALIGNMENT = re.compile(r"(?<=\S)  +|-{3,}")
+
+
+def _without_times(text: str) -> list[str]:
+    """``text``'s lines with every time written as ``<t>`` and columns' alignment dropped."""
+    return [_ALIGNMENT.sub(" ", _TIME.sub("<t>", line)).rstrip() for line in text.strip("\n").splitlines()]
+
+
+def _runs_and_draws(page: str, example: str, images: list[str], out: Path, as_shown: bool) -> None:
+    """Run the example; with ``as_shown`` (its models at full size), its output must be
+    what its page shows, timings aside."""
     if page == "explorer" and not (shutil.which("chromium") and importlib.util.find_spec("playwright")):
         pytest.skip("the explorer's screenshots need Debian's chromium (apt-get install -y chromium) and playwright")
-    spec = importlib.util.spec_from_file_location(Path(example).stem, EXAMPLES / example)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = module.main(out)
+    text = GENERATE.run(example, out)
     assert text.strip() and "<- differs" not in text  # (conventions.py marks a count off its closed form)
     for image in images:
         assert (out / image).read_bytes()[:4] == b"\x89PNG", image
     assert (DOCS / f"{page}.md").exists()  # the page generate.py writes from it is committed
+    if as_shown:
+        now, shown = _without_times(text), _without_times(GENERATE.shown(page))
+        changed = [f"- {a}\n+ {b}" for a, b in zip(shown, now) if a != b][:3]
+        assert now == shown, (
+            f"docs/{page}.md shows other output than examples/{example} prints now "
+            f"({len(shown)} lines shown, {len(now)} printed; first changes:\n" + "\n".join(changed) + "\n"
+            f"); regenerate it: python docs/generate.py {page}"
+        )
+
+
+def test_a_page_shows_what_its_example_prints_timings_aside():
+    """The comparison's masking: times and rates go, and the alignment they move; every
+    other figure stays."""
+    shown = "name  latency      FLOPs\n----  -------  ------\nfc    1.20 ms    2.00 K\nTPOT 99.15 ms, 221.67 tokens/s"
+    now = "name  latency    FLOPs\n----  -------  -----\nfc    980.00 µs  2.00 K\nTPOT 12 ms, 3.5 tokens/s"
+    assert _without_times(now) == _without_times(shown)
+    assert _without_times(now.replace("2.00 K", "2.01 K")) != _without_times(shown)  # a count is a count
+    assert _without_times("2 threads, 3 steps, 4 s") == ["2 threads, 3 steps, <t>"]
 
 
 @pytest.mark.parametrize(
     "page, example, images", [pytest.param(*p, marks=pytest.mark.examples) if p in SHRUNK else p for p in PAGES]
 )
-def test_example_runs_and_draws_its_images(page, example, images, tmp_path):
-    _runs_and_draws(page, example, images, tmp_path)
+def test_example_runs_and_draws_its_images_and_prints_what_its_page_shows(page, example, images, tmp_path):
+    _runs_and_draws(page, example, images, tmp_path, as_shown=True)
 
 
 @pytest.fixture
@@ -106,7 +135,7 @@ def _shrunk(full, layers: str, most: int, sizes: dict):
 
 @pytest.mark.parametrize("page, example, images", SHRUNK)
 def test_example_runs_at_a_tiny_size(page, example, images, tmp_path, tiny_models):
-    _runs_and_draws(page, example, images, tmp_path)
+    _runs_and_draws(page, example, images, tmp_path, as_shown=False)
 
 
 def test_the_readme_says_what_the_set_up_costs():
