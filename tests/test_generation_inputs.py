@@ -252,9 +252,12 @@ def test_analyze_leaves_the_callers_cache_and_the_model_as_they_were(cache, meth
     assert_same_state(fingerprint, state_fingerprint(model))
 
 
-def test_the_cache_tensors_are_named_inputs_of_the_step():
+@pytest.mark.parametrize("method", ["auto", "eager"])
+def test_the_cache_tensors_are_named_inputs_of_the_step(method):
+    # (the eager tier runs the model on a fresh cache object around the same tensors: the
+    # one it was given, grown by the run, would hold the step's output instead)
     model = llama().eval()
-    report = analyzed(model, decode_inputs(model, B, 16), memory=True)
+    report = analyzed(model, decode_inputs(model, B, 16), memory=True, method=method)
     # the token ids (2 * 8 B) and the positions (2 * 8 B) are resident inputs; the 4 cache
     # tensors of B 2 * 2 heads * 16 tokens * 16 * 4 B = 4096 B are the step's from its start
     # (the step replaces them: fxinspect.run.memory.donated), not resident
