@@ -557,3 +557,69 @@ def test_auto_prefers_a_capture_that_breaks_checkpointed_modules_down(make):
     ops = [(n.module_path, n.flops) for n in kept.nodes if n.is_op and "checkpoint" not in n.name]
     assert ops == [(n.module_path, n.flops) for n in plain.nodes if n.is_op]
     assert {p: m.flops for p, m in kept.modules.items()} == {p: m.flops for p, m in plain.modules.items()}
+
+
+# --- fake kernels: what the device's kernel takes -------------------------------------------
+
+G_OFFS = torch.tensor([2, 3, 6], dtype=torch.int32)  # 3 groups: rows (or the contraction) cut at 2, 3, 6
+
+
+def _column_major(*shape: int) -> torch.Tensor:
+    """A matrix (or a batch of them) stored column-major, as transformers hands the CPU
+    kernel its experts' (out, in) weights transposed."""
+    return torch.randn(*shape[:-2], shape[-1], shape[-2]).transpose(-2, -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "a, b, offs",
+    [
+        ((6, 8), (3, 8, 5), G_OFFS),  # rows split among 3 (8, 5) matrices: transformers' experts
+        ((3, 6, 8), (3, 8, 5), None),  # a batched matmul
+        ((6, 8), (8, 5), G_OFFS),  # the contraction split (its first 6): one (6, 5) output per group
+    ],
+    ids=["2d-3d", "3d-3d", "2d-2d"],
+)
+def test_a_fake_cpu_grouped_matmul_has_the_output_the_cpu_kernel_allocates(a, b, offs, dtype):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fxinspect.capture.fake_kernels import device_fake_kernels
+
+    mat_a, mat_b = torch.randn(*a, dtype=dtype), _column_major(*b).to(dtype)
+    real = torch._grouped_mm(mat_a, mat_b, offs)
+    mode = FakeTensorMode()
+    fakes = [mode.from_tensor(t) if t is not None else None for t in (mat_a, mat_b, offs)]
+    with device_fake_kernels(), mode:
+        fake = torch._grouped_mm(*fakes)
+    # the CPU kernel pads each output row to 16 bytes: 5 columns -> 8 (4 B or 2 B each)
+    assert (fake.shape, fake.stride(), fake.dtype) == (real.shape, real.stride(), real.dtype)
+    assert real.stride()[-2] == 8
+    if dtype is torch.float32:  # torch's meta kernel takes the CUDA kernel's dtypes only, again after the context
+        with mode, pytest.raises(RuntimeError, match="BFloat16"):
+            torch._grouped_mm(*fakes)
+
+
+class _GroupedExperts(nn.Module):
+    """Rows of ``x`` split among 3 experts' weights by a float32 grouped matmul on CPU,
+    under ``torch.export`` another computation (as transformers' experts switch op)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(3, 5, 8))  # (experts, out, in), used transposed
+
+    def forward(self, x, offs):
+        if torch.compiler.is_compiling():
+            return torch.cat([x, x]) @ self.weight[0].T
+        return torch._grouped_mm(x, self.weight.transpose(-2, -1), offs) * 2
+
+
+def test_export_takes_the_eager_branch_of_a_float32_grouped_matmul_on_cpu():
+    model, x = _GroupedExperts(), torch.randn(6, 8)
+    cap = capture(model, (x, G_OFFS), {}, method="export")
+    ops = [n for n in cap.graph_module.graph.nodes if n.op == "call_function"]
+    assert [str(n.target) for n in ops] == ["aten.transpose.int", "aten._grouped_mm.default", "aten.mul.Tensor"]
+    assert not any("eager branches" in note for note in cap.notes)
+    out = ops[1].meta["val"]
+    assert (tuple(out.shape), out.stride()) == ((6, 5), (8, 1))  # 5 float32 columns padded to 16 B
+    report = fxinspect.analyze(model, (x, G_OFFS), method="export", timing=False)
+    assert report.totals.macs == 6 * 8 * 5  # each of the 6 rows meets one expert's (8, 5) weight

@@ -147,6 +147,22 @@ def test_the_model_is_left_as_it_was():
     assert_same_state(before, state_fingerprint(model))
 
 
+@pytest.mark.parametrize(("name", "device", "said"), [
+    ("deepseek_v3", "meta", "top-k experts (transformers' batched_mm)"),  # no values on meta: each token's top-k
+    ("deepseek_v3", None, "own experts are analysed (transformers' grouped_mm)"),  # what its generate() runs
+    ("llama", None, None),  # no experts: nothing said
+])  # fmt: skip
+def test_the_notes_say_which_experts_a_mixture_of_experts_is_analysed_with(name, device, said):
+    model = model_of(name)
+    gen = fxinspect.generation(model, batch=1, prompt=4, new_tokens=2, device=device)
+    experts = [note for note in gen.notes if "mixture of experts" in note]
+    if said is None:
+        assert experts == []
+    else:
+        assert len(experts) == 1 and said in experts[0]
+    assert model.config._experts_implementation == ("grouped_mm" if said else "eager")  # the user's, as it was
+
+
 def test_bad_arguments_say_what_was_expected():
     with pytest.raises(fxinspect.InputError, match="batch, prompt and new_tokens >= 1"):
         fxinspect.generation(model_of("llama"), batch=0)

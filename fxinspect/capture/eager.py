@@ -16,7 +16,9 @@ with the export tier's ``set_grad_enabled`` nodes). Left out: ``detach`` calls n
 used (autograd's own, when it saves an output for backward), ``prim`` ops (fake
 tensors asking for their device) and ``profiler`` ops (``record_function`` ranges).
 On meta/fake tensors the tier works until the model needs a value (``.item()``, a
-data-dependent shape), and says so.
+data-dependent shape), and says so. The run gets fresh containers around the inputs'
+own tensors: a state object among them (a ``DynamicCache``) that the run grows keeps the
+step's tensors, which the memory model frees as the step replaces them.
 
 Example
 -------
@@ -121,7 +123,10 @@ def trace_eager(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Iterab
         with fresh_autocast_cache(), modules.hooked(), _Recorder(builder), checkpoints_traced_through(model) as lost:
             # (calls: which ops are a torch function's own workings, see eager_calls)
             with functions_traced_through(model) as functions, calls.watched():
-                out = model(*inputs.args, **inputs.kwargs)
+                # on fresh objects around the same tensors: a state object among the inputs
+                # (a DynamicCache) grown by the run would no longer hold the step's own tensors
+                args, kwargs = inputs.rebuild(list(inputs.tensors))
+                out = model(*args, **kwargs)
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         path, cls = builder.module
         where = f"module {path!r} ({cls})" if path else f"the root module ({cls})"

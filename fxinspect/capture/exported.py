@@ -25,7 +25,9 @@ unlifted program (``ExportedProgram.module()``) is then cleaned into a plain
   (:mod:`fxinspect.capture.aliases`);
 * the model's forward runs with ``torch.compiler.is_compiling()`` and
   ``is_exporting()`` off, so that it takes the branches of its eager call
-  (:mod:`fxinspect.capture.eager_branches`);
+  (:mod:`fxinspect.capture.eager_branches`), and the fake kernels of ops whose meta
+  kernel refuses what the device's kernel runs are the device's
+  (:mod:`fxinspect.capture.fake_kernels`);
 * an SDPA call given an explicit causal mask made of constants gets
   ``is_causal=True`` instead (:mod:`fxinspect.capture.causal_masks`);
 * placeholders get the readable input names, the pytree code generation is replaced
@@ -68,6 +70,7 @@ from .checkpoints import keep_checkpoints, kept_checkpoint_notes, tagging_checkp
 from .eager_branches import compiler_branch_note, eager_branches
 from .export_frames import ExportFrames
 from .exported_modules import ROOT_ATTR, model_path, tag_modules
+from .fake_kernels import device_fake_kernels
 from .functions import functions_traced_through, lost_function_notes
 from .inputs import FlatInputs
 from .kept import checkpoints_traced_through, lost_checkpoint_notes
@@ -230,6 +233,7 @@ def trace_export(model: torch.nn.Module, inputs: FlatInputs, leaf_modules: Itera
         tagging_checkpoints(model) as seen,
         functions_traced_through(model) as functions,
         _without_stack_traces(),
+        device_fake_kernels(),  # (a CPU float32 grouped matmul: an eager branch export can take)
         warnings.catch_warnings(),
         # export's passes recompile its graph module about ten times, each generating and
         # compiling the whole program's Python (a third of export's time on a large

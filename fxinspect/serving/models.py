@@ -3,8 +3,10 @@
 On the meta device the copy's weights are meta tensors, cast to ``dtype`` when given
 (:func:`~.kv_curve.meta_copy`), and a mixture of experts runs its ``batched_mm`` experts
 (:func:`~.kv_curve.meta_experts`): each token through its top-k experts, the same count as
-the default's loop over the experts it hits, without the loop's data-dependent shapes,
-which meta tensors cannot have. Elsewhere the model runs as it is, on its own device.
+transformers' default ``grouped_mm`` experts or the loop over the experts it hits, without
+the values their offsets or the loop need, which meta tensors do not have. Elsewhere the
+model runs as it is, on its own device, with its own experts (export takes a float32
+grouped matmul on CPU as the model's call runs it: :mod:`fxinspect.capture.fake_kernels`).
 """
 
 from __future__ import annotations

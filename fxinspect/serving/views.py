@@ -80,11 +80,16 @@ def generation_notes(gen: Any) -> list[str]:
             f"the cache's sliding windows cut the contexts into ranges fitted each on its own ({spans}); "
             "a context next to a window is analysed itself"
         )
-    if gen.device.type == "meta" and getattr(gen.model.config, "_experts_implementation", None) == "batched_mm":
+    experts = _experts_implementation(gen.model)
+    if gen.device.type == "meta" and experts == "batched_mm":
         notes.append(
             "mixture of experts on meta: each token runs through its top-k experts (transformers' batched_mm), "
             "the routed count a real run makes, whatever experts the router picks; batched_mm gathers each "
             "token's expert weights, so a decode step's peak is above what a grouped kernel or the eager loop holds"
+        )
+    elif experts is not None and gen.device.type != "meta":
+        notes.append(
+            f"mixture of experts: the model's own experts are analysed (transformers' {experts}), as it runs them"
         )
     if gen.new_tokens > 1:
         notes.append(
@@ -92,6 +97,14 @@ def generation_notes(gen: Any) -> list[str]:
             "float32, twice, and the token ids, old and grown"
         )
     return notes
+
+
+def _experts_implementation(model: Any) -> str | None:
+    """The experts implementation (transformers' ``config._experts_implementation``) of a
+    model whose mixture-of-experts layers take one, else ``None``."""
+    takes_one = getattr(model, "_can_set_experts_implementation", None)
+    chosen = getattr(getattr(model, "config", None), "_experts_implementation", None)
+    return chosen if callable(takes_one) and takes_one() and isinstance(chosen, str) else None
 
 
 def plot_generation(gen: Any, path: Any = None, budget: Any = None):
