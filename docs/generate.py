@@ -22,6 +22,7 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 EXAMPLES = DOCS.parent / "examples"
 IMAGES = DOCS / "images"
+HAND_WRITTEN = ("reference", "benchmarks")  # pages not made from an example: the long forms
 THREADS = 2
 """CPU threads the examples run on (see the module)."""
 
@@ -143,6 +144,10 @@ def index() -> Path:
     for name, (example, _) in PAGES.items():
         title = (EXAMPLES / example).read_text().split('"""')[1].strip().splitlines()[0]
         lines.append(f"* [{title}]({name}.md) (`examples/{example}`)")
+    lines += ["", "Written by hand:", ""]
+    for name in HAND_WRITTEN:
+        title = (DOCS / f"{name}.md").read_text().splitlines()[0].removeprefix("# ")
+        lines.append(f"* [{title}.]({name}.md)")
     page = DOCS / "README.md"
     page.write_text("\n".join(lines) + "\n")
     return page

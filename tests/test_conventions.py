@@ -199,11 +199,11 @@ class Distances(torch.nn.Module):
         return torch.cdist(a, b)
 
 
-def test_cdist_is_counted_as_its_kernel_computes_and_the_readme_says_so():
+def test_cdist_is_counted_as_its_kernel_computes_and_the_reference_says_so():
     m, n, d = 30, 40, 7  # p = 2 on more than 25 rows: the matmul path, rows padded with 2 columns
     report = fxinspect.analyze(Distances(), (torch.randn(m, d), torch.randn(n, d)), timing=False, memory=False)
     assert report.totals.macs == m * n * (d + 2)  # not the closed form m * n * d
     small = fxinspect.analyze(Distances(), (torch.randn(5, d), torch.randn(6, d)), timing=False, memory=False)
     assert (small.totals.macs, small.totals.flops) == (0, 3 * 5 * 6 * d)  # the direct kernel
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "m·n·(d+2) MACs" in readme and "m·n·d" in readme
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
+    assert "m·n·(d+2) MACs" in reference and "m·n·d" in reference

@@ -116,9 +116,9 @@ def test_a_dict_meant_as_the_one_argument_gets_a_hint_to_wrap_it():
     assert fxinspect.analyze(TakesOneDict(), (batch,), timing=False).totals.macs == 3 * 4 * 2
 
 
-def test_the_readme_snippet_for_a_custom_op_rule_runs_as_copied(tmp_path):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    snippet = next(block for block in readme.split("```python\n")[1:] if "register_rule" in block).split("```")[0]
+def test_the_reference_snippet_for_a_custom_op_rule_runs_as_copied(tmp_path):
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
+    snippet = next(block for block in reference.split("```python\n")[1:] if "register_rule" in block).split("```")[0]
     script = tmp_path / "snippet.py"
     script.write_text(snippet)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)

@@ -49,7 +49,7 @@ Counting conventions
     ``div_(1 - p)``, CPU's path) is part of drawing it, free (:mod:`.elementwise`).
     The same model gives the same flops on CPU, meta and CUDA and whatever its input's
     layout (``tests/test_conventions.py``), except where the paths compute different
-    things (the README lists them). Work inside a fused kernel that its
+    things (docs/reference.md lists them). Work inside a fused kernel that its
     unfused path would not count (softmax in flash attention) is not counted.
 ``bytes_read`` / ``bytes_written``
     A rule leaves them ``None`` for "all tensor arguments / all results", and sets
