@@ -264,3 +264,13 @@ def test_cli_plans_checkpoints_and_passes_kwargs_beside_batched_inputs(tmp_path,
     assert main(["scaled_for_cli:build", "--input-shape", "1,4", "--kwargs", '{"scale": 3.0}', "--sweep", "1,2"]) == 0
     del sys.modules["scaled_for_cli"]
     assert seen and set(seen) == {3.0}
+
+
+def test_the_default_table_shows_two_levels_of_modules(capsys):
+    """resnet18's table without --depth: its stages and their blocks (``layer1.0``), never a
+    block's own layers (``layer1.0.conv1``, depth 3)."""
+    argv = ["torchvision.models:resnet18", "--input-shape", "1,3,32,32", "--no-timing", "--no-memory", "--no-fold"]
+    assert main(argv) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert "layer1" in rows and "layer1.0" in rows and "layer4.1" in rows
+    assert not [r for r in rows if r.count(".") >= 2]  # depth 3 would be layer1.0.conv1

@@ -47,6 +47,9 @@ from .flags import add_option_flags, given_options
 from .generation import add_generation_options, check_generation, run_generation
 from .planning import add_planning_options, check_planning, run_planning
 
+TABLE_DEPTH = 2
+"""The module table's depth without ``--depth``: the blocks a reader looks for, not every module."""
+
 _DTYPES = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -140,7 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="input dtype, float32 if not given (int64 gives token ids); with --generate, the weights' dtype",
     )
     parser.add_argument("--by", choices=[b.value for b in By], default="module", help="table rows")
-    parser.add_argument("--depth", type=_positive, default=None, help="module depth shown (tables and diagrams)")
+    parser.add_argument(
+        "--depth",
+        type=_positive,
+        default=None,
+        help=f"module depth shown: the table's (default {TABLE_DEPTH}) and the diagram's (default every op)",
+    )
     parser.add_argument(
         "--no-fold", action="store_true", help="every repeated block its own rows and boxes (default: folded)"
     )
@@ -247,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = analyze(model, args, kwargs=kwargs, **given)
         print(report)
         print()
-        options = {"depth": opts.depth, "fold": not opts.no_fold} if opts.by == "module" else {}
+        depth = TABLE_DEPTH if opts.depth is None else opts.depth
+        options = {"depth": depth, "fold": not opts.no_fold} if opts.by == "module" else {}
         print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
         if report.communication is not None:
             print()
