@@ -77,8 +77,9 @@ class Generation:
     def _analyse(self, inputs: dict[str, Any]) -> Report:
         from ..analyze import analyze  # (the entry point: imported when first needed)
 
-        with torch.no_grad(), self._parts.part(f"decode steps analysed: {len(self._steps)}"):  # (generate() saves nothing)
-            return analyze(self.model, inputs, **self.options)
+        with torch.no_grad():  # (generate() runs without gradients: nothing is saved for a backward)
+            with self._parts.part(f"decode steps analysed: {len(self._steps)}"):  # (progress on stderr)
+                return analyze(self.model, inputs, **self.options)
 
     @functools.cached_property
     def prefill(self) -> Report:
