@@ -53,6 +53,13 @@ def test_analyze_shows_each_timing_phase_to_n_of_n_in_order_and_says_timing_fals
     assert out.getvalue().endswith("\r\x1b[K")  # the line cleared as the work ends
 
 
+def test_the_parallel_analysis_says_it_analyses_one_ranks_step():
+    out, shown = terminal()
+    with shown:
+        fxinspect.analyze(mlp(), torch.randn(2, 8), backward=True, parallel=fxinspect.Parallel.fsdp(2))
+    assert lines(out) == ["analyze one rank's step"]  # (on meta: no timed runs)
+
+
 def test_a_sweep_shows_its_points_with_their_batch_sizes_and_ends_at_n_of_n():
     out, shown = terminal()
     with shown:
