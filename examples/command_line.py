@@ -8,6 +8,9 @@ Inputs are ``--input-shape`` (positional, repeatable) and ``--input NAME=SHAPE``
 (keyword; names ending in ``ids``/``mask`` get integer tokens/ones), with ``--kwargs``
 for the rest. ``--json``, ``--csv``, ``--png`` and ``--svg`` write files;
 ``python -m fxinspect`` is the same. A mistake is one line on stderr and exit status 2.
+On a terminal, work longer than 2 s shows its progress on stderr (``fxinspect: analyze ·
+timing 3/10``), and a timed analysis says first that ``--no-timing`` skips its timed
+runs; ``--no-progress`` or ``FXINSPECT_PROGRESS=0`` turns it off.
 
 A training step: ``--backward`` with ``--optimizer AdamW`` (its state counts in the
 memory), ``--device meta`` to allocate nothing; ``--fsdp N [--rank K]`` analyses one

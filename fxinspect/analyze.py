@@ -23,6 +23,7 @@ from .capture import capture
 from .capture.autocast_cache import fresh_autocast_cache
 from .options import CAPTURE_OPTIONS, Options, signature_of
 from .parallel.step import rank_counted
+from .progress import reporting, task
 from .report import Report
 from .run.assemble import report_fields
 from .run.choose import Counted, count_best
@@ -92,6 +93,9 @@ def analyze(
         wrapping): the report is of one rank's step, run on fake tensors over torch's fake
         process group (see ``fxinspect.parallel``), with every collective it issued in
         ``report.communication``.
+    progress : show progress on stderr (phase and fraction: ``analyze · timing 3/10``) when
+        it is a terminal and the work runs over 2 s (:mod:`fxinspect.progress`; also
+        ``FXINSPECT_PROGRESS=0``/``1``). ``False``: never.
     device_spec : a device to predict each node's latency on (``predicted_latency``, see
         ``fxinspect.timemodel.pricing``): a preset of ``fxinspect.devices``
         (``"h100-sxm"``, or a driver's name as ``torch.cuda.get_device_name()`` gives it),
@@ -101,7 +105,13 @@ def analyze(
     current grad mode (wrap the call in ``torch.no_grad()`` for inference).
     """
     opts = Options.of("analyze", options)
-    with no_gc_pauses(), prepared(model, example_inputs, kwargs, device=opts.device) as run:
+    doing = "one rank's step" if opts.parallel is not None else ""
+    with (
+        reporting(opts.progress),
+        task("analyze", detail=doing),
+        no_gc_pauses(),
+        prepared(model, example_inputs, kwargs, device=opts.device) as run,
+    ):
         pricing = TimeModelPricing.planned(opts)  # (a device spec resolved, or refused, before any run)
         if opts.parallel is not None:
             counted = rank_counted(run, opts)

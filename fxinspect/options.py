@@ -62,7 +62,8 @@ class Options:
     instances or dotted paths captured as one node). Passes: ``timing`` with ``warmup``
     and ``repeats``, ``check_finite`` (NaN/Inf and value statistics), ``backward`` with
     ``loss_fn``, ``memory`` with ``measure_memory`` and ``optimizer``. ``device="meta"`` analyses without
-    allocating. See :func:`fxinspect.analyze` for what each one does.
+    allocating. ``progress=False``: no progress line (:mod:`fxinspect.progress`). See
+    :func:`fxinspect.analyze` for what each one does.
     """
 
     method: Method = field(
@@ -88,6 +89,9 @@ class Options:
     )
     device_spec: Any = field(default=None, metadata=_flag("price steps on a device, e.g. h100-sxm or measured"))
     parallel: Any = None
+    progress: bool = field(
+        default=True, metadata=_flag("no progress line on stderr (shown on a terminal once work runs 2 s)")
+    )
 
     def __post_init__(self) -> None:
         fix = object.__setattr__  # (frozen) values normalised once, here
@@ -96,7 +100,7 @@ class Options:
         if isinstance(self.leaf_modules, (str, type, torch.nn.Module)) or not isinstance(self.leaf_modules, Iterable):
             raise InputError(f"leaf_modules must be a list of classes, modules or paths, got {self.leaf_modules!r}")
         fix(self, "leaf_modules", tuple(self.leaf_modules))
-        for name in ("timing", "check_finite", "backward", "memory", "measure_memory"):
+        for name in ("timing", "check_finite", "backward", "memory", "measure_memory", "progress"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name, least in (("warmup", 0), ("repeats", 1)):

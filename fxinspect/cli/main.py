@@ -16,7 +16,10 @@ Face model too). The analysis options' flags
 (``--no-timing``, ``--device meta``, ``--backward``, ``--optimizer AdamW``, ...) are made
 from :class:`~fxinspect.options.Options` (:mod:`.flags`), and the record passed on is the
 one they give. Every option is checked before the model is built; any failure is one
-line on stderr and exit status 2 (``--debug`` shows the traceback).
+line on stderr and exit status 2 (``--debug`` shows the traceback). On a terminal, work
+longer than 2 s shows its progress on stderr (``fxinspect: analyze · timing 3/10``;
+:mod:`fxinspect.progress`), and a timed analysis says first that ``--no-timing`` skips
+its timed runs; ``--no-progress`` or ``FXINSPECT_PROGRESS=0`` turns it off.
 
 Example
 -------
@@ -41,6 +44,7 @@ from ..errors import FxInspectError, InputError
 from ..factory import build, check_keywords
 from ..options import Options
 from ..parallel import Parallel
+from ..progress import say
 from ..views.colouring import colour_figures
 from ..views.columns import By, parse_column
 from .flags import add_option_flags, given_options
@@ -233,6 +237,18 @@ def options_of(opts: argparse.Namespace) -> dict:
     return given
 
 
+def _say_timing(given: dict) -> None:
+    """Before a timed analysis, say on stderr what the timing runs and that ``--no-timing``
+    skips it (when progress is shown there: a terminal)."""
+    opts = Options.of("analyze", given)
+    if opts.timing and opts.progress and opts.device is None and opts.parallel is None:
+        what = "step (forward and backward)" if opts.backward else "forward"
+        say(
+            f"the analysis is followed by {opts.warmup} warm-up and {opts.repeats} timed runs of the {what} "
+            "(--no-timing skips them)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     opts = parser.parse_args(argv)
@@ -252,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with torch.set_grad_enabled(train):
             if run_planning(model, _batched_inputs(opts), opts, given) is not None:
                 return 0
+            _say_timing(given)
             report = analyze(model, args, kwargs=kwargs, **given)
         print(report)
         print()

@@ -32,6 +32,7 @@ from ..capture.base import Method
 from ..errors import InputError
 from ..formatting import units
 from ..options import Options, own_parameters, signature_of
+from ..progress import note, reported
 from ..run.prepare import unwrapped
 from .applied import AppliedPlan, checkpointable
 from .budget import Budget
@@ -43,6 +44,7 @@ from .recompute import Candidate, candidates, estimated_peak, orders
 __all__ = ["checkpoint_plan"]
 
 
+@reported("checkpoint_plan")
 def checkpoint_plan(
     model: torch.nn.Module,
     example_inputs: Any,
@@ -114,6 +116,7 @@ def checkpoint_plan(
         key = frozenset(c.path for c in plan)
         if key not in peaks:
             failing[:] = plan
+            note(f"a plan of {len(plan)} modules ({len(peaks)} analysed)")
             reports[key], p = analysed([c.path for c in plan])
             peaks[key] = p.total_peak
         return peaks[key]

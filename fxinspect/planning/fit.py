@@ -24,6 +24,7 @@ import torch
 from ..errors import InputError
 from ..formatting import units
 from ..options import Options, own_parameters, signature_of
+from ..progress import note, reported
 from .budget import Budget
 from .points import StepPoint
 from .shared import shared_capture
@@ -83,6 +84,7 @@ class BatchFit:
         )
 
 
+@reported("max_batch")
 def max_batch(
     model: torch.nn.Module,
     make_inputs: Callable[[int], Any],
@@ -121,6 +123,7 @@ def max_batch(
 
         def peak(batch: int) -> int:
             if batch not in points:
+                note(f"batch {batch} ({len(points)} tried)")
                 points[batch] = shared.analysed(batch)[1]
             return points[batch].total_peak
 

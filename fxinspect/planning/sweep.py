@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..formatting import units
 from ..optional import pandas
 from ..options import Options, own_parameters, signature_of
+from ..progress import reported, tracked
 from .ahead import Ahead
 from .budget import Budget
 from .derived import Analysed, Line
@@ -120,6 +121,7 @@ class Sweep:
         return plot_sweep(self, path)
 
 
+@reported("sweep")
 def sweep(
     model: torch.nn.Module,
     make_inputs: Callable[..., Any],
@@ -231,7 +233,9 @@ def _points(
                 break
             why = f"batch {middle} is not on the line through batches {low} and {high}"
     found = {}
-    for batch in ordered:
+    for batch in tracked(
+        "points", ordered, detail=lambda b: f"batch {b}" + (f", sequence length {seq}" if seq else "")
+    ):
         derived = line.at(batch, tuple(analysed.values())) if line is not None and batch not in analysed else None
         found[batch] = derived or analyse(batch).point
     where = f" (sequence length {seq})" if seq is not None else ""

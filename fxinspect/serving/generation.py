@@ -21,6 +21,7 @@ import torch
 
 from ..errors import InputError
 from ..planning.budget import Budget
+from ..progress import Parts
 from ..report import Report
 from .curves import basis, fit
 from .design import design
@@ -69,6 +70,7 @@ class Generation:
         self._steps: dict[tuple[int, int], Report] = {}
         self._kv_at: dict[tuple[int, int], int] = {}  # (batch, context) -> the cache's bytes given to that step
         self._timed: dict[tuple[int, int | None], StepTime | None] = {}  # per range of contexts
+        self._parts = Parts("generation", options.get("progress", True))  # (progress: the analyses as they run)
 
     # -- the analyses ------------------------------------------------------------------
 
@@ -76,7 +78,8 @@ class Generation:
         from ..analyze import analyze  # (the entry point: imported when first needed)
 
         with torch.no_grad():  # (generate() runs without gradients: nothing is saved for a backward)
-            return analyze(self.model, inputs, **self.options)
+            with self._parts.part(f"decode steps analysed: {len(self._steps)}"):  # (progress on stderr)
+                return analyze(self.model, inputs, **self.options)
 
     @functools.cached_property
     def prefill(self) -> Report:

@@ -6,7 +6,8 @@
   (:mod:`.track`);
 * :func:`watch` — histograms of outputs, gradients and parameters over training steps,
   their findings and heat maps (:mod:`.watch`, :mod:`.histograms`, :mod:`.findings`,
-  :mod:`.plot`).
+  :mod:`.plot`), written to TensorBoard or Weights & Biases as well with ``to=``
+  (:class:`TensorBoardWriter`, :class:`WandbWriter`: :mod:`.writers`).
 
 Each wraps the user's model without changing it and is reached as ``fxinspect.inspect``,
 ``fxinspect.track`` and ``fxinspect.watch``.
@@ -15,5 +16,17 @@ Each wraps the user's model without changing it and is reached as ``fxinspect.in
 from .step import Inspection, inspect
 from .track import Event, Stash, Tracker, track
 from .watch import Watch, watch
+from .writers import TensorBoardWriter, WandbWriter
 
-__all__ = ["Event", "Inspection", "Stash", "Tracker", "Watch", "inspect", "track", "watch"]
+__all__ = [
+    "Event",
+    "Inspection",
+    "Stash",
+    "TensorBoardWriter",
+    "Tracker",
+    "WandbWriter",
+    "Watch",
+    "inspect",
+    "track",
+    "watch",
+]

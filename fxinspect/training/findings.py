@@ -44,7 +44,7 @@ def _logged_nonfinite(w: Any) -> tuple[int, str, str, Any, bool] | None:
     steps = sorted({s for (n, q) in w._records for s in w.steps(n, q)})
     for step in steps:
         for quantity in FORWARD_ORDER:
-            names = [n for n in w.names(quantity) if step in w.steps(n, quantity)]
+            names = [n for n in w.names(quantity) if step in w._records[(n, quantity)]]  # (not steps(): a sort each)
             if quantity in GRADIENTS:
                 names.reverse()
             for name in names:

@@ -21,8 +21,10 @@ step counter and the finite checks (:mod:`.checks`), and a step runs no op of
 fxinspect's unless its output is large. Memory grows with (non-empty bins × logged
 steps × tensors). ``remove()`` takes every hook off. ``summary()`` lists findings
 (:mod:`.findings`), ``plot()`` draws heat maps, ``save()``/``Watch.load()`` keep a
-run, ``to_frame()`` tabulates it. What a logged step costs, and why it is laid out so,
-is in :mod:`.watch_hooks`.
+run, ``to_frame()`` tabulates it. ``to=`` writes each logged step, as it ends, to
+TensorBoard and Weights & Biases too (``to=["tensorboard:runs/exp1", wandb.run]``: the
+exact bins, NaN/Inf counts and findings; :mod:`.writers`). What a logged step costs, and
+why it is laid out so, is in :mod:`.watch_hooks`.
 
 Example
 -------
@@ -55,6 +57,7 @@ from .fingerprints import ParameterSamples
 from .histograms import Histogram, from_plain, to_plain
 from .quantities import Quantity
 from .watch_hooks import WatchHooks
+from .writers import Written, destinations, write
 
 __all__ = ["QUANTITIES", "Watch", "watch"]
 
@@ -80,6 +83,7 @@ class Watch(WatchHooks):
         log: tuple[str, ...] = QUANTITIES,
         include: str | None = None,
         exclude: str | None = None,
+        to: Any = None,
     ) -> None:
         if every < 1:
             raise InputError(f"every= must be at least 1, got {every}")
@@ -113,6 +117,8 @@ class Watch(WatchHooks):
         self._in_forward = False  # inside a logged step's forward (of the model itself)
         self._backward_queued = False  # binning the small tensors queued for this backward's end
         self.checks = FiniteChecks()  # the model's output and its gradient, every step
+        self._writers = destinations(to)
+        self._written = Written()  # what has been written to them
         if model is not None:
             self._attach(model, include, exclude)
 
@@ -176,6 +182,37 @@ class Watch(WatchHooks):
 
         return watch_html(self, path)
 
+    # ---------------------------------------------------------------- writers
+    def flush(self) -> None:
+        """Write the logged steps not written yet, and the findings, to the ``to=``
+        destinations (a step is written as the next one begins: this writes the last;
+        call it between steps)."""
+        write(self, self._writers, self._written)
+
+    def write(self, to: Any) -> None:
+        """Write every logged step and the findings to ``to`` (destinations as ``to=``
+        takes them: a saved run read back with :meth:`load`, written after the fact)."""
+        writers = destinations(to)
+        try:
+            write(self, writers, Written())
+        finally:
+            for writer in writers:
+                writer.close()
+
+    def _unhook_step(self) -> None:
+        super()._unhook_step()
+        if self._writers:  # the logged step has ended: write it (findings when due: see writers.write)
+            write(self, self._writers, self._written, final=False)
+
+    def remove(self) -> None:
+        """Take every hook off the model (the histograms stay), write what is left to the
+        ``to=`` destinations and close those the watch opened."""
+        super().remove()
+        self.flush()
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            writer.close()
+
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
         """Write every histogram as JSON (read back with :meth:`Watch.load`)."""
@@ -212,6 +249,11 @@ def watch(model: torch.nn.Module, **options: Any) -> Watch:
 
     ``log``: any of ``"io"``, ``"io_grad"``, ``"params"``, ``"params_grad"``.
     ``include``/``exclude``: regular expressions searched in module names.
+    ``to``: where each logged step is written as well, one destination or a list:
+    ``"tensorboard:<logdir>"``, ``"wandb"`` (the active run), a TensorBoard
+    ``SummaryWriter``, a ``wandb`` run, or a ``TensorBoardWriter``/``WandbWriter``
+    (:mod:`~fxinspect.training.writers`; ``pip install fxinspect[tensorboard]`` or
+    ``fxinspect[wandb]``).
     """
     model, _ = unwrapped(model, "watch()")
     return Watch(model, **options)

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ...capture.autocast_cache import empty_autocast_cache
+from ...progress import SKIP_TIMING, tracked
 from ..clock import Clock
 from ..owners import AutogradOwners
 from ..program import InstrumentedProgram, Probe
@@ -103,10 +104,10 @@ def time_backward(
     per_node: dict[str, list[float]] = {name: [] for name in program.probe_points}
     plain_times, timed_times = [], []
     with fresh_grads(trainable):
-        for _ in range(warmup):
+        for _ in tracked("backward warm-up", range(warmup), detail=SKIP_TIMING):
             backward(plain, False)
             backward(probed, True)
-        for _ in range(repeats):
+        for _ in tracked("backward timing", range(repeats), detail=SKIP_TIMING):
             plain_times.append(backward(plain, False))
             timed_times.append(backward(probed, True))
             run = dict.fromkeys(per_node, 0.0)

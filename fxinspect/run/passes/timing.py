@@ -27,6 +27,7 @@ import torch
 
 from ...capture.autocast_cache import empty_autocast_cache
 from ...options import Options
+from ...progress import SKIP_TIMING, tracked
 from ...records import TimingInfo
 from ...tensors import has_data
 from ..clock import Clock
@@ -94,12 +95,12 @@ class TimingPass:
         def inputs() -> list[torch.Tensor]:
             return [t.clone() for t in tensors] if self.copy_inputs else tensors
 
-        for _ in range(self.warmup):
+        for _ in tracked("timing warm-up", range(self.warmup), detail=SKIP_TIMING):
             plain(*inputs())
             timed(*inputs())
         per_node: dict[str, list[float]] = {name: [] for name in program.probe_points}
         whole, plain_times = [], []
-        for _ in range(self.repeats):
+        for _ in tracked("timing", range(self.repeats), detail=SKIP_TIMING):
             empty_autocast_cache()  # (each repeat casts the weights, as a step in its own region)
             plain_times.append(clock.time(plain, inputs()))
             run_inputs = inputs()
