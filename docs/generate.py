@@ -15,8 +15,11 @@ peaks, the largest batch that fits and histogram counts.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import logging
 import sys
+import warnings
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -51,6 +54,7 @@ PAGES = {  # page name: (example file, images it writes)
     "will_it_fit": ("will_it_fit.py", ["resnet50_sweep.png", "resnet50_checkpoint_plan.png"]),
     "parallel": ("parallel_training.py", ["llama_fsdp_tp_communication.png"]),
     "generation": ("generation.py", ["llama2_70b_generation.png"]),
+    "generation_tp": ("generation_tp.py", ["llama2_70b_tp8_generation.png"]),
     "diagrams": (
         "diagrams.py",
         [
@@ -79,6 +83,53 @@ def _code(path: Path) -> str:
     return source.split('"""', 2)[2].lstrip("\n").rstrip() if source.lstrip().startswith('"""') else source.rstrip()
 
 
+class _Aside(logging.Handler):
+    """A library's log handler, writing to the terminal while the example's streams are captured."""
+
+    def __init__(self, inner: logging.Handler, streams: tuple):
+        super().__init__(inner.level)
+        self.inner, self.streams = inner, streams
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        captured = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.streams
+        try:
+            return self.inner.handle(record)
+        finally:
+            sys.stdout, sys.stderr = captured
+
+
+@contextlib.contextmanager
+def _libraries_aside():
+    """The libraries' own warnings go to this terminal, not onto the page.
+
+    A page shows what its example prints. A library imported on the way may warn through
+    its log handlers (torch's write to whatever ``sys.stderr`` is when they emit: the
+    stream an example captures; transformers importing torchao makes torch warn so) or
+    through Python's ``warnings`` from its own files: both are written where this script's
+    own output goes. (A capture tier's ``quiet`` swaps torch's handlers for its own while it
+    runs, and puts them back: what it files in a report is unchanged.)
+    """
+    streams = sys.stdout, sys.stderr
+    loggers = [logging.getLogger(), *(g for g in logging.root.manager.loggerDict.values() if hasattr(g, "handlers"))]
+    held = {g: g.handlers[:] for g in loggers if g.handlers}
+    show = warnings.showwarning
+
+    def aside(message, category, filename, lineno, file=None, line=None):
+        outside = not Path(filename).resolve().is_relative_to(DOCS.parent)
+        show(message, category, filename, lineno, streams[1] if outside else file, line)
+
+    for logger, handlers in held.items():
+        logger.handlers = [_Aside(h, streams) for h in handlers]
+    warnings.showwarning = aside
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        for logger, handlers in held.items():
+            logger.handlers = handlers
+
+
 def run(example: str, images_dir: Path) -> str:
     """Run ``examples/<example>``'s ``main(images_dir)`` on :data:`THREADS` threads; what it printed."""
     import torch  # (the examples import it anyway)
@@ -86,7 +137,8 @@ def run(example: str, images_dir: Path) -> str:
     threads = torch.get_num_threads()
     torch.set_num_threads(THREADS)
     try:
-        return _load(EXAMPLES / example).main(images_dir)
+        with _libraries_aside():
+            return _load(EXAMPLES / example).main(images_dir)
     finally:
         torch.set_num_threads(threads)
 

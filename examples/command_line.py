@@ -24,7 +24,8 @@ Each of ``analyze``'s options has a flag made from its declaration
 after a prompt: its own prefill and decode steps with its own cache, built on the meta
 device with its language-modelling head; a Hugging Face config class or a model's
 ``config.json`` (as the Hub has it: no download) names it (see docs/generation.md;
-``--budget`` adds what fits, ``--png`` the chart, ``--json`` the figures).
+``--budget`` adds what fits, ``--png`` the chart, ``--json`` the figures, ``--html PATH`` the
+explorer of the prefill at ``PATH`` and of the last decode step at ``<stem>.decode.html``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 import pytest
+import torch
 
 from fxinspect.cli import main
 
@@ -94,3 +96,60 @@ def test_cli_a_config_file_that_names_no_generative_model_is_a_one_line_error(co
     assert main([str(config), "--generate"]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+class _Page(HTMLParser):
+    """An HTML page's elements, checked to nest, and its scripts' text by id."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.open, self.scripts, self.at = [], {}, None
+        self.feed(text)
+        self.close()
+        assert self.open == [], f"elements left open: {self.open}"
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in _VOID:
+            self.open.append(tag)
+        if tag == "script":
+            self.at = dict(attrs).get("id")
+
+    def handle_endtag(self, tag):
+        assert self.open.pop() == tag, f"</{tag}> closes another element"
+        self.at = None
+
+    def handle_data(self, data):
+        if self.at is not None:
+            self.scripts[self.at] = self.scripts.get(self.at, "") + data
+
+
+_VOID = {"meta", "input", "br", "img", "link", "hr"}
+
+
+def test_cli_html_writes_the_explorer_of_the_prefill_and_of_the_last_decode_step(tmp_path, capsys):
+    import transformers
+
+    import fxinspect
+
+    path = tmp_path / "gen.html"
+    argv = [*LLAMA, "--generate", "--batch", "2", "--prompt", "16", "--new-tokens", "8", "--no-timing"]
+    assert main([*argv, "--html", str(path)]) == 0
+    decode = tmp_path / "gen.decode.html"  # (its name: the page's stem, .decode)
+    assert f"the prefill in {path}, the last decode step (at 22 tokens cached) in {decode}" in capsys.readouterr().out
+    pages = {name: _Page(p.read_text(encoding="utf-8")) for name, p in (("prefill", path), ("decode", decode))}
+    data = {name: json.loads(page.scripts["fxinspect-data"]) for name, page in pages.items()}
+    # the same generation through the API: each page holds every op of its report
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY))
+    gen = fxinspect.generation(model.eval(), batch=2, prompt=16, new_tokens=8, timing=False)
+    for name, report in (("prefill", gen.prefill), ("decode", gen.decode_step(22))):
+        ops = [n["name"] for n in data[name]["nodes"] if n["kind"] == "op"]
+        assert ops == [n.name for n in report.nodes if n.is_op] and len(ops) > 20, name
+    # the prefill's keys: 2 sequences, 2 kv heads, 16 tokens of 16; the last step's (context 16 + 8 - 2
+    # = 22) grow its cache of 22 by one token
+    shapes = {name: {n["shape"] for n in d["nodes"]} for name, d in data.items()}
+    assert "2×2×16×16" in shapes["prefill"] and "2×2×23×16" in shapes["decode"]
+    assert "2×2×23×16" not in shapes["prefill"]
+    assert (
+        "prefill of 2 × 16 tokens" in path.read_text() and "decode step of 2 at 22 tokens cached" in decode.read_text()
+    )

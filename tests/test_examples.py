@@ -10,8 +10,11 @@ examples that build their own small models run at full size in the default run.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import io
+import logging
 import re
 import shutil
 import sys
@@ -90,7 +93,7 @@ def test_example_runs_and_draws_its_images_and_prints_what_its_page_shows(page, 
 def tiny_models(monkeypatch):
     """The examples' models at a tiny size, of the same kind: torchvision's ResNets one
     basic block a stage, ViT-B/16 one layer 32 wide, GPT-2 32 wide with at most 2 layers
-    (the explorer's screenshots open layers 0-1), Llama 64 wide with 1. Inputs stay as written."""
+    (the explorer's screenshots open layers 0-1), Llama 64 wide with 1 (8 heads of 8). Inputs stay as written."""
     from torchvision.models.resnet import BasicBlock, ResNet
     from torchvision.models.vision_transformer import VisionTransformer
 
@@ -107,7 +110,7 @@ def tiny_models(monkeypatch):
         "LlamaForCausalLM": (
             "num_hidden_layers",
             1,
-            {"hidden_size": 64, "head_dim": 16, "intermediate_size": 128, "num_attention_heads": 4},
+            {"hidden_size": 64, "head_dim": 8, "intermediate_size": 128, "num_attention_heads": 8},
         ),
     }
     fulls = {name: getattr(transformers, name) for name in shrink}
@@ -126,7 +129,7 @@ def _shrunk(full, layers: str, most: int, sizes: dict):
         config = copy.deepcopy(config)
         for field, value in {**sizes, layers: min(getattr(config, layers), most)}.items():
             setattr(config, field, value)
-        if hasattr(config, "num_key_value_heads"):  # (Llama's tensor-parallel plan splits them 4 ways)
+        if hasattr(config, "num_key_value_heads"):  # (the examples' tensor-parallel plans split them 4 and 8 ways)
             config.num_key_value_heads = config.num_attention_heads
         return full(config)
 
@@ -166,3 +169,15 @@ def test_ci_runs_what_the_default_run_leaves_out_but_the_sweeps():
         if line.startswith(".venv/bin/python -m pytest -m")
     ]
     assert runs == ['.venv/bin/python -m pytest -m "examples or distributed"']
+
+
+def test_a_librarys_log_warning_while_an_example_runs_stays_off_its_page():
+    """torch's log handlers write to whatever ``sys.stderr`` is (the stream an example
+    captures for its page: transformers importing torchao made torch warn into docs/cli.md);
+    while generate.py runs an example they write to its own stderr, and the example's own
+    lines stay."""
+    page = io.StringIO()
+    with GENERATE._libraries_aside(), contextlib.redirect_stderr(page):
+        logging.getLogger("torch.utils._pytree").warning("an Enum subclass is now natively supported")
+        print("fxinspect: the example's own line", file=sys.stderr)
+    assert page.getvalue() == "fxinspect: the example's own line\n"

@@ -97,6 +97,43 @@ def test_a_rank_holds_its_share_of_the_weights_and_of_the_key_value_heads(name, 
     assert rank[0] == 16 * 256  # (a DynamicCache holds only keys and values)
 
 
+@pytest.mark.parametrize("world", [1, 8])
+def test_a_ranks_kv_bytes_per_token_is_the_single_devices_over_the_ranks_sharing_the_heads(world):
+    """Llama-2-70B's shape of attention in small: 8 key/value heads (of 8 query heads), each
+    rank caching 8 / world of them, as Llama-2-70B's 8 over 8 H100s cache one each."""
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    spec = fxinspect.Parallel.tp(world) if world > 1 else None
+    gen = fxinspect.generation(model, batch=2, prompt=8, new_tokens=2, dtype=torch.bfloat16, parallel=spec)
+    # 2 layers * (key + value) * (8 / world) heads * head_dim 64 / 8 = 8 * 2 B: 512 B on one device
+    assert gen.kv_bytes_per_token == 2 * 2 * (8 // world) * 8 * 2 == 512 // world
+
+
+def test_under_tensor_parallelism_the_curves_are_exact_at_steps_never_analysed_and_batch_1_is_its_own():
+    """At batch 1 a rank's step is another graph (DTensor gathers the head's logits, split
+    along their last dim, by a view; from batch 2 by a split and a cat): the curves are fitted
+    from batch 2 and match analyses they were not fitted from; batch 1 is analysed."""
+    spec = fxinspect.Parallel.tp(2)
+    gen = fxinspect.generation(_build("llama"), batch=B, prompt=16, new_tokens=4, parallel=spec)
+    names = ("flops", "macs", "bytes", "peak", "resident", "kv")
+    assert all(gen.curves[n].verified for n in names), {n: gen.curves[n].why for n in names}
+    analysed = set(gen._steps)
+    for b, c in ((5, 40), (1, 30)):
+        assert (b, c) not in analysed
+        with torch.no_grad():  # (as generate() runs the step)
+            inputs = decode_inputs(gen.model, b, c, device="meta", parallel=spec)
+            truth = fxinspect.analyze(gen.model, inputs, device="meta", parallel=spec, timing=False)
+        cost = gen.cost(c, batch=b)
+        assert (cost.flops, cost.bytes) == (truth.totals.flops, truth.totals.bytes_moved), (b, c)
+        assert gen.decode_peak(b, c) == truth.memory.total_peak, (b, c)
+    # batch 1's gather is a view: the curve (from batch 2) would count the cat that joins the
+    # gathered halves, reading and writing the (1, 1, 128) float32 logits: 2 * 128 * 4 B more
+    assert gen.curves["bytes"](1, 30) - gen.cost(30, batch=1).bytes == 2 * 128 * 4
+
+
 def test_a_decode_step_is_one_ranks_share_and_all_reduces_after_each_row_parallel_layer():
     model = _build("llama")
     inputs = {p: decode_inputs(model, B, 16, device="meta", parallel=p) for p in (None, fxinspect.Parallel.tp(2))}

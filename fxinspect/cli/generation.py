@@ -8,21 +8,26 @@ decode steps, the KV cache, the peak and its parts, TTFT/TPOT with a device spec
 model; the model is built on the meta device, so a 70B configuration costs no memory, and
 ``--dtype`` casts its weights. ``--budget`` adds the largest batch and the longest context
 that fit it; ``--png``/``--svg`` draw the cost curves and the memory stack
-(:meth:`~fxinspect.serving.Generation.plot`), ``--json`` writes the figures.
+(:meth:`~fxinspect.serving.Generation.plot`), ``--json`` writes the figures. ``--html PATH``
+writes two explorers (:mod:`fxinspect.views.explorer`): the prefill's report at ``PATH``
+and the last decode step's (its context ``prompt + new_tokens - 2``) at
+``<stem>.decode.html`` beside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..serving import Generation, generation
+from ..views.explorer import to_html
 from .planning import _reserve
 
-__all__ = ["add_generation_options", "check_generation", "run_generation"]
+__all__ = ["add_generation_options", "check_generation", "decode_page", "run_generation", "write_explorers"]
 
 
 def _count(text: str) -> int:
@@ -65,7 +70,6 @@ _NOT_WITH = {  # option: why it does not go with --generate
     "backward": "generation runs in eval mode without gradients",
     "fsdp": "FSDP shards a training step",
     "csv": "it writes a table of one analysis",
-    "html": "it writes one analysis",
     "memory": "the peak and what fits need the memory model",
 }
 
@@ -114,7 +118,28 @@ def run_generation(model: torch.nn.Module, opts: argparse.Namespace, given: dict
     if opts.json:
         with open(opts.json, "w") as file:
             json.dump(figures(gen) | fits, file, indent=1)
+    if opts.html:
+        print(write_explorers(gen, opts.html))
     return gen
+
+
+def decode_page(path: str | Path) -> Path:
+    """Where ``--html PATH`` writes the decode step's explorer: ``<stem>.decode.html`` beside ``PATH``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.decode{path.suffix or '.html'}")
+
+
+def write_explorers(gen: Generation, path: str | Path) -> str:
+    """The explorer of the prefill at ``path`` and of the last decode step beside it
+    (:func:`decode_page`; none with one new token: it comes from the prefill); a line
+    saying what is where."""
+    to_html(gen.prefill, path, f"prefill of {gen.batch} × {gen.prompt:,} tokens")
+    said = f"explorer: the prefill in {path}"
+    if gen.new_tokens < 2:
+        return said + " (no decode step: the one new token comes from the prefill)"
+    context = gen.final_context
+    to_html(gen.decode_step(context), decode_page(path), f"decode step of {gen.batch} at {context:,} tokens cached")
+    return said + f", the last decode step (at {context:,} tokens cached) in {decode_page(path)}"
 
 
 def figures(gen: Generation) -> dict[str, Any]:

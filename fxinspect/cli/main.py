@@ -163,7 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", metavar="PATH", help="also write the table's rows (--by) as CSV")
     parser.add_argument("--png", metavar="PATH", help="also draw the diagram (--depth; every op without it)")
     parser.add_argument("--svg", metavar="PATH", help="the diagram as SVG")
-    parser.add_argument("--html", metavar="PATH", help="also write the explorer: one HTML page to browse the report")
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the explorer: one HTML page to browse the report (with --generate, the prefill's; "
+        "the last decode step's in <stem>.decode.html beside it)",
+    )
     parser.add_argument(
         "--color-by", choices=sorted(colour_figures()), default="flops", help="what colours the diagram"
     )

@@ -37,7 +37,9 @@ from .views import generation_notes, generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
 
-_BATCHES = (1, 2, 3)
+# the batches a range is fitted at; from 2 under tensor parallelism, where batch 1 is another graph
+# (torch's DTensor gathers the head's logits, split on their last dim, by a view when every leading size is 1)
+_BATCHES, _TP_BATCHES = (1, 2, 3), (2, 3, 4)
 
 
 class Generation:
@@ -65,6 +67,7 @@ class Generation:
         self.dtype, self.cache = dtype, cache
         self.options = {"timing": False, **options}
         self.parallel = options.get("parallel")  # (one rank's steps: its own share of the cache too)
+        self._batches = _BATCHES if self.parallel is None else _TP_BATCHES
         if device_spec is not None:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
@@ -114,7 +117,7 @@ class Generation:
         # kernel's scratch that grows with the context whatever the batch (CPU attention's)
         terms = basis(1, 1)
         try:
-            points = design(terms, _BATCHES, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
+            points = design(terms, self._batches, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
         except InputError:  # a range too short to tell the terms apart: its steps are analysed
             return None
         found = side_by_side(self._step_figures, points, self.device)
@@ -131,9 +134,9 @@ class Generation:
         range of contexts (see :mod:`.curves`; empty next to a window)."""
         return self.segments.curves(self.prompt) or {}
 
-    def _exact(self, context: int, names: tuple[str, ...]) -> dict[str, Any] | None:
-        """The curves at ``context`` when those of ``names`` are verified, else ``None``."""
-        curves = self.segments.curves(context)
+    def _exact(self, context: int, names: tuple[str, ...], batch: int = 0) -> dict[str, Any] | None:
+        """The curves at ``context`` when those of ``names`` are verified (and fitted over ``batch``), else ``None``."""
+        curves = self.segments.curves(context) if batch == 0 or batch >= self._batches[0] else None
         return curves if curves is not None and all(curves[n].verified for n in names) else None
 
     # -- the figures ---------------------------------------------------------------------
@@ -149,7 +152,7 @@ class Generation:
         """The cache's bytes at ``context`` tokens for ``batch`` sequences (from the decode
         steps' curve; measured on the model's own cache when that curve is not verified)."""
         batch = self.batch if batch is None else batch
-        curves = self._exact(context, ("kv",))
+        curves = self._exact(context, ("kv",))  # (the cache's own tensors: any batch)
         if curves is not None:
             return int(curves["kv"](batch, context))
         return cache_bytes(cache_of(self._decode_inputs(batch, context))).total
@@ -170,7 +173,7 @@ class Generation:
         its range has no verified counts: next to a window; the peak off its curve even
         unverified, see :meth:`decode_peak`)."""
         batch = self.batch if batch is None else batch
-        curves = self._exact(context, ("flops", "macs", "bytes"))
+        curves = self._exact(context, ("flops", "macs", "bytes"), batch)
         if curves is None:
             t, m = (r := self.decode_step(context, batch)).totals, r.memory
             return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, m.total_peak)
@@ -211,7 +214,7 @@ class Generation:
     def step_seconds(self, context: int, batch: int | None = None) -> float | None:
         """A decode step's predicted seconds at ``context`` (analysed next to a window)."""
         batch = self.batch if batch is None else batch
-        timed = self._step_time(context)
+        timed = self._step_time(context) if batch >= self._batches[0] else None
         return timed(batch, context) if timed is not None else self.decode_step(context, batch).totals.predicted_latency
 
     @property
@@ -241,7 +244,7 @@ class Generation:
         """The most a decode step at ``context`` holds (weights and cache included): off the
         curves, or analysed where they are not verified (a kernel's scratch on this CPU can
         break the peak's) when ``exact``; a search reads them anyway and checks its answer."""
-        curves = self.segments.curves(context) if exact is False else self._exact(context, ("resident", "peak"))
+        curves = self.segments.curves(context) if exact is False else self._exact(context, ("resident", "peak"), batch)
         if curves is None:
             return self.decode_step(context, batch).memory.total_peak
         return int(curves["resident"](batch, context) + curves["peak"](batch, context))

@@ -19,6 +19,12 @@ __all__ = ["generation_notes", "generation_table", "plot_generation"]
 _WEIGHTS, _KV, _ACTIVATIONS, _TIME, _BUDGET = "#9ab0c8", "#4c78a8", "#f58518", "#54a24b", "#d62728"
 
 
+def _rank(gen: Any) -> str:
+    """``"rank 0 of 8"`` when ``gen``'s figures are one rank's, else ``""``."""
+    spec = gen.parallel
+    return f"rank {spec.rank} of {spec.world_size}" if spec is not None else ""
+
+
 def _contexts(gen: Any) -> list[int]:
     """The first, middle and last decode step's contexts (once each)."""
     first, last = gen.prompt, gen.final_context
@@ -54,7 +60,8 @@ def generation_table(gen: Any, tablefmt: str = "simple") -> str:
     memory = gen.memory
     lines = [
         f"batch {gen.batch}, prompt {gen.prompt:,}, {gen.new_tokens:,} new tokens"
-        + (f", on {prefill.time_model.name}" if prefill.time_model is not None else ""),
+        + (f", on {prefill.time_model.name}" if prefill.time_model is not None else "")
+        + (f"; every figure is one rank's: {_rank(gen)}, {gen.parallel.label}" if _rank(gen) else ""),
         table,
         f"KV cache: {units.nbytes(gen.kv_bytes_per_token)} per token per sequence; "
         f"weights {units.nbytes(gen.weights_bytes)}",
@@ -130,7 +137,8 @@ def plot_generation(gen: Any, path: Any = None, budget: Any = None):
     left.set_xlabel("context (tokens cached)")
     left.set_ylabel(f"{'predicted time' if timed else 'bytes moved'} per step ({unit})")
     left.set_ylim(0, 1.15 * max(values) / scale)
-    left.set_title("a decode step" + (f" on {gen.prefill.time_model.name}" if timed else ""), loc="left")
+    rank = f", {_rank(gen)}" if _rank(gen) else ""
+    left.set_title("a decode step" + (f" on {gen.prefill.time_model.name}" if timed else "") + rank, loc="left")
     weights = gen.weights_bytes
     kv = [gen.kv_bytes(c + 1) for c in contexts]
     rest = [max(0, c.peak - weights - k) for c, k in zip(costs, kv)]
@@ -148,10 +156,10 @@ def plot_generation(gen: Any, path: Any = None, budget: Any = None):
     if limit is not None:
         right.axhline(limit.total / scale, color=_BUDGET, linewidth=1, label=f"budget {units.nbytes(limit.total)}")
     right.set_xlabel("context (tokens cached)")
-    right.set_ylabel(f"memory ({unit})")
+    right.set_ylabel(f"memory{' per rank' if rank else ''} ({unit})")
     right.set_ylim(0, 1.3 * largest / scale)
     right.legend(loc="upper left", frameon=False, ncols=3, fontsize="small")
-    right.set_title(f"memory of a decode step, batch {gen.batch}", loc="left")
+    right.set_title(f"memory of a decode step, batch {gen.batch}{rank}", loc="left")
     if path is not None:
         save_figure(fig, path)
     return fig

@@ -26,10 +26,11 @@ from .payload import payload
 __all__ = ["explorer_body", "page", "to_html"]
 
 
-def to_html(report: ReportRecord, path: str | Path | None = None) -> str:
-    """The explorer page of ``report`` as text, also written to ``path`` when given."""
+def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:
+    """The explorer page of ``report`` as text, also written to ``path`` when given;
+    ``what`` follows the model's name in the title (``"prefill of 8 × 2,048 tokens"``)."""
     root = report.modules.get("")
-    title = f"fxinspect: {root.type if root else 'model'}"
+    title = f"fxinspect: {root.type if root else 'model'}" + (f", {what}" if what else "")
     return page(title, explorer_body(title) + _TOOLTIP, payload(report), "explorer.js", path)
 
 
