@@ -23,8 +23,9 @@ from typing import Any
 
 from ..errors import InputError
 from ..options import Options
+from ..progress import say
 
-__all__ = ["FLAGGED", "add_option_flags", "given_options"]
+__all__ = ["FLAGGED", "add_option_flags", "given_options", "say_timing"]
 
 FLAGGED = tuple(f for f in dataclasses.fields(Options) if "flag" in f.metadata)
 """The options that have a command-line flag, in their declaration's order."""
@@ -70,3 +71,15 @@ def given_options(namespace: argparse.Namespace) -> dict[str, Any]:
     """The options whose flags were given, by their ``Options`` names, in declaration order."""
     given = vars(namespace)
     return {f.name: given[f.name] for f in FLAGGED if f.name in given}
+
+
+def say_timing(given: dict) -> None:
+    """Before a timed analysis, say on stderr what the timing runs and that ``--no-timing``
+    skips it (when progress is shown there: a terminal)."""
+    opts = Options.of("analyze", given)
+    if opts.timing and opts.progress and opts.device is None and opts.parallel is None:
+        what = "step (forward and backward)" if opts.backward else "forward"
+        say(
+            f"the analysis is followed by {opts.warmup} warm-up and {opts.repeats} timed runs of the {what} "
+            "(--no-timing skips them)"
+        )

@@ -44,10 +44,9 @@ from ..errors import FxInspectError, InputError
 from ..factory import build, check_keywords
 from ..options import Options
 from ..parallel import Parallel
-from ..progress import say
 from ..views.colouring import colour_figures
 from ..views.columns import By, parse_column
-from .flags import add_option_flags, given_options
+from .flags import add_option_flags, given_options, say_timing
 from .generation import add_generation_options, check_generation, run_generation
 from .planning import add_planning_options, check_planning, run_planning
 
@@ -242,18 +241,6 @@ def options_of(opts: argparse.Namespace) -> dict:
     return given
 
 
-def _say_timing(given: dict) -> None:
-    """Before a timed analysis, say on stderr what the timing runs and that ``--no-timing``
-    skips it (when progress is shown there: a terminal)."""
-    opts = Options.of("analyze", given)
-    if opts.timing and opts.progress and opts.device is None and opts.parallel is None:
-        what = "step (forward and backward)" if opts.backward else "forward"
-        say(
-            f"the analysis is followed by {opts.warmup} warm-up and {opts.repeats} timed runs of the {what} "
-            "(--no-timing skips them)"
-        )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     opts = parser.parse_args(argv)
@@ -273,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with torch.set_grad_enabled(train):
             if run_planning(model, _batched_inputs(opts), opts, given) is not None:
                 return 0
-            _say_timing(given)
+            say_timing(given)
             report = analyze(model, args, kwargs=kwargs, **given)
         print(report)
         print()

@@ -37,8 +37,7 @@ from .views import generation_notes, generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
 
-# the batches a range is fitted at; from 2 under tensor parallelism, where batch 1 is another graph
-# (torch's DTensor gathers the head's logits, split on their last dim, by a view when every leading size is 1)
+# the batches a range is fitted at; from 2 under tensor parallelism (DTensor gathers logits by a view at batch 1)
 _BATCHES, _TP_BATCHES = (1, 2, 3), (2, 3, 4)
 
 
@@ -80,9 +79,9 @@ class Generation:
     def _analyse(self, inputs: dict[str, Any]) -> Report:
         from ..analyze import analyze  # (the entry point: imported when first needed)
 
-        with torch.no_grad():  # (generate() runs without gradients: nothing is saved for a backward)
-            with self._parts.part(f"decode steps analysed: {len(self._steps)}"):  # (progress on stderr)
-                return analyze(self.model, inputs, **self.options)
+        # (generate() runs without gradients: nothing is saved for a backward; progress on stderr)
+        with torch.no_grad(), self._parts.part(f"decode steps analysed: {len(self._steps)}"):
+            return analyze(self.model, inputs, **self.options)
 
     @functools.cached_property
     def prefill(self) -> Report:
@@ -177,15 +176,9 @@ class Generation:
         if curves is None:
             t, m = (r := self.decode_step(context, batch)).totals, r.memory
             return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, m.total_peak)
-        return DecodeCost(
-            batch,
-            context,
-            int(curves["flops"](batch, context)),
-            int(curves["macs"](batch, context)),
-            int(curves["bytes"](batch, context)),
-            self.step_seconds(context, batch) if self.prefill.time_model is not None else None,
-            self.decode_peak(batch, context, exact=False),
-        )
+        counts = (int(curves[name](batch, context)) for name in ("flops", "macs", "bytes"))
+        seconds = self.step_seconds(context, batch) if self.prefill.time_model is not None else None
+        return DecodeCost(batch, context, *counts, seconds, self.decode_peak(batch, context, exact=False))
 
     def _step_time(self, context: int) -> StepTime | None:
         """The per-call time curves of ``context``'s range (``None`` unless every one is verified)."""

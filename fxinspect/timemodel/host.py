@@ -47,41 +47,25 @@ for an hour no new attempt is made; deleting the file starts afresh.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import os
 import platform
 import time
 import warnings
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import torch
 
+from .host_cache import BUSY_MAX_AGE, FORMAT, MAX_AGE, age, cache_file, max_age, read, write
 from .probes import eager_block, priced_calls, streamed_matmuls
 
 __all__ = ["BUSY_MAX_AGE", "MAX_AGE", "cache_file", "measure", "measured", "problems"]
 
-FORMAT = (
-    3  # the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of written pages)
-)
-MAX_AGE = timedelta(days=7)
-BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs
 _RETRY_AFTER = timedelta(hours=1)  # after an implausible re-measure, the last good set is used this long
 _ATTEMPTS = 3
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 _MIN_TRIALS, _MAX_TRIALS = 5, 50
 _STREAMED = (1024, 16384, (1, 2, 4, 8, 16, 32, 64, 128))  # the weight's in, out features; the rows
-
-
-def cache_file(device: str = "cpu") -> Path:
-    """Where :func:`measured` keeps this host's figures for ``device``."""
-    key = "|".join([platform.node(), platform.processor(), torch.__version__, str(torch.get_num_threads()), device])
-    key += f"|format {FORMAT}" if FORMAT > 2 else ""  # (a file per layout: older code keeps its own)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return root / "fxinspect" / f"device-{digest}.json"
 
 
 def measured(device: str | None = None, refresh: bool = False) -> dict:
@@ -90,13 +74,13 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
     :func:`fxinspect.timemodel.devices.get` makes them a spec."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = cache_file(device)
-    cached = _read(path)
+    cached = read(path)
     good = {k: v for k, v in cached.items() if k != "rejected"} if cached and not problems(cached) else None
     previous = good if good and good.get("format") == FORMAT else None  # (an older layout measured otherwise)
     if good and not refresh:
-        if cached.get("format") == FORMAT and _age(good) <= _max_age(good):
+        if cached.get("format") == FORMAT and age(good) <= max_age(good):
             return good
-        if _age(cached.get("rejected", {})) <= _RETRY_AFTER:
+        if age(cached.get("rejected", {})) <= _RETRY_AFTER:
             return good  # a re-measure failed a moment ago: the machine is likely still busy
     data = measure(device)
     for _ in range(_ATTEMPTS - 1):
@@ -105,7 +89,7 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
         data = _pooled(data, measure(device))
     found = problems(data, previous)
     if not found:
-        _write(path, data)
+        write(path, data)
         return data
     rejected = {**data, "problems": found}
     used = f"using those of {good.get('taken_at', 'an earlier run')}" if good else "using them for now"
@@ -115,7 +99,7 @@ def measured(device: str | None = None, refresh: bool = False) -> dict:
         f"fxinspect.timemodel.host.measured(refresh=True), or delete {path}",
         stacklevel=2,
     )
-    _write(path, {**good, "rejected": rejected} if good else rejected)
+    write(path, {**good, "rejected": rejected} if good else rejected)
     return good or data
 
 
@@ -275,37 +259,5 @@ def _timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
-def _max_age(data: dict) -> timedelta:
-    """How long ``data`` is used: :data:`MAX_AGE`, or :data:`BUSY_MAX_AGE` when it was
-    taken on a busy machine (a set slowed alike in every figure passes the checks)."""
-    load, cpus = data.get("load_before"), data.get("cpus")
-    return BUSY_MAX_AGE if load and cpus and load[0] > cpus else MAX_AGE
-
-
-def _age(data: dict) -> timedelta:
-    """How long ago ``data`` was taken; unbounded when it does not say or says the future."""
-    try:
-        age = datetime.now(timezone.utc) - datetime.fromisoformat(data["taken_at"])
-    except (KeyError, TypeError, ValueError):
-        return timedelta.max
-    return age if age >= -timedelta(minutes=5) else timedelta.max
-
-
 def _rate(value: float, unit: str = "FLOP/s") -> str:
     return f"{value / 1e9:.3g} G{unit}"
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (ValueError, OSError):
-        return None  # none yet, or damaged: measure again
-    return data if isinstance(data, dict) else None
-
-
-def _write(path: Path, data: dict) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
-    except OSError:
-        pass  # a read-only home: the figures are still returned
