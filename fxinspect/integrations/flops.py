@@ -41,6 +41,7 @@ import torch
 from ..analyze import no_gc_pauses, report_of
 from ..capture.checkpoints import CheckpointRegion
 from ..capture.kept import CheckpointCall
+from ..errors import InputError
 from ..options import Options
 from ..records.device_spec import DeviceSpec, priced_dtype
 from ..report import Report
@@ -117,9 +118,12 @@ def peak_of(device_spec: Any, dtype: str) -> float:
 
 
 def default_spec() -> DeviceSpec:
-    """This host's device: the current GPU's preset, else the figures measured on this CPU."""
+    """This host's device: the current GPU's preset, else the figures measured on it (or on this CPU)."""
     if torch.cuda.is_available():
-        return devices.get(torch.cuda.get_device_name())
+        try:
+            return devices.get(torch.cuda.get_device_name())
+        except InputError:  # a GPU without a preset: its own figures, measured once and cached
+            pass
     return devices.get("measured")
 
 
