@@ -195,3 +195,53 @@ def test_hf_trainer_logs_the_closed_form_mfu(tmp_path):
     assert len(logged) == STEPS
     _check_mfu(logged, flops, samples=batch, tokens=tokens)
     assert callback.meter.watcher.steps("model.layers.0.mlp", "io") == [0, 10, 20]
+
+
+def test_a_step_that_cannot_be_analysed_trains_on_timed_without_mfu():
+    model = _mlp()
+
+    def loss_fn(output):
+        raise ValueError("no loss here")
+
+    meter = StepMeter(model, device_spec=SPEC, watch_every=None, loss_fn=loss_fn)
+    with pytest.warns(UserWarning, match=r"could not be analysed \(ValueError: no loss here\)"):
+        for x, _ in _data()[:3]:
+            model(x).sum().backward()
+            meter.step()
+    meter.close()
+    assert meter.flops is None and len(meter.history) == 3
+    assert all(set(r) == {"fxinspect/step_time"} for r in meter.history)
+
+
+def test_lightning_says_when_the_modules_forward_never_ran(tmp_path):
+    lightning = pytest.importorskip("lightning.pytorch")
+    from fxinspect.integrations.lightning import MFUCallback
+
+    class Module(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = _mlp()
+
+        def training_step(self, batch, batch_idx):  # calls self.net, never self(...)
+            return torch.nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def fit(callback):
+        trainer = lightning.Trainer(
+            max_steps=3,
+            accelerator="cpu",
+            logger=False,
+            callbacks=[callback],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        trainer.fit(Module(), torch.utils.data.DataLoader(_data()[:3], batch_size=None))
+
+    with pytest.warns(UserWarning, match=r"Module's forward did not run .*\(module=lambda pl_module"):
+        fit(MFUCallback(device_spec=SPEC, watch_every=None))
+    named = MFUCallback(module=lambda pl_module: pl_module.net, device_spec=SPEC, watch_every=None)
+    fit(named)
+    assert named.meter.flops.model_flops == MLP_FLOPS

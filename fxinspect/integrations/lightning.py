@@ -69,24 +69,26 @@ class MFUCallback(Callback):
             "analysis": analysis,
         }
         self.meter: StepMeter | None = None
+        self._tried = False  # (inputs= given: the first batch analysed, or its failure warned)
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         target = pl_module if self.module is None else self.module(pl_module)
         self.meter = StepMeter(target, capture=self.inputs is None, **self.options)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if self.meter.flops is None and self.inputs is not None:
+        if self.meter.flops is None and self.inputs is not None and not self._tried:
+            self._tried = True
             given = self.inputs(batch)
             if isinstance(given, dict):
-                self.meter.analyse((), given)
+                self.meter.try_analyse((), given)
             else:
-                self.meter.analyse(given)
+                self.meter.try_analyse(given)
         self.meter.begin()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         record = self.meter.end()
         if self.meter.flops is None:
-            if len(self.meter.history) == 1:
+            if len(self.meter.history) == 1 and self.meter.pending:
                 warnings.warn(unseen_forward(type(self.meter.model).__name__), stacklevel=2)
             return
         pl_module.log_dict(record, on_step=True, on_epoch=False, batch_size=self.meter.flops.samples)

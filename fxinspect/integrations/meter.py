@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -82,7 +83,7 @@ class StepMeter:
         self.forwards = 0  # training forwards of the model in the current step
         self._start: float | None = None
         self._analysing = False
-        self._capture = capture  # analyse the first training forward's own inputs
+        self.pending = capture  # the first training forward, on its own inputs, is still to be analysed
         self._sync = any(p.is_cuda for p in model.parameters())
         self._hook = model.register_forward_pre_hook(self._forward, with_kwargs=True)
         self.watcher = None if watch_every is None else watch(model, every=watch_every, **(watch_options or {}))
@@ -90,12 +91,25 @@ class StepMeter:
     # ------------------------------------------------------------------ the loop
     def analyse(self, args: Any = (), kwargs: dict | None = None) -> StepFlops:
         """Analyse one training step on these inputs (the first step's, or the user's)."""
-        self._analysing = True
+        self._analysing, self.pending = True, False
         try:
             self.flops = step_flops(self.model, args, kwargs=kwargs, loss_fn=self.loss_fn, **self.analysis)
         finally:
             self._analysing = False
         return self.flops
+
+    def try_analyse(self, args: Any = (), kwargs: dict | None = None) -> StepFlops | None:
+        """:meth:`analyse`, where a failure is a warning: the training goes on, its steps
+        timed without MFU (a model the analysis cannot run still trains)."""
+        try:
+            return self.analyse(args, kwargs)
+        except Exception as exc:
+            warnings.warn(
+                f"fxinspect: the first training step of {type(self.model).__name__} could not be analysed "
+                f"({type(exc).__name__}: {exc}); its steps are timed without MFU",
+                stacklevel=3,
+            )
+            return None
 
     def begin(self) -> None:
         """A step starts (its clock and its forward count)."""
@@ -137,8 +151,8 @@ class StepMeter:
     def _forward(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         if self._analysing or in_analysis() or not module.training:
             return
-        if self.flops is None and self._capture:
-            self.analyse(args, kwargs)
+        if self.pending:
+            self.try_analyse(args, kwargs)
             self._start = self._now()  # (the analysis is not the step's time)
         elif self._start is None:  # the plain loop's first step: it starts with its forward
             self._start = self._now()
