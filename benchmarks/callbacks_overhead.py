@@ -3,7 +3,7 @@
 Run: ``python benchmarks/callbacks_overhead.py [--loops plain,lightning,hf] [--rounds 3] [--steps 100]``.
 One process, CPU, torch on one thread.
 
-The model is a small Llama (``LlamaForCausalLM``, hidden 256, 4 layers, 8 heads,
+The model is a small Llama (``LlamaForCausalLM``, hidden 128, 4 layers, 8 heads,
 batch 4 of 128 tokens), the same in the three loops:
 
 * ``plain``: two copies, equal to the bit, train side by side on the same batches; one
@@ -21,7 +21,12 @@ In the frameworks' runs, a clock callback in both runs times the steps after the
 Every clock is the thread's own CPU time (``time.thread_time``; torch on one thread
 computes in it, and no loader runs in another): other processes on a shared machine
 disturb it less than the wall clock. Each ratio is the median over the rounds of
-(with / without), the quartiles beside it.
+(with / without), the quartiles beside it. Beside it, the share of the steps' time spent
+in the callback's own code (its hooks and the meter's forward pre-hook, timed by
+wrapping them): a figure the machine's noise barely moves, where the ratio of two runs
+on a shared machine strays by a few percent; it leaves out ``watch``'s hooks
+(``benchmarks/watch.py`` measures those) and what the framework's logger does with the
+figures later (Lightning's ``log_dict`` itself runs inside the callback).
 The bar (issue 43): at ``watch`` every 100 steps, within 1.01x of the loop without.
 """
 
@@ -38,16 +43,46 @@ import torch
 import transformers
 
 import fxinspect
+from fxinspect.integrations.meter import StepMeter
 
 SEQ, BATCH, VOCAB = 128, 4, 512
+
+
+class Own:
+    """Thread CPU seconds spent inside the callbacks' own code, counted by wrapping it."""
+
+    seconds = 0.0
+
+    @classmethod
+    def wrap(cls, fn):
+        def timed(*args, **kwargs):
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cls.seconds += time.thread_time() - t0
+
+        return timed
+
+    @classmethod
+    def hooks(cls, callback):
+        """``callback``'s hooks, timed (its instance's attributes: the frameworks look them up there)."""
+        for name, value in vars(type(callback)).items():
+            if callable(value) and name.startswith("on_"):
+                setattr(callback, name, cls.wrap(getattr(callback, name)))
+        return callback
+
+
+# the meter's forward pre-hook (registered as the bound method when a meter is made)
+StepMeter._forward = Own.wrap(StepMeter._forward)
 
 
 def llama() -> torch.nn.Module:
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         vocab_size=VOCAB,
-        hidden_size=256,
-        intermediate_size=512,
+        hidden_size=128,
+        intermediate_size=256,
         num_hidden_layers=4,
         num_attention_heads=8,
         num_key_value_heads=4,
@@ -68,12 +103,14 @@ def batches(n: int) -> list[dict]:
 # ------------------------------------------------------------------ plain loop
 
 
-def plain_rounds(rounds: int, steps: int) -> tuple[list[float], float]:
-    """Per round, metered seconds over plain seconds; and the meter's first step."""
+def plain_rounds(rounds: int, steps: int) -> tuple[list[float], list[float], float]:
+    """Per round, metered seconds over plain seconds and the meter's own share of its
+    seconds; and the meter's first step."""
     models = {"with": llama(), "without": None}
     models["without"] = copy.deepcopy(models["with"])
     opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
     meter = fxinspect.StepMeter(models["with"], watch_every=steps)
+    step = Own.wrap(meter.step)
     data = batches(steps)
 
     def run(key: str, n: int) -> float:
@@ -84,18 +121,20 @@ def plain_rounds(rounds: int, steps: int) -> tuple[list[float], float]:
             opt.step()
             opt.zero_grad()
             if key == "with":
-                meter.step()
+                step()
         return time.thread_time() - t0
 
     first = run("with", 1)  # the analysis, then a step
     run("without", 1)
-    ratios = []
+    ratios, own = [], []
     for r in range(rounds):
         order = ("with", "without") if r % 2 == 0 else ("without", "with")
+        Own.seconds = 0.0
         seconds = {k: run(k, steps) for k in order}
         ratios.append(seconds["with"] / seconds["without"])
+        own.append(Own.seconds / seconds["with"])
     meter.close()
-    return ratios, first
+    return ratios, own, first
 
 
 # ------------------------------------------------------------------ frameworks
@@ -125,13 +164,13 @@ def lightning_run(steps: int, with_callback: bool, tmp: str) -> float:
     class Clock(pl.Callback):
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             if batch_idx == 1:
-                self.t0 = time.thread_time()
+                self.t0, Own.seconds = time.thread_time(), 0.0
 
         def on_train_end(self, trainer, module):
-            self.seconds = time.thread_time() - self.t0
+            self.seconds, self.own = time.thread_time() - self.t0, Own.seconds
 
     clock = Clock()
-    callbacks = [clock] + ([MFUCallback(watch_every=steps)] if with_callback else [])
+    callbacks = [clock] + ([Own.hooks(MFUCallback(watch_every=steps))] if with_callback else [])
     trainer = pl.Trainer(
         max_steps=1 + steps,
         accelerator="cpu",
@@ -144,7 +183,7 @@ def lightning_run(steps: int, with_callback: bool, tmp: str) -> float:
     )
     data = batches(1 + steps)
     trainer.fit(Module(), torch.utils.data.DataLoader(data, batch_size=None))
-    return clock.seconds
+    return clock.seconds, clock.own
 
 
 def hf_run(steps: int, with_callback: bool, tmp: str) -> float:
@@ -154,10 +193,10 @@ def hf_run(steps: int, with_callback: bool, tmp: str) -> float:
     class Clock(transformers.TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == 1:
-                self.t0 = time.thread_time()
+                self.t0, Own.seconds = time.thread_time(), 0.0
 
         def on_train_end(self, args, state, control, **kwargs):
-            self.seconds = time.thread_time() - self.t0
+            self.seconds, self.own = time.thread_time() - self.t0, Own.seconds
 
     clock = Clock()
     rows = [{k: v[i] for k, v in b.items()} for b in batches(1 + steps) for i in range(BATCH)]
@@ -172,20 +211,21 @@ def hf_run(steps: int, with_callback: bool, tmp: str) -> float:
         disable_tqdm=True,
         seed=0,
     )
-    callbacks = [clock] + ([MFUCallback(watch_every=steps)] if with_callback else [])
+    callbacks = [clock] + ([Own.hooks(MFUCallback(watch_every=steps))] if with_callback else [])
     transformers.Trainer(model=llama(), args=args, train_dataset=rows, callbacks=callbacks).train()
-    return clock.seconds
+    return clock.seconds, clock.own
 
 
-def framework_rounds(run, rounds: int, steps: int) -> list[float]:
-    ratios = []
+def framework_rounds(run, rounds: int, steps: int) -> tuple[list[float], list[float]]:
+    ratios, own = [], []
     with tempfile.TemporaryDirectory() as tmp:
         run(steps, True, tmp)  # warm-up (imports, the host's measured peak)
         for r in range(rounds):
             order = (True, False) if r % 2 == 0 else (False, True)
-            seconds = {w: run(steps, w, tmp) for w in order}
-            ratios.append(seconds[True] / seconds[False])
-    return ratios
+            found = {w: run(steps, w, tmp) for w in order}
+            ratios.append(found[True][0] / found[False][0])
+            own.append(found[True][1] / found[True][0])
+    return ratios, own
 
 
 def main() -> None:
@@ -201,15 +241,16 @@ def main() -> None:
     for loop in a.loops.split(","):
         t0 = time.perf_counter()
         if loop == "plain":
-            ratios, first = plain_rounds(a.rounds, a.steps)
+            ratios, own, first = plain_rounds(a.rounds, a.steps)
             extra = f"; the first step with its analysis {first:.2f} s"
         else:
             run = {"lightning": lightning_run, "hf": hf_run}[loop]
-            ratios, extra = framework_rounds(run, a.rounds, a.steps), ""
+            (ratios, own), extra = framework_rounds(run, a.rounds, a.steps), ""
         q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
         print(
             f"{loop:10} with/without {statistics.median(ratios):.4f} (quartiles {q[0]:.4f}-{q[2]:.4f}, "
-            f"{len(ratios)} rounds of {a.steps} steps, {time.perf_counter() - t0:.0f} s){extra}"
+            f"{len(ratios)} rounds of {a.steps} steps, {time.perf_counter() - t0:.0f} s); the callback's own code "
+            f"{statistics.median(own):.3%} of the steps' time{extra}"
         )
 
 

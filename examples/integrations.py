@@ -11,16 +11,20 @@ training forward is analysed, on the batch the loop gives it, and each step then
 ``fxinspect/tokens_per_second`` or ``fxinspect/samples_per_second`` to the framework's
 loggers; ``fxinspect.watch`` runs every ``watch_every`` steps (``meter.watcher``).
 
-What counts (the convention of PaLM's appendix B, torchtitan and Megatron): *model
+What counts (the convention of PaLM's appendix B and torchtitan): *model
 FLOPs* are twice the matmul MACs of the step's forward and backward as the model needs
 them, *hardware FLOPs* add what the step recomputes: the forward that activation
 checkpointing reruns in the backward, and the ``Q K^T`` a fused attention kernel's
 backward recomputes. The counts are the ops that ran, so a mixture of experts counts
 only the experts its tokens were routed to. MFU is model FLOPs over the step's seconds
 times the device's peak for the dtype that carries the MACs (``device_spec=``: a preset
-such as ``"h100-sxm"``, a ``DeviceSpec``, or ``"measured"``, the default on a CPU). A
-tiny Llama's step against the closed form, then the three loops (CPU: the MFU of a
-laptop-sized model on a CPU is small):
+such as ``"h100-sxm"``, a ``DeviceSpec``, or ``"measured"``, the default on a CPU).
+Later batches are taken to be the first one's work: a batch of another shape (dynamic
+padding) is not analysed again. The Hugging Face ``Trainer`` calls its reporting
+callbacks (TensorBoard, W&B) before the ones it is given: insert this one first
+(``trainer.callback_handler.callbacks.insert(0, MFUCallback())``) for them to get its
+figures. A tiny Llama's step against the closed form, then the three loops on a CPU,
+against its measured peak:
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Model and hardware FLOPs of a training step against their closed forms (fxinspect.integrations.flops).
 
-The closed form of a dense decoder's step (PaLM, appendix B; torchtitan and Megatron the
-same) is ``6·N·tokens + 12·L·s·h·tokens``: 2 FLOPs per weight and token forward, 4
-backward (input and weight gradients), and the attention's two ``s × s`` products of
-``h`` wide per layer and token, three times over. Which ``N``: the weights of the
+The closed form of a dense decoder's step (PaLM, appendix B; torchtitan the same) is
+``6·N·tokens + 12·L·s·h·tokens``: 2 FLOPs per weight and token forward, 4 backward
+(input and weight gradients), and the attention's two ``s × s`` products of ``h`` wide
+per layer and token, three times over. Which ``N``: the weights of the
 matmuls (every ``nn.Linear``, the untied ``lm_head`` included; not the embedding, a
 lookup, nor the norms' gains) makes it exact; torchtitan's, every parameter but the
 embedding, is within 0.5 %.

@@ -3,8 +3,8 @@
 ``StepFlops`` reads an analysed step (``analyze(..., backward=True)``):
 
 * ``model_flops``: ``2 ×`` the matmul MACs of the forward and the backward, without any
-  recomputation. Only the matmuls count (the convention of PaLM's appendix B, Megatron
-  and torchtitan, whose ``6·N + 12·L·s·h`` per token is this count for a dense
+  recomputation. Only the matmuls count (the convention of PaLM's appendix B and
+  torchtitan, whose ``6·N + 12·L·s·h`` per token is this count for a dense
   transformer): a peak FLOP/s is a matmul rate. The counts are the ops that ran: a
   mixture of experts counts the experts each token was routed to, a frozen layer has no
   weight gradient, the first layer no input gradient.
