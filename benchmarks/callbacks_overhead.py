@@ -11,10 +11,10 @@ batch 4 of 128 tokens), the same in the three loops:
   steps), one without. A round is ``--steps`` steps of each, the order swapped from round
   to round; the meter's first step (its analysis) is run before the rounds;
 * ``lightning``: ``Trainer.fit`` for ``1 + --steps`` steps with and without
-  ``fxinspect.integrations.lightning.MFUCallback`` (``log_every_n_steps=1``, a CSV
-  logger in both), alternately;
+  ``fxinspect.integrations.lightning.MFUCallback`` (``log_every_n_steps=50``,
+  Lightning's default, a CSV logger in both), alternately;
 * ``hf``: ``Trainer.train`` the same with and without
-  ``fxinspect.integrations.hf_trainer.MFUCallback`` (``logging_steps=1``).
+  ``fxinspect.integrations.hf_trainer.MFUCallback`` (``logging_steps=50``).
 
 In the frameworks' runs, a clock callback in both runs times the steps after the first
 (the first is the analysis: its seconds are printed apart, once per run, not per step).
@@ -46,6 +46,7 @@ import fxinspect
 from fxinspect.integrations.meter import StepMeter
 
 SEQ, BATCH, VOCAB = 128, 4, 512
+LOG_EVERY = 50  # the frameworks write their logs every 50 steps (Lightning's default)
 
 
 class Own:
@@ -176,7 +177,7 @@ def lightning_run(steps: int, with_callback: bool, tmp: str) -> float:
         accelerator="cpu",
         logger=CSVLogger(tmp),
         callbacks=callbacks,
-        log_every_n_steps=1,
+        log_every_n_steps=LOG_EVERY,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -204,7 +205,7 @@ def hf_run(steps: int, with_callback: bool, tmp: str) -> float:
         output_dir=tmp,
         max_steps=1 + steps,
         per_device_train_batch_size=BATCH,
-        logging_steps=1,
+        logging_steps=LOG_EVERY,
         save_strategy="no",
         report_to="none",
         use_cpu=True,

@@ -50,6 +50,17 @@ def _check_mfu(records: list[dict], flops: int, samples: int | None = BATCH, tok
             assert r["fxinspect/tokens_per_second"] == pytest.approx(tokens / seconds, rel=1e-6)
 
 
+def test_merged_records_are_the_mean_step_and_the_rates_over_the_whole_time():
+    from fxinspect.integrations.meter import merged
+
+    records = [
+        {"fxinspect/step_time": 1.0, "fxinspect/mfu": 0.2},
+        {"fxinspect/step_time": 3.0, "fxinspect/mfu": 0.1},
+    ]
+    # (1 + 3) / 2 = 2 s; (0.2 * 1 + 0.1 * 3) / 4 = 0.125: the FLOPs of both over their 4 s
+    assert merged(records) == pytest.approx({"fxinspect/step_time": 2.0, "fxinspect/mfu": 0.125})
+
+
 def test_import_fxinspect_needs_no_framework():
     code = (
         "import sys, fxinspect, fxinspect.integrations\n"
@@ -91,7 +102,7 @@ def test_plain_loop_logs_the_closed_form_mfu_and_leaves_training_as_it_was():
 # ------------------------------------------------------------------ Lightning
 
 
-def _lightning_fit(tmp_path, callback):
+def _lightning_fit(tmp_path, callback, every: int = 1):
     lightning = pytest.importorskip("lightning.pytorch")
     from lightning.pytorch.loggers import CSVLogger
 
@@ -116,7 +127,7 @@ def _lightning_fit(tmp_path, callback):
         accelerator="cpu",
         logger=CSVLogger(tmp_path),
         callbacks=[] if callback is None else [callback],
-        log_every_n_steps=1,
+        log_every_n_steps=every,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -125,18 +136,22 @@ def _lightning_fit(tmp_path, callback):
     return module, trainer
 
 
-def test_lightning_fit_logs_the_closed_form_mfu(tmp_path):
+@pytest.mark.parametrize("every", [1, 5])
+def test_lightning_fit_logs_the_closed_form_mfu(tmp_path, every):
     pytest.importorskip("lightning.pytorch")
     from fxinspect.integrations.lightning import MFUCallback
 
     callback = MFUCallback(device_spec=SPEC, watch_every=10)
-    module, trainer = _lightning_fit(tmp_path / "with", callback)
-    plain, _ = _lightning_fit(tmp_path / "without", None)
-    assert all(torch.equal(a, b) for a, b in zip(module.parameters(), plain.parameters()))
+    module, trainer = _lightning_fit(tmp_path / "with", callback, every)
+    if every == 1:
+        plain, _ = _lightning_fit(tmp_path / "without", None)
+        assert all(torch.equal(a, b) for a, b in zip(module.parameters(), plain.parameters()))
     with open(f"{trainer.logger.log_dir}/metrics.csv") as f:
         rows = [{k: float(v) for k, v in r.items() if v} for r in csv.DictReader(f)]
     logged = [r for r in rows if "fxinspect/mfu" in r]
-    assert len(logged) == STEPS
+    # one row per log Lightning writes, the steps since the last merged into it: the
+    # mean step time, and the MFU of their FLOPs over their time (the same closed form)
+    assert len(logged) == STEPS // every and len(callback.meter.history) == STEPS
     _check_mfu(logged, MLP_FLOPS)
     assert callback.meter.watcher.steps("net.0", "io") == [0, 10, 20]
 

@@ -32,9 +32,9 @@ except ImportError as exc:
         "fxinspect.integrations.hf_trainer needs transformers: pip install fxinspect[integrations]"
     ) from exc
 
-from .meter import PREFIX, StepMeter
+from .meter import StepMeter, merged
 
-__all__ = ["MFUCallback", "merged"]
+__all__ = ["MFUCallback"]
 
 
 class MFUCallback(TrainerCallback):
@@ -85,14 +85,3 @@ class MFUCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.meter is not None:
             self.meter.close()
-
-
-def merged(records: list[dict[str, float]]) -> dict[str, float]:
-    """Several steps' records as one: the mean step time, and each rate over their whole time."""
-    key = PREFIX + "step_time"
-    seconds = sum(r[key] for r in records)
-    out = {key: seconds / len(records)}
-    for name in records[0]:
-        if name != key:
-            out[name] = sum(r[name] * r[key] for r in records) / seconds
-    return out

@@ -6,8 +6,10 @@ hooks: the module's first training forward is analysed (on the inputs
 ``on_train_batch_end`` (forward, backward and, on the last batch of an accumulation,
 the optimizer step) is a step, and its figures go to the module's loggers through
 ``pl_module.log_dict`` (``fxinspect/mfu``, ``fxinspect/hfu``, ``fxinspect/step_time``,
-``fxinspect/tokens_per_second``, ``fxinspect/samples_per_second``), as Lightning's
-``log_every_n_steps`` writes them. :func:`fxinspect.watch` runs every ``watch_every``
+``fxinspect/tokens_per_second``, ``fxinspect/samples_per_second``) at the steps whose
+logs Lightning writes (``log_every_n_steps``), each the steps since the last one merged
+(:func:`~fxinspect.integrations.meter.merged`); every step's record is in
+``callback.meter.history``. :func:`fxinspect.watch` runs every ``watch_every``
 steps (``callback.meter.watcher``).
 
 Where ``training_step`` calls another module than the LightningModule's own forward,
@@ -35,7 +37,7 @@ except ImportError:  # the older package name
             "fxinspect.integrations.lightning needs lightning: pip install fxinspect[integrations]"
         ) from exc
 
-from .meter import StepMeter, unseen_forward
+from .meter import StepMeter, merged, unseen_forward
 
 __all__ = ["MFUCallback"]
 
@@ -70,6 +72,8 @@ class MFUCallback(Callback):
         }
         self.meter: StepMeter | None = None
         self._tried = False  # (inputs= given: the first batch analysed, or its failure warned)
+        self._since_log: list[dict[str, float]] = []
+        self._logged = True
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         target = pl_module if self.module is None else self.module(pl_module)
@@ -83,6 +87,10 @@ class MFUCallback(Callback):
                 self.meter.try_analyse((), given)
             else:
                 self.meter.try_analyse(given)
+        # whether Lightning writes this step's logs (asked before the step, as its own
+        # connector allows): the steps between are merged into the one logged
+        connector = getattr(trainer, "_logger_connector", None)
+        self._logged = getattr(connector, "should_update_logs", True)
         self.meter.begin()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -91,7 +99,10 @@ class MFUCallback(Callback):
             if len(self.meter.history) == 1 and self.meter.pending:
                 warnings.warn(unseen_forward(type(self.meter.model).__name__), stacklevel=2)
             return
-        pl_module.log_dict(record, on_step=True, on_epoch=False, batch_size=self.meter.flops.samples)
+        self._since_log.append(record)
+        if self._logged:  # (a call of log_dict costs about a millisecond: once per written log)
+            figures, self._since_log = merged(self._since_log), []
+            pl_module.log_dict(figures, on_step=True, on_epoch=False, batch_size=self.meter.flops.samples)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self.meter is not None:

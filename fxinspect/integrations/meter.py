@@ -49,7 +49,7 @@ from ..timemodel import devices
 from ..training.watch import watch
 from .flops import StepFlops, default_spec, step_flops
 
-__all__ = ["StepMeter"]
+__all__ = ["StepMeter", "merged"]
 
 PREFIX = "fxinspect/"
 
@@ -183,4 +183,15 @@ def figures(flops: StepFlops, forwards: int, seconds: float, spec: Any) -> dict[
         out[PREFIX + "tokens_per_second"] = forwards * flops.tokens / seconds
     if flops.samples is not None:
         out[PREFIX + "samples_per_second"] = forwards * flops.samples / seconds
+    return out
+
+
+def merged(records: list[dict[str, float]]) -> dict[str, float]:
+    """Several steps' records as one: the mean step time, and each rate over their whole time."""
+    key = PREFIX + "step_time"
+    seconds = sum(r[key] for r in records)
+    out = {key: seconds / len(records)}
+    for name in records[0]:
+        if name != key:
+            out[name] = sum(r[name] * r[key] for r in records) / seconds
     return out
