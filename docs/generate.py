@@ -39,6 +39,7 @@ PAGES = {  # page name: (example file, images it writes)
     "meta_device": ("meta_device.py", []),
     "cli": ("command_line.py", []),
     "watch": ("watch_training.py", ["watch_heatmaps.png"]),
+    "integrations": ("integrations.py", []),
     "memory": ("training_memory.py", ["resnet50_training_memory.png"]),
     "explorer": (
         "explorer.py",

@@ -7,8 +7,26 @@ MACs are the multiply-accumulates of matmul-like ops and equal ``FlopCounterMode
 add (which ``FlopCounterMode`` leaves out), plus a documented per-element cost for
 elementwise ops, activations, normalisations, softmax, reductions and pooling (see
 ``fxinspect/rules/__init__.py``). Bytes are the tensor bytes each aten op reads and
-writes; views move nothing. Each line below prints fxinspect's count beside the
-closed form:
+writes; views move nothing.
+
+*Model FLOPs*, what MFU divides by the step's time and the device's peak
+(``fxinspect.step_flops``, ``fxinspect.StepMeter`` and the callbacks of
+``fxinspect.integrations``: see ``docs/integrations.md``), are ``2 × MACs`` of the
+step's forward and backward as the model needs them; *hardware FLOPs* (HFU) add what
+the step recomputes. Beside what others count (read in their sources; "n/d": not found
+there):
+
+| model FLOPs | fxinspect | PaLM, appendix B | torchtitan | MaxText | HF `Trainer` (`total_flos`) |
+|---|---|---|---|---|---|
+| weights | 2 per MAC of every matmul that ran, forward and backward (a frozen weight has no weight gradient, a data input no input gradient) | 6·N per token, N the parameters | 6·N per token, N every parameter but the embedding | per matmul, from the config | 6·N per token, N without the embedding |
+| attention | the kernel's two products in full (also when causal), twice that in the backward | 12·L·H·Q·T per token, in full | 12·l·h·q·t per token, in full | the same, halved when causal | none |
+| mixture of experts | the experts each token was routed to (the ops that ran) | n/d | its Hugging Face path counts every expert (192.9 G a token for Qwen3-30B-A3B, 37.58 G routed) | the gate and the top-k experts (after a fix: Mixtral once 287.78 TFLOPs, now 79.98) | every parameter |
+| recomputation: checkpointed forward, flash backward's `Q K^T` | in hardware FLOPs only | in HFU only | not counted | n/d | not counted |
+| elementwise ops, norms, softmax | not counted (`StepFlops.all_flops` has them) | not counted | not counted | not counted | not counted |
+
+For a dense decoder the two agree exactly when N is the weights of the matmuls (the
+untied output projection in, the norms' gains out): ``tests/test_mfu.py``. Each line
+below prints fxinspect's count of one op beside the closed form:
 """
 
 from __future__ import annotations

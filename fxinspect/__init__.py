@@ -11,6 +11,7 @@ Example
 from .analyze import analyze, instrument
 from .errors import CaptureError, FxInspectError, InputError, NodeExecutionError
 from .guard import ModelChangedError
+from .integrations import StepFlops, StepMeter, step_flops
 from .parallel import Parallel
 from .planning import BatchFit, Budget, CheckpointPlan, StepPoint, Sweep, checkpoint_plan, max_batch, sweep
 from .records import (
@@ -73,6 +74,8 @@ __all__ = [
     "Report",
     "SharedParameter",
     "Stash",
+    "StepFlops",
+    "StepMeter",
     "StepPoint",
     "Sweep",
     "TensorMeta",
@@ -94,6 +97,7 @@ __all__ = [
     "register_figure",
     "register_free",
     "register_rule",
+    "step_flops",
     "sweep",
     "track",
     "unregister_figure",

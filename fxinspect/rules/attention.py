@@ -71,30 +71,25 @@ def _sdpa_rule(first: int, seq_dim: int, weights: tuple[int, int], varlen_at: in
 
 
 # Layout (b, h, s, d): sequence at -2.
+FUSED_FORWARDS = (  # the kernels whose backward recomputes Q K^T (layout (b, h, s, d), then (b, s, h, d))
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+)
+FUSED_BACKWARDS = tuple(f"{name.removesuffix('_forward')}_backward" for name in FUSED_FORWARDS)
+"""Their backward kernels: ``BACKWARD``'s ``3 * d_qk`` holds the recomputed ``Q K^T``
+(what a model-FLOPs count leaves out: :mod:`fxinspect.integrations.flops`)."""
+
 register_rule(
     *aten_packets(
-        [
-            "_scaled_dot_product_flash_attention_for_cpu",
-            "_scaled_dot_product_flash_attention",
-            "_scaled_dot_product_efficient_attention",
-            "_scaled_dot_product_cudnn_attention",
-            "_scaled_dot_product_fused_attention_overrideable",
-            "_scaled_dot_product_attention_math",
-            "_scaled_dot_product_attention_math_for_mps",
-        ]
+        [*FUSED_FORWARDS[:5], "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps"]
     )
 )(_sdpa_rule(0, -2, FORWARD))
-register_rule(
-    *aten_packets(
-        [
-            "_scaled_dot_product_flash_attention_for_cpu_backward",
-            "_scaled_dot_product_flash_attention_backward",
-            "_scaled_dot_product_efficient_attention_backward",
-            "_scaled_dot_product_cudnn_attention_backward",
-            "_scaled_dot_product_fused_attention_overrideable_backward",
-        ]
-    )
-)(_sdpa_rule(1, -2, BACKWARD))
+register_rule(*aten_packets(FUSED_BACKWARDS[:5]))(_sdpa_rule(1, -2, BACKWARD))
 # Layout (b, s, h, d): sequence at 1; or nested (total, h, d) with cu_seqlens.
 register_rule(aten._flash_attention_forward)(_sdpa_rule(0, 1, FORWARD, varlen_at=3))
 register_rule(aten._efficient_attention_forward)(_sdpa_rule(0, 1, FORWARD, varlen_at=4))
