@@ -43,7 +43,10 @@ SHRUNK = [(p, e, i) for p, e, i in PAGES if any(name in (EXAMPLES / e).read_text
 
 # what differs from run to run: a time (and a rate made from one), the spaces that align a
 # column around it, the dashes under a column's header
-_TIME = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)? ?(?:[kMGTP]?(?:FLOP|B|tokens|samples)/s|ns|µs|us|ms|s)\b")
+_TIME = re.compile(
+    r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)? ?(?:[kMGTP]?(?:FLOP|B|tokens|samples)/s|ns|µs|us|ms|s)\b"
+    r"|(?<=[MH]FU )\d+(?:\.\d+)?%"  # (a utilisation: FLOPs over a measured time)
+)
 _ALIGNMENT = re.compile(r"(?<=\S)  +|-{3,}")
 
 
@@ -80,6 +83,7 @@ def test_a_page_shows_what_its_example_prints_timings_aside():
     assert _without_times(now) == _without_times(shown)
     assert _without_times(now.replace("2.00 K", "2.01 K")) != _without_times(shown)  # a count is a count
     assert _without_times("2 threads, 3 steps, 4 s") == ["2 threads, 3 steps, <t>"]
+    assert _without_times("MFU 20.44%, HFU 20.72%, share 3.5%") == ["MFU <t>, HFU <t>, share 3.5%"]
 
 
 @pytest.mark.parametrize(
