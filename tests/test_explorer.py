@@ -348,3 +348,27 @@ def test_a_folded_run_opens_as_one_member_that_steps_to_the_others(browser, tmp_
     page.click('#runs [data-step="-1"]')
     assert _paths(page) == ["2.0", "2.1"] and errors == []
 
+
+def test_a_notebook_shows_the_explorer_inline_with_nothing_fetched(browser, gpt2):
+    import html
+
+    shown = gpt2._repr_html_()
+    # nothing from any host: the one URL is the SVG namespace, written inside the page
+    assert set(re.findall(r"https?://[^\s\"'<&]+", shown)) == {"http://www.w3.org/2000/svg"}
+    assert html.escape(gpt2.to_html(), quote=True) in shown  # the whole page, its data included
+    assert html.escape('"transformer.h.0":{"members":["transformer.h.0","transformer.h.1"]', quote=True) in shown
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(shown)
+    frame = page.frame_locator("iframe")
+    frame.locator('[data-path="transformer"]').wait_for()
+    assert frame.locator("[data-path]").evaluate_all("els => els.map(e => e.dataset.path)") == [
+        "transformer",
+        "lm_head",
+    ]
+    frame.locator('[data-path="transformer"]').click()  # it works there as on its own page
+    assert frame.locator('[data-path="transformer.h.0–1"]').count() == 1
+    assert [u for u in asked if u.startswith("http")] == [] and errors == []
