@@ -349,6 +349,53 @@ def test_a_folded_run_opens_as_one_member_that_steps_to_the_others(browser, tmp_
     assert _paths(page) == ["2.0", "2.1"] and errors == []
 
 
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, h, t):
+        return self.linear(h) + t
+
+
+class _Shared(torch.nn.Module):
+    """Four blocks in a row, each adding what ``pre`` made (as a decoder layer reads the
+    rotary table) to its Linear's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre = torch.nn.Linear(8, 8)
+        self.blocks = torch.nn.ModuleList(_Block() for _ in range(4))
+        self.post = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        t, h = self.pre(x), x
+        for block in self.blocks:
+            h = block(h, t)
+        return self.post(h)
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_the_member_shown_has_the_runs_edges_and_no_other(browser, tmp_path, steps):
+    report = fxinspect.analyze(_Shared(), torch.randn(2, 8), timing=False)
+    page, errors = _open(browser, report, tmp_path)
+    page.click('[data-path="blocks.0–3"]')
+    for _ in range(steps):
+        page.click('#runs [data-step="1"]')
+    shown = f"blocks.{steps}"
+    page.click(f'[data-path="{shown}"]')  # open it: its Linear and its add
+    edges = page.eval_on_selector_all(".edge", "els => els.map(e => [e.dataset.from, e.dataset.to])")
+    linear, add = (
+        f"m:{shown}.linear",
+        next(k for k in page.eval_on_selector_all(".box", "els => els.map(e => e.dataset.key)") if k.startswith("n:")),
+    )
+    # x -> pre; x (through the blocks before) -> the block's Linear; pre's t -> the add;
+    # Linear -> add; the add (through the blocks after) -> post -> output. No edge from
+    # pre to post: the blocks after read t too, but that edge is the one drawn to the add
+    expected = {("in:x", "m:pre"), ("in:x", linear), ("m:pre", add), (linear, add), (add, "m:post"), ("m:post", "out")}
+    assert set(map(tuple, edges)) == expected and errors == []
+
+
 def test_a_notebook_shows_the_explorer_inline_with_nothing_fetched(browser, gpt2):
     import html
 

@@ -63,16 +63,19 @@
     return found;
   }
   // the key of the box showing node i: a collapsed module or run above it, or the op itself
+  let inShown = []; // (boxOf's side answer: the members shown that node i is in)
   function boxOf(i) {
     const n = nodes[i];
+    inShown = [];
     if (n.kind === "input") return "in:" + n.name;
     for (const p of chainOf(n.module)) {
       if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
       const run = runOf.get(p);
       if (run !== undefined) {
         if (!expanded.has("r:" + run)) return "r:" + run;
-        if (p !== shown(run)) return null; // another member of an open run: not drawn
+        if (p !== shown(run)) return { shown: shown(run) }; // another member: not drawn
         openRuns.add(run);
+        inShown.push(p);
       }
       const key = "m:" + p + callSuffix(p, n);
       if (!expanded.has(key)) return key;
@@ -106,15 +109,37 @@
     const boxes = new Map(); // key -> {key, nodes: [i], order}
     const of = new Array(nodes.length);
     // a node not drawn (in a member of an open run that is not shown): the boxes it reads,
-    // through other nodes not drawn, so an edge runs past the members left out
-    const through = new Array(nodes.length);
-    const sources = (j) => (of[j] !== null ? [of[j]] : through[j]);
+    // through other nodes not drawn, so an edge runs past the members left out; but not
+    // what the member shown reads itself from outside (a mask, a rotary table): its edge
+    // is drawn there, and the members left out add none
+    const through = new Array(nodes.length), hidden = new Array(nodes.length), members = new Array(nodes.length);
     for (let i = 0; i < nodes.length; i++) {
       const key = boxOf(i);
-      of[i] = key;
+      of[i] = typeof key === "object" ? null : key;
+      hidden[i] = typeof key === "object" ? key.shown : null;
+      members[i] = inShown;
+    }
+    const readByShown = new Map(); // a member shown -> the boxes outside it that it reads
+    for (let i = 0; i < nodes.length; i++) {
+      for (const m of members[i]) {
+        let read = readByShown.get(m);
+        if (!read) readByShown.set(m, (read = new Set()));
+        for (const a of nodes[i].args) {
+          const j = index.get(a);
+          if (j !== undefined && of[j] !== null && !members[j].includes(m)) read.add(of[j]);
+        }
+      }
+    }
+    const sources = (j) => (of[j] !== null ? [of[j]] : through[j]);
+    for (let i = 0; i < nodes.length; i++) {
+      const key = of[i];
       if (key === null) {
-        const found = new Set();
-        for (const a of nodes[i].args) if (index.has(a)) for (const s of sources(index.get(a))) found.add(s);
+        const found = new Set(), drawn = readByShown.get(hidden[i]);
+        for (const a of nodes[i].args) {
+          const j = index.get(a);
+          if (j === undefined || (of[j] !== null && drawn && drawn.has(of[j]))) continue;
+          for (const s of sources(j)) found.add(s);
+        }
         through[i] = [...found];
         continue;
       }
@@ -274,7 +299,7 @@
       const d = back
         ? `M${x1},${y1} C${x1 + 60},${y1 + 40} ${x2 + 60},${y2 - 40} ${x2},${y2}`
         : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
-      parts.push(`<path class="edge${back ? " back" : ""}" d="${d}" marker-end="url(#arrow)"/>`);
+      parts.push(`<path class="edge${back ? " back" : ""}" data-from="${esc(a)}" data-to="${esc(b)}" d="${d}" marker-end="url(#arrow)"/>`);
     }
     boxes.forEach((b, i) => {
       const info = infos[i];
