@@ -346,7 +346,10 @@ def test_a_folded_run_opens_as_one_member_that_steps_to_the_others(browser, tmp_
     page.click('#runs [data-step="1"]')  # the next member, opened as the one before was
     assert _paths(page) == ["3.0", "3.1"] and page.locator(".edge").count() == 3
     page.click('#runs [data-step="-1"]')
-    assert _paths(page) == ["2.0", "2.1"] and errors == []
+    assert _paths(page) == ["2.0", "2.1"]
+    page.fill("#search", "4.1")  # a search shows the member its hit is in
+    page.press("#search", "Enter")
+    assert _paths(page) == ["4.0", "4.1"] and "(5 of 5)" in page.inner_text("#runs") and errors == []
 
 
 class _Block(torch.nn.Module):

@@ -63,10 +63,11 @@
     return found;
   }
   // the key of the box showing node i: a collapsed module or run above it, or the op itself
-  let inShown = []; // (boxOf's side answer: the members shown that node i is in)
+  const NONE = Object.freeze([]);
+  let inShown = NONE; // (boxOf's side answer: the members shown that node i is in)
   function boxOf(i) {
     const n = nodes[i];
-    inShown = [];
+    inShown = NONE;
     if (n.kind === "input") return "in:" + n.name;
     for (const p of chainOf(n.module)) {
       if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
@@ -75,7 +76,7 @@
         if (!expanded.has("r:" + run)) return "r:" + run;
         if (p !== shown(run)) return { shown: shown(run) }; // another member: not drawn
         openRuns.add(run);
-        inShown.push(p);
+        inShown = inShown.concat([p]);
       }
       const key = "m:" + p + callSuffix(p, n);
       if (!expanded.has(key)) return key;
