@@ -6,9 +6,11 @@ screenshots named below).
 ``report.to_html(path)`` (CLI: ``--html PATH``) writes one self-contained page: the
 report's data, the script and the styles are inside it, so it opens from disk, offline,
 with no server; the same report gives the same bytes. The model opens at its top-level
-modules with repeated blocks folded (``transformer.h.0–1 (2×)``); a click opens a module
-in place, down to single ops (a folded run opens to its members); breadcrumbs and
-"collapse all" go back. Boxes are coloured by any figure the report has (FLOPs, MACs,
+modules with repeated blocks folded (``transformer.h.0–1 (2×)``), fitted to the window:
+the wheel or a pinch zooms about the pointer, a drag pans, "fit" shows it all again and
+the minimap shows where the view is. A click opens a module in place, down to single ops;
+a folded run opens as one member (``transformer.h.0 × 2``) whose arrows step to the
+others, what is open inside it staying open; breadcrumbs and "collapse all" go back. Boxes are coloured by any figure the report has (FLOPs, MACs,
 bytes, latency, memory, backward FLOPs, NaN/Inf), hovering shows a box's figures as the
 table writes them, the side panel the selected module's row and children, and the search
 box (Enter) opens the way to a module or op and selects it. Below the graph, the module
@@ -17,8 +19,11 @@ table sorts by any column.
 Scripts can drive it: every module box has ``data-path``, every op box ``data-node``,
 the tooltip is ``role="tooltip"``, ``window.fxinspectReady`` is true once the first view
 is drawn (``window.fxinspectReadyAt``: when, by ``performance.now()``), and
-``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything. The
-screenshots here are taken that way, with Playwright and Debian's ``chromium``.
+``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything (a run
+showing one member), ``fit()`` and ``view()`` (the scale and offset) drive the zoom. The
+screenshots here are taken that way, with Playwright and Debian's ``chromium``. In a
+notebook, a report shows the same explorer inline (``_repr_html_``: the page in an
+``<iframe srcdoc>``, no server), between its summary and its module table.
 
 Below the table, the memory timeline: hovering a point names the node running there and
 the bytes held. ``watcher.to_html(path)`` writes the histograms of a ``watch`` the same

@@ -85,12 +85,19 @@ class Report(ReportRecord):
         return self.summary()
 
     def _repr_html_(self) -> str:
-        """Jupyter's view: the summary, then the module table (depth 2) as an HTML table."""
+        """Jupyter's view: the summary, the explorer inline (``to_html``'s page in an
+        ``<iframe srcdoc>``: its styles and script stay out of the notebook's, and it needs
+        no server), then the module table (depth 2) as an HTML table, which a viewer that
+        strips frames and scripts (a notebook rendered on a code host) still shows."""
         import html
 
         table, _, notes = _table(self, by="module", depth=2, tablefmt="html").partition("</table>")
         footnotes = "".join(f"<p>{html.escape(line)}</p>" for line in notes.splitlines() if line.strip())
-        return f"<pre>{html.escape(self.summary())}</pre>{table}</table>{footnotes}"
+        frame = (
+            f'<iframe srcdoc="{html.escape(_to_html(self), quote=True)}" title="fxinspect explorer"'
+            ' style="width:100%;height:720px;border:1px solid #ccc"></iframe>'
+        )
+        return f"<pre>{html.escape(self.summary())}</pre>{frame}{table}</table>{footnotes}"
 
     @_shows(_plot, "path")
     def plot(self, path: Any = None, **options: Any):

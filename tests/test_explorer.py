@@ -80,8 +80,8 @@ def test_gpt2_opens_at_its_top_modules_and_each_click_opens_one_level(browser, g
     page.click('[data-path="transformer"]')
     assert "transformer.h.0–1" in _paths(page) and "transformer.h.0" not in _paths(page)
     assert "(2×)" in page.text_content('[data-path="transformer.h.0–1"]')
-    page.click('[data-path="transformer.h.0–1"]')
-    assert {"transformer.h.0", "transformer.h.1"} <= set(_paths(page))
+    page.click('[data-path="transformer.h.0–1"]')  # the run opens as its first member
+    assert "transformer.h.0" in _paths(page) and "transformer.h.1" not in _paths(page)
     page.click('[data-path="transformer.h.0"]')
     assert "transformer.h.0.attn" in _paths(page) and "transformer.h.1.attn" not in _paths(page)
     # back: collapsing the run takes its members and what was open inside them with it
@@ -125,12 +125,15 @@ def test_search_reveals_and_selects_c_fc(browser, gpt2, tmp_path):
     assert "transformer.h.0.mlp.c_fc" in page.inner_text("#panel")
 
 
-def test_opening_everything_draws_every_op_once(browser, gpt2, tmp_path):
+def test_opening_everything_draws_every_op_once_of_the_member_shown(browser, gpt2, tmp_path):
     page, errors = _open(browser, gpt2, tmp_path)
     page.evaluate("window.fxinspect.expandAll()")
     drawn = page.eval_on_selector_all("[data-node]", "els => els.map(e => e.dataset.node)")
     ops = [n.name for n in gpt2.nodes if n.is_op or n.op == "placeholder"]
-    assert sorted(drawn) == sorted(ops) and not page.locator("[data-path]").count()
+    # the folded run transformer.h.0–1 shows one member, h.0: every op but h.1's, once
+    module = {n.name: n.module_path for n in gpt2.nodes}
+    assert sorted(drawn) == sorted(o for o in ops if not module[o].startswith("transformer.h.1"))
+    assert not page.locator("[data-path]").count() and page.inner_text("#runs").startswith("transformer.h.0–1")
     assert errors == []
 
 
@@ -254,3 +257,168 @@ def test_a_module_called_three_times_is_three_boxes_without_a_loop_back(browser,
     # the input, the root's three residual adds, and the second call's op
     assert len(drawn) == 5 and second in drawn and page.locator('[data-path="small"]').count() == 2
     assert errors == []
+
+
+# ---------------------------------------------------------------- at scale: zoom, fit, one member of a run
+
+
+def _view(page, root="") -> tuple[float, float, float]:
+    """The drawing's (scale, x, y) on screen, read from its group's transform attribute."""
+    transform = page.get_attribute(f'{root} [data-part="graph"] g.view', "transform")
+    x, y, k = re.fullmatch(r"translate\(([-\d.e]+),([-\d.e]+)\) scale\(([-\d.e]+)\)", transform).groups()
+    return float(k), float(x), float(y)
+
+
+def test_the_wheel_zooms_about_the_pointer_and_a_drag_pans_without_opening(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    graph = page.locator("#graph").bounding_box()
+    px, py = 300, 200  # a point of the canvas, from its top-left corner
+    page.mouse.move(graph["x"] + px, graph["y"] + py)
+    k, x, y = _view(page)
+    page.mouse.wheel(0, -300)  # one wheel step up: the scale times exp(300 x 0.002) = 1.822
+    k2, x2, y2 = _view(page)
+    assert k2 == pytest.approx(k * 1.8221, rel=1e-3)
+    # the drawing's point under the pointer stays under it: (p - t) / k before and after
+    assert (px - x2) / k2 == pytest.approx((px - x) / k, abs=0.2) and (py - y2) / k2 == pytest.approx(
+        (py - y) / k, abs=0.2
+    )
+    # a drag from over a box moves the drawing by the drag and opens nothing
+    box = page.locator('[data-path="transformer"]').bounding_box()
+    page.mouse.move(box["x"] + 5, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 65, box["y"] + 45, steps=4)
+    page.mouse.up()
+    k3, x3, y3 = _view(page)
+    assert (k3, x3 - x2, y3 - y2) == pytest.approx((k2, 60, 40), abs=0.2)
+    assert _paths(page) == ["transformer", "lm_head"] and errors == []
+
+
+def _inside(page, selector) -> list[str]:
+    """The boxes of ``selector`` not wholly inside the canvas (in the browser's pixels)."""
+    canvas = page.locator("#graph").bounding_box()
+    out = []
+    for el in page.locator(selector).all():
+        b = el.bounding_box()
+        if b["x"] < canvas["x"] or b["y"] < canvas["y"] or b["x"] + b["width"] > canvas["x"] + canvas["width"]:
+            out.append(el.get_attribute("data-key"))
+        elif b["y"] + b["height"] > canvas["y"] + canvas["height"]:
+            out.append(el.get_attribute("data-key"))
+    return out
+
+
+def test_the_first_view_and_fit_show_every_box(browser, tmp_path):
+    # 60 top-level modules, none repeated next to its like: 60 boxes in a column, each 50 px
+    # tall with 36 px between, 5,000 px and more, in a canvas of 900 - 120 = 780 px
+    layers = [torch.nn.Linear(8, 8) if i % 2 == 0 else torch.nn.Tanh() for i in range(60)]
+    report = fxinspect.analyze(torch.nn.Sequential(*layers), torch.randn(2, 8), timing=False)
+    page, errors = _open(browser, report, tmp_path)
+    assert page.locator("[data-path]").count() == 60
+    k, _, _ = _view(page)
+    assert k < 780 / 5000 and _inside(page, ".box") == []
+    page.mouse.move(500, 400)
+    page.mouse.wheel(0, -2000)  # zoomed in: boxes leave the canvas, then fit brings them all back
+    assert _inside(page, ".box") != []
+    page.click("#fit")
+    assert _view(page) == pytest.approx((k, *_view(page)[1:])) and _inside(page, ".box") == []
+    assert errors == []
+
+
+def _blocks():
+    """Five identical blocks in a row: one folded run, 0–4."""
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()) for _ in range(5)]
+    return fxinspect.analyze(torch.nn.Sequential(*blocks), torch.randn(2, 8), timing=False)
+
+
+def test_a_folded_run_opens_as_one_member_that_steps_to_the_others(browser, tmp_path):
+    page, errors = _open(browser, _blocks(), tmp_path)
+    assert _paths(page) == ["0–4"]
+    page.click('[data-path="0–4"]')
+    assert _paths(page) == ["0"] and "0 × 5" in page.text_content('[data-path="0"]')
+    # the member between the input and the output: input -> 0 -> output, two edges, none back
+    assert page.locator(".edge").count() == 2 and page.locator(".edge.back").count() == 0
+    assert page.locator('[data-path="0"] .step.off').count() == 1  # (no member before the first)
+    page.click('[data-path="0"] [data-step="1"]')
+    page.click('[data-path="1"] [data-step="1"]')
+    assert _paths(page) == ["2"]
+    page.click('[data-path="2"]')  # open the member: its Linear and Tanh
+    assert _paths(page) == ["2.0", "2.1"] and "(3 of 5)" in page.inner_text("#runs")
+    page.click('#runs [data-step="1"]')  # the next member, opened as the one before was
+    assert _paths(page) == ["3.0", "3.1"] and page.locator(".edge").count() == 3
+    page.click('#runs [data-step="-1"]')
+    assert _paths(page) == ["2.0", "2.1"]
+    page.fill("#search", "4.1")  # a search shows the member its hit is in
+    page.press("#search", "Enter")
+    assert _paths(page) == ["4.0", "4.1"] and "(5 of 5)" in page.inner_text("#runs") and errors == []
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, h, t):
+        return self.linear(h) + t
+
+
+class _Shared(torch.nn.Module):
+    """Four blocks in a row, each adding what ``pre`` made (as a decoder layer reads the
+    rotary table) to its Linear's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre = torch.nn.Linear(8, 8)
+        self.blocks = torch.nn.ModuleList(_Block() for _ in range(4))
+        self.post = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        t, h = self.pre(x), x
+        for block in self.blocks:
+            h = block(h, t)
+        return self.post(h)
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_the_member_shown_has_the_runs_edges_and_no_other(browser, tmp_path, steps):
+    report = fxinspect.analyze(_Shared(), torch.randn(2, 8), timing=False)
+    page, errors = _open(browser, report, tmp_path)
+    page.click('[data-path="blocks.0–3"]')
+    for _ in range(steps):
+        page.click('#runs [data-step="1"]')
+    shown = f"blocks.{steps}"
+    page.click(f'[data-path="{shown}"]')  # open it: its Linear and its add
+    edges = page.eval_on_selector_all(".edge", "els => els.map(e => [e.dataset.from, e.dataset.to])")
+    linear, add = (
+        f"m:{shown}.linear",
+        next(k for k in page.eval_on_selector_all(".box", "els => els.map(e => e.dataset.key)") if k.startswith("n:")),
+    )
+    # x -> pre; x (through the blocks before) -> the block's Linear; pre's t -> the add;
+    # Linear -> add; the add (through the blocks after) -> post -> output. No edge from
+    # pre to post: the blocks after read t too, but that edge is the one drawn to the add
+    expected = {("in:x", "m:pre"), ("in:x", linear), ("m:pre", add), (linear, add), (add, "m:post"), ("m:post", "out")}
+    assert set(map(tuple, edges)) == expected and errors == []
+
+
+def test_a_notebook_shows_the_explorer_inline_with_nothing_fetched(browser, gpt2):
+    import html
+
+    shown = gpt2._repr_html_()
+    # nothing from any host: the one URL is the SVG namespace, written inside the page
+    assert set(re.findall(r"https?://[^\s\"'<&]+", shown)) == {"http://www.w3.org/2000/svg"}
+    assert html.escape(gpt2.to_html(), quote=True) in shown  # the whole page, its data included
+    assert html.escape('"transformer.h.0":{"members":["transformer.h.0","transformer.h.1"]', quote=True) in shown
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(shown)
+    frame = page.frame_locator("iframe")
+    frame.locator('[data-path="transformer"]').wait_for()
+    assert frame.locator("[data-path]").evaluate_all("els => els.map(e => e.dataset.path)") == [
+        "transformer",
+        "lm_head",
+    ]
+    frame.locator('[data-path="transformer"]').click()  # it works there as on its own page
+    assert frame.locator('[data-path="transformer.h.0–1"]').count() == 1
+    assert [u for u in asked if u.startswith("http")] == [] and errors == []

@@ -2,13 +2,18 @@
 
 ``report.to_html(path)`` writes a page that needs no server and makes no request: the
 report's data (:mod:`.payload`), the script and the styles are all inside it. The model
-opens at its top-level modules with repeated blocks folded; clicking a module opens it
-in place, down to single ops. Same report, same bytes.
+opens at its top-level modules with repeated blocks folded, fitted to the window (the
+wheel or a pinch zooms about the pointer, a drag pans, "fit" shows it all again, the
+minimap shows where the view is); clicking a module opens it in place, down to single
+ops, and a folded run opens as one member that steps to the others. Same report, same
+bytes.
 
 The testing contract: every module box carries ``data-path`` (a folded run its shown
 path, ``transformer.h.0–11``), every op box ``data-node``; hovering shows an element
 with ``role="tooltip"``; ``window.fxinspectReady`` is true once the first view is drawn
-and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment.
+and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment; the
+drawing's scale is the ``transform`` of the graph's ``g.view`` (and
+``window.fxinspect.view()``), a run's arrows carry ``data-step``.
 """
 
 from __future__ import annotations
@@ -31,15 +36,20 @@ def to_html(report: ReportRecord, path: str | Path | None = None, what: str = ""
     ``what`` follows the model's name in the title (``"prefill of 8 × 2,048 tokens"``)."""
     root = report.modules.get("")
     title = f"fxinspect: {root.type if root else 'model'}" + (f", {what}" if what else "")
-    return page(title, explorer_body(title) + _TOOLTIP, payload(report), "explorer.js", path)
+    return page(title, explorer_body(title) + _TOOLTIP, payload(report), ("zoom.js", "explorer.js"), path)
 
 
 def page(
-    title: str, body: str, data: Any, script: str, path: str | Path | None = None, data_id: str = "fxinspect-data"
+    title: str,
+    body: str,
+    data: Any,
+    script: str | tuple[str, ...],
+    path: str | Path | None = None,
+    data_id: str = "fxinspect-data",
 ) -> str:
     """A self-contained page: ``body`` (HTML) with ``data`` as JSON (in the script element
-    ``data_id``), the shared styles and the package's ``script`` inline; also written to
-    ``path`` when given."""
+    ``data_id``), the shared styles and the package's ``script`` (or scripts, in order)
+    inline; also written to ``path`` when given."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     text = text.replace("</", "<\\/")  # (never closes the script element it sits in)
     folder = resources.files(__package__)
@@ -49,7 +59,7 @@ def page(
         "BODY": body.replace("@@TITLE@@", html.escape(title)),
         "DATA_ID": data_id,
         "DATA": text,
-        "SCRIPT": folder.joinpath(script).read_text(encoding="utf-8"),
+        "SCRIPT": "".join(folder.joinpath(name).read_text(encoding="utf-8") for name in _names(script)),
     }
     # the template's @@MARKERS@@ filled in one pass (styles and script are full of braces,
     # and nothing filled in is searched again)
@@ -57,6 +67,10 @@ def page(
     if path is not None:
         Path(path).write_text(out, encoding="utf-8")
     return out
+
+
+def _names(script: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (script,) if isinstance(script, str) else script
 
 
 _PAGE = """<!DOCTYPE html>
@@ -90,11 +104,13 @@ def explorer_body(title: str, ids: bool = True) -> str:
 <input {attrs("search")} type="search" placeholder="find a module or op (Enter)" size="28">
 <label>colour by <select {attrs("colour")}></select></label>
 <button {attrs("collapse")} type="button">collapse all</button>
+<button {attrs("fit")} type="button" title="the whole graph in sight (wheel or pinch: zoom, drag: pan)">fit</button>
 <span {attrs("crumbs")}></span>
 <div {attrs("scale")}></div>
 </header>
 <main>
-<div class="canvas"><svg {attrs("graph")} xmlns="http://www.w3.org/2000/svg"></svg></div>
+<div class="canvas"><div {attrs("runs")}></div><svg {attrs("graph")} xmlns="http://www.w3.org/2000/svg"></svg>
+<svg {attrs("minimap")} xmlns="http://www.w3.org/2000/svg"></svg></div>
 <aside {attrs("panel")}></aside>
 </main>
 <section {attrs("memory")}></section>

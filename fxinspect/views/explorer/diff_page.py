@@ -34,7 +34,7 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
     body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
     data = {"this": payload(d.this), "other": payload(d.other), "changes": d.changes()}
-    return page("fxinspect: two reports", body, data, "explorer.js", path, data_id="fxinspect-diff")
+    return page("fxinspect: two reports", body, data, ("zoom.js", "explorer.js"), path, data_id="fxinspect-diff")
 
 
 def _name(report: Any) -> str:

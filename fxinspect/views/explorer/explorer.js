@@ -18,6 +18,7 @@
   const runOf = new Map(); // member path -> its run's first member
   for (const [first, run] of Object.entries(data.runs)) for (const p of run.members) runOf.set(p, first);
   const expanded = new Set([""]);
+  const shownMember = new Map(); // an open run (by its first member) -> the index of the one member it shows
   const transparent = new Set(Object.keys(modules).filter((p) => p && modules[p].children.length === 1 && modules[p].children[0].length > 1));
   let colourBy = "flops" in data.colour_by ? "flops" : Object.keys(data.colour_by)[0] || null;
   let selected = null;
@@ -62,13 +63,21 @@
     return found;
   }
   // the key of the box showing node i: a collapsed module or run above it, or the op itself
+  const NONE = Object.freeze([]);
+  let inShown = NONE; // (boxOf's side answer: the members shown that node i is in)
   function boxOf(i) {
     const n = nodes[i];
+    inShown = NONE;
     if (n.kind === "input") return "in:" + n.name;
     for (const p of chainOf(n.module)) {
       if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
       const run = runOf.get(p);
-      if (run !== undefined && !expanded.has("r:" + run)) return "r:" + run;
+      if (run !== undefined) {
+        if (!expanded.has("r:" + run)) return "r:" + run;
+        if (p !== shown(run)) return { shown: shown(run) }; // another member: not drawn
+        openRuns.add(run);
+        inShown = inShown.concat([p]);
+      }
       const key = "m:" + p + callSuffix(p, n);
       if (!expanded.has(key)) return key;
     }
@@ -93,12 +102,48 @@
     return key.length > 2 + path.length ? Number(key.slice(3 + path.length)) : null;
   }
 
+  let openRuns = new Set(); // the open runs drawn (their member shown), for the stepper above the graph
+  function shown(run) { return data.runs[run].members[shownMember.get(run) || 0]; }
+
   function visible() {
+    openRuns = new Set();
     const boxes = new Map(); // key -> {key, nodes: [i], order}
     const of = new Array(nodes.length);
+    // a node not drawn (in a member of an open run that is not shown): the boxes it reads,
+    // through other nodes not drawn, so an edge runs past the members left out; but not
+    // what the member shown reads itself from outside (a mask, a rotary table): its edge
+    // is drawn there, and the members left out add none
+    const through = new Array(nodes.length), hidden = new Array(nodes.length), members = new Array(nodes.length);
     for (let i = 0; i < nodes.length; i++) {
       const key = boxOf(i);
-      of[i] = key;
+      of[i] = typeof key === "object" ? null : key;
+      hidden[i] = typeof key === "object" ? key.shown : null;
+      members[i] = inShown;
+    }
+    const readByShown = new Map(); // a member shown -> the boxes outside it that it reads
+    for (let i = 0; i < nodes.length; i++) {
+      for (const m of members[i]) {
+        let read = readByShown.get(m);
+        if (!read) readByShown.set(m, (read = new Set()));
+        for (const a of nodes[i].args) {
+          const j = index.get(a);
+          if (j !== undefined && of[j] !== null && !members[j].includes(m)) read.add(of[j]);
+        }
+      }
+    }
+    const sources = (j) => (of[j] !== null ? [of[j]] : through[j]);
+    for (let i = 0; i < nodes.length; i++) {
+      const key = of[i];
+      if (key === null) {
+        const found = new Set(), drawn = readByShown.get(hidden[i]);
+        for (const a of nodes[i].args) {
+          const j = index.get(a);
+          if (j === undefined || (of[j] !== null && drawn && drawn.has(of[j]))) continue;
+          for (const s of sources(j)) found.add(s);
+        }
+        through[i] = [...found];
+        continue;
+      }
       let box = boxes.get(key);
       if (!box) { box = { key: key, nodes: [], order: boxes.size }; boxes.set(key, box); }
       box.nodes.push(i);
@@ -106,8 +151,11 @@
     boxes.set("out", { key: "out", nodes: [], order: boxes.size });
     const edges = new Map();
     const add = (a, b) => { if (a !== b) edges.set(a + "\u0000" + b, [a, b]); };
-    for (let i = 0; i < nodes.length; i++) for (const a of nodes[i].args) if (index.has(a)) add(of[index.get(a)], of[i]);
-    for (const a of data.output.args) if (index.has(a)) add(of[index.get(a)], "out");
+    for (let i = 0; i < nodes.length; i++) {
+      if (of[i] === null) continue;
+      for (const a of nodes[i].args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, of[i]);
+    }
+    for (const a of data.output.args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, "out");
     return { boxes: [...boxes.values()], edges: [...edges.values()] };
   }
 
@@ -136,7 +184,10 @@
       const path = modulePath(k), call = callOf(k);
       const m = modules[path];
       const which = call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "";
-      info.lines = [[path + which, "b"], [m.type, ""], [last ? last.shape : "", ""]];
+      const run = runOf.get(path), members = run !== undefined ? data.runs[run].members : null;
+      const times = members ? ` × ${members.length}` : ""; // the one member an open run shows
+      info.lines = [[path + which + times, "b"], [m.type, ""], [last ? last.shape : "", ""]];
+      if (members) info.step = { index: members.indexOf(path), count: members.length };
       info.kind = "module";
       info.attr = ` data-path="${esc(path)}"` + (call !== null ? ` data-call="${call}"` : "");
     } else if (k.startsWith("s:")) {
@@ -178,7 +229,7 @@
       measure.font = (b ? "bold " : "") + (b ? "12px" : "11px") + " sans-serif";
       w = Math.max(w, measure.measureText(text).width);
     }
-    info.w = Math.ceil(w) + 20;
+    info.w = Math.ceil(w) + (info.step ? 52 : 20); // (room for the arrows that step through a run)
     info.h = info.lines.length * 15 + 10;
     return info;
   }
@@ -249,7 +300,7 @@
       const d = back
         ? `M${x1},${y1} C${x1 + 60},${y1 + 40} ${x2 + 60},${y2 - 40} ${x2},${y2}`
         : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
-      parts.push(`<path class="edge${back ? " back" : ""}" d="${d}" marker-end="url(#arrow)"/>`);
+      parts.push(`<path class="edge${back ? " back" : ""}" data-from="${esc(a)}" data-to="${esc(b)}" d="${d}" marker-end="url(#arrow)"/>`);
     }
     boxes.forEach((b, i) => {
       const info = infos[i];
@@ -261,19 +312,34 @@
       info.lines.forEach(([t, bold], j) => {
         text += `<text x="${info.w / 2}" y="${17 + 15 * j}" class="${bold ? "title" : "line"}">${esc(t)}</text>`;
       });
+      if (info.step) { // previous and next member of the run
+        const arrow = (side, delta, on) => `<text x="${side}" y="17" class="step${on ? "" : " off"}"${on ? ` data-step="${delta}"` : ""}>${delta < 0 ? "◀" : "▶"}</text>`;
+        text += arrow(13, -1, info.step.index > 0) + arrow(info.w - 13, 1, info.step.index < info.step.count - 1);
+      }
       parts.push(`<g class="${cls}" data-key="${esc(b.key)}"${info.attr} transform="translate(${x},${y})">` +
         `<rect width="${info.w}" height="${info.h}" rx="5" fill="${fill}"/>${text}</g>`);
     });
     const width = maxX - minX + 40, height = at.height;
-    graph.setAttribute("width", width);
-    graph.setAttribute("height", height);
-    graph.setAttribute("viewBox", `0 0 ${width} ${height}`);
-    graph.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>' + parts.join("");
-    current = { boxes: boxes, infos: infos };
+    graph.innerHTML = '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>' +
+      '<g class="view">' + parts.join("") + "</g>";
+    const centres = new Map(boxes.map((b, i) => [b.key, [at.x[i] + shift, at.y[i]]]));
+    current = { boxes: boxes, infos: infos, centres: centres };
+    mini.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    mini.innerHTML = boxes.map((b, i) => `<rect x="${at.x[i] + shift - infos[i].w / 2}" y="${at.y[i] - infos[i].h / 2}" width="${infos[i].w}" height="${infos[i].h}"/>`).join("") + '<rect class="sight"/>';
+    zoom.setExtent(width, height);
+    zoom.apply();
+    // each open run, its member shown and arrows to the others (a member opened has no box of its own)
+    part("runs").innerHTML = [...openRuns].map((run) => {
+      const members = data.runs[run].members, i = members.indexOf(shown(run));
+      const arrow = (delta, on) => `<button type="button" data-run="${esc(run)}" data-step="${delta}"${on ? "" : " disabled"}>${delta < 0 ? "◀" : "▶"}</button>`;
+      return `<div>${esc(data.runs[run].label)}: ${arrow(-1, i > 0)} <span data-shown="${esc(members[i])}">${esc(members[i])}</span> (${i + 1} of ${members.length}) ${arrow(1, i < members.length - 1)}</div>`;
+    }).join("");
     drawScale(norm);
     drawCrumbs();
   }
   let current = null;
+  const mini = part("minimap");
+  const zoom = fxinspectZoom(graph, mini);
   function moduleKeys(p) { // a module's box keys: one, or one per call
     const calls = modules[p].calls;
     return calls > 1 ? Array.from({ length: calls }, (_, i) => `m:${p}@${i}`) : ["m:" + p];
@@ -321,6 +387,8 @@
       const title = key.startsWith("m:") ? path + (call !== null ? ` (call ${call + 1} of ${m.calls})` : "") : data.runs[key.slice(2)].label;
       html += `<h3>${esc(title || "model")}</h3><p>${esc(m.type)}${m.calls > 1 ? `, ${m.calls} calls` : ""}, ${format(m.params, "count")} params</p>`;
       if (key.startsWith("r:")) html += `<p>${data.runs[key.slice(2)].members.length} blocks folded; figures of the first:</p>`;
+      const run = key.startsWith("m:") ? runOf.get(path) : undefined;
+      if (run !== undefined) html += `<p>block ${data.runs[run].members.indexOf(path) + 1} of ${data.runs[run].members.length} of ${esc(data.runs[run].label)} (◀ ▶ on the box step through them)</p>`;
       html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
       const kids = m.children.map((run) => (run.length > 1 ? data.runs[run[0]].label + ` (${run.length}×)` : run[0]));
       if (kids.length) html += "<h4>children</h4><ul>" + kids.map((k) => `<li>${esc(k)}</li>`).join("") + "</ul>";
@@ -377,13 +445,44 @@
     const run = data.runs[key.slice(2)];
     return run.members.some((m) => p === m || p.startsWith(m + "."));
   }
+  // a run shows one member at a time: step to the one `delta` away, what is open inside
+  // the member shown staying open in the next; the key of the member now shown
+  function step(run, delta) {
+    const members = data.runs[run].members;
+    const from = shownMember.get(run) || 0, to = Math.max(0, Math.min(members.length - 1, from + delta));
+    const [a, b] = [members[from], members[to]];
+    shownMember.set(run, to);
+    for (const k of [...expanded]) {
+      const moved = movedKey(k, a, b);
+      if (moved !== k) { expanded.delete(k); if (!moved.startsWith("r:") || moved.slice(2) in data.runs) expanded.add(moved); }
+    }
+    return b;
+  }
+  function movedKey(k, a, b) { // key k of member a's subtree, as the same place in member b
+    if (!k || !/^[mrs]:/.test(k)) return k;
+    const rest = k.slice(2);
+    if (k.startsWith("r:") && rest === a) return k; // (the run itself: a run is keyed by its first member)
+    return rest === a || (rest.startsWith(a) && ".@#".includes(rest[a.length])) ? k.slice(0, 2) + b + rest.slice(a.length) : k;
+  }
   graph.addEventListener("click", (e) => {
     const key = keyOf(e.target);
     if (!key) return;
-    if (isExpandable(key)) toggle(key);
-    selected = key;
+    const before = zoom.screen(current.centres.get(key));
+    const arrow = e.target.closest("[data-step]");
+    let anchor = key;
+    if (arrow) {
+      const path = modulePath(key);
+      anchor = movedKey(key, path, step(runOf.get(path), Number(arrow.dataset.step)));
+      selected = anchor;
+    } else {
+      if (isExpandable(key)) toggle(key);
+      selected = key;
+    }
     draw();
-    panel(key);
+    // the box clicked (or, opened, the first box inside it) stays where it was on the screen
+    if (!current.centres.has(anchor)) anchor = (current.boxes.find((b) => within(b.key, key)) || {}).key;
+    if (anchor) zoom.keep(current.centres.get(anchor), before);
+    panel(selected);
   });
   graph.addEventListener("mouseover", (e) => {
     const key = keyOf(e.target);
@@ -420,6 +519,16 @@
     panel(selected);
   });
   part("collapse").addEventListener("click", () => controls.collapseAll());
+  part("fit").addEventListener("click", () => zoom.fit());
+  part("runs").addEventListener("click", (e) => {
+    const arrow = e.target.closest("[data-run]");
+    if (!arrow) return;
+    const run = arrow.dataset.run, from = shown(run);
+    if (selected) selected = movedKey(selected, from, step(run, Number(arrow.dataset.step)));
+    else step(run, Number(arrow.dataset.step));
+    draw();
+    panel(selected);
+  });
 
   function reveal(query) {
     const q = query.trim().toLowerCase();
@@ -435,7 +544,10 @@
     // open every module (and run) above the target, and the target's own module for a node
     const chain = chainOf(target);
     const opened = nodeName ? chain : chain.slice(0, -1);
-    for (const p of chain) { const run = runOf.get(p); if (run !== undefined) expanded.add("r:" + run); }
+    for (const p of chain) {
+      const run = runOf.get(p);
+      if (run !== undefined) { expanded.add("r:" + run); shownMember.set(run, data.runs[run].members.indexOf(p)); }
+    }
     for (const p of opened) for (const k of moduleKeys(p)) expanded.add(k);
     const found = nodeName ? nodes[index.get(nodeName)] : null;
     if (found && found.stretch !== undefined) expanded.add(`s:${found.module}#${found.stretch}`);
@@ -444,8 +556,7 @@
     if (!nodeName && run !== undefined) expanded.add("r:" + run);
     draw();
     panel(selected);
-    const el = graph.querySelector(`[data-key="${CSS.escape(selected)}"]`);
-    if (el) el.scrollIntoView({ block: "center", inline: "center" });
+    if (current.centres.has(selected)) zoom.centre(current.centres.get(selected), Math.max(zoom.view.k, 1));
     return true;
   }
   part("search").addEventListener("keydown", (e) => {
@@ -501,13 +612,17 @@
       for (const first of Object.keys(data.runs)) expanded.add("r:" + first);
       for (const n of nodes) if (n.stretch !== undefined) expanded.add(`s:${n.module}#${n.stretch}`);
       draw();
+      zoom.fit();
     },
-    collapseAll() { expanded.clear(); expanded.add(""); selected = null; draw(); panel(null); },
+    collapseAll() { expanded.clear(); expanded.add(""); shownMember.clear(); selected = null; draw(); zoom.fit(); panel(null); },
     boxes() { return current.boxes.length; },
+    fit() { zoom.fit(); },
+    view() { return { k: zoom.view.k, x: zoom.view.x, y: zoom.view.y }; }, // screen = drawing * k + (x, y)
   };
 
-  // the first view: the root's children, repeated blocks folded
+  // the first view: the root's children, repeated blocks folded, all in sight
   draw();
+  zoom.fit();
   panel(null);
   table();
   timeline();
