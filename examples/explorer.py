@@ -118,6 +118,10 @@ def _screenshots(out_dir: Path) -> list[str]:
         page.wait_for_function("window.fxinspectReady === true")
         page.select_option("#colour", "latency")
         page.click('[data-path="layer1"]')
+        box = page.locator('[data-path="layer1.0"]').bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.wheel(0, -350)  # the wheel zooms in about the pointer: the opened stage readable
+        page.wait_for_timeout(200)
         page.mouse.move(1270, 810)  # (no tooltip over the picture)
         page.screenshot(path=out_dir / "explorer_resnet50_latency.png")
         page.goto((out_dir / "watch.html").resolve().as_uri())
