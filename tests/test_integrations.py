@@ -156,6 +156,31 @@ def test_lightning_fit_logs_the_closed_form_mfu(tmp_path, every):
     assert callback.meter.watcher.steps("net.0", "io") == [0, 10, 20]
 
 
+def test_lightning_fit_with_the_callback_writes_watchs_exact_bins_to_tensorboard(tmp_path):
+    """The callback's watch, sent to TensorBoard: TensorBoard's own reader gets each logged
+    step's histogram with watch's bins and counts, and the step numbers it logged."""
+    pytest.importorskip("lightning.pytorch")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, EventAccumulator
+
+    from fxinspect.integrations.lightning import MFUCallback
+    from fxinspect.training.writers import buckets
+
+    logdir = tmp_path / "tb"
+    callback = MFUCallback(device_spec=SPEC, watch_every=10, watch_options={"to": f"tensorboard:{logdir}"})
+    _lightning_fit(tmp_path, callback, every=5)
+    callback.meter.watcher.remove()  # (flushes and closes the writer it opened)
+    events = EventAccumulator(str(logdir), size_guidance={HISTOGRAMS: 0})
+    events.Reload()
+    written = events.Histograms("watch_io/net.0")
+    assert [e.step for e in written] == [0, 10, 20]  # every 10 of the 30 steps
+    for e in written:
+        edges, counts = buckets(callback.meter.watcher.histogram("net.0", "io", e.step))
+        assert [e.histogram_value.min, *e.histogram_value.bucket_limit] == list(edges)
+        assert list(e.histogram_value.bucket) == list(counts)
+        assert e.histogram_value.num == BATCH * 32  # every output of the first Linear, binned
+
+
 # ------------------------------------------------------------------ Hugging Face Trainer
 
 
