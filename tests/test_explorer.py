@@ -98,7 +98,11 @@ def test_the_tooltip_shows_a_modules_macs_as_the_table_does(browser, gpt2, tmp_p
     page.hover('[data-path="lm_head"]')
     tip = page.locator('[role="tooltip"]')
     assert tip.is_visible()
-    assert re.search(rf"macs\s+{re.escape(macs)}", tip.inner_text())
+    # the figures by their labels (not field names), and none the report did not measure
+    assert re.search(rf"MACs\s+{re.escape(macs)}", tip.inner_text())
+    text = tip.inner_text()
+    assert "bytes_read" not in text and "bytes read" in text
+    assert not re.search(r"backward (FLOPs|MACs|latency)|the backward (read|wrote)", text)  # (a forward-only report)
     row = page.locator('#table tr[data-row="lm_head"]').inner_text()
     assert macs in row
 

@@ -389,7 +389,7 @@
       if (key.startsWith("r:")) html += `<p>${data.runs[key.slice(2)].members.length} blocks folded; figures of the first:</p>`;
       const run = key.startsWith("m:") ? runOf.get(path) : undefined;
       if (run !== undefined) html += `<p>block ${data.runs[run].members.indexOf(path) + 1} of ${data.runs[run].members.length} of ${esc(data.runs[run].label)} (◀ ▶ on the box step through them)</p>`;
-      html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
+      html += "<table>" + Object.entries(m.figures).map(([f, v]) => `<tr><th>${esc(data.labels[f] || f)}</th><td>${esc(v)}</td></tr>`).join("") + "</table>";
       const kids = m.children.map((run) => (run.length > 1 ? data.runs[run[0]].label + ` (${run.length}×)` : run[0]));
       if (kids.length) html += "<h4>children</h4><ul>" + kids.map((k) => `<li>${esc(k)}</li>`).join("") + "</ul>";
     } else if (key.startsWith("s:")) {
@@ -413,7 +413,7 @@
     function render() {
       const sorted = rows.slice();
       if (sortBy) sorted.sort((a, b) => ((b[1].raw[sortBy] ?? -1) - (a[1].raw[sortBy] ?? -1)) * (descending ? 1 : -1));
-      el.innerHTML = "<thead><tr><th>module</th><th>type</th>" + fields.map((f) => `<th data-sort="${f}" class="sortable">${esc(f)}</th>`).join("") +
+      el.innerHTML = "<thead><tr><th>module</th><th>type</th>" + fields.map((f) => `<th data-sort="${f}" class="sortable">${esc(data.labels[f] || f)}</th>`).join("") +
         "</tr></thead><tbody>" + sorted.map(([p, m]) => `<tr data-row="${esc(p)}"><td>${esc(p)}</td><td>${esc(m.type)}</td>` +
         fields.map((f) => `<td>${esc(m.figures[f])}</td>`).join("") + "</tr>").join("") + "</tbody>";
     }
@@ -500,7 +500,7 @@
     if (k.startsWith("m:")) {
       const m = modules[modulePath(k)];
       rows.push(["type", m.type], ["params", format(m.params, "count")]);
-      for (const [f, v] of Object.entries(m.figures)) rows.push([f, v]);
+      for (const [f, v] of Object.entries(m.figures)) rows.push([data.labels[f] || f, v]);
     } else {
       for (const f of Object.keys(data.colour_by)) rows.push([data.colour_by[f], format(info.sum(f), data.units[f])]);
     }

@@ -38,7 +38,9 @@ def payload(report: ReportRecord) -> dict[str, Any]:
     what ``colour_by`` can show."""
     folds = Folds(report)
     known = colour_figures()
-    listed = [*SUMMED, *(f for f in REGISTERED.values() if f.sums)]  # a module's figures, as declared
+    declared = [*SUMMED, *(f for f in REGISTERED.values() if f.sums)]  # a module's figures, as declared
+    # those the report measured (no backward rows on a forward-only report)
+    listed = [f for f in declared if any(getattr(m, f.name) is not None for m in report.modules.values())]
     nodes = []
     for n in report.nodes:
         if n.op in ("get_attr", "output"):
@@ -80,6 +82,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
         "modules": modules,
         "runs": runs,
         "memory": _memory(report),
+        "labels": {f.name: f.label or f.header for f in listed},  # (what the figures are called on the page)
         "colour_by": {name: known[name].title for name in available},
         "units": {name: _unit(known[name]) for name in available},
     }
