@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fxinspect.cli import main
+from fxinspect.views.explorer.pack import unpack
 
 # 2 layers, 4 heads of 64 / 4 = 16, 2 kv heads, vocab 128
 TINY = {
@@ -137,7 +138,7 @@ def test_cli_html_writes_the_explorer_of_the_prefill_and_of_the_last_decode_step
     decode = tmp_path / "gen.decode.html"  # (its name: the page's stem, .decode)
     assert f"the prefill in {path}, the last decode step (at 22 tokens cached) in {decode}" in capsys.readouterr().out
     pages = {name: _Page(p.read_text(encoding="utf-8")) for name, p in (("prefill", path), ("decode", decode))}
-    data = {name: json.loads(page.scripts["fxinspect-data"]) for name, page in pages.items()}
+    data = {name: unpack(json.loads(page.scripts["fxinspect-data"])) for name, page in pages.items()}
     # the same generation through the API: each page holds every op of its report
     with torch.device("meta"):
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY))

@@ -1,7 +1,7 @@
 """The explorer: one self-contained HTML file to browse a report in a browser.
 
 ``report.to_html(path)`` writes a page that needs no server and makes no request: the
-report's data (:mod:`.payload`), the script and the styles are all inside it. The model
+report's data (:mod:`.payload`, packed by :mod:`.pack`), the script and the styles are all inside it. The model
 opens at its top-level modules with repeated blocks folded, fitted to the window (the
 wheel or a pinch zooms about the pointer, a drag pans, "fit" shows it all again, the
 minimap shows where the view is); clicking a module opens it in place, down to single
@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from ...records import ReportRecord
+from .pack import pack
 from .payload import payload
 
-__all__ = ["explorer_body", "page", "to_html"]
+__all__ = ["SCRIPTS", "explorer_body", "page", "to_html"]
+
+SCRIPTS = ("zoom.js", "unpack.js", "explorer.js")  # an explorer page's scripts, in order
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:
@@ -36,7 +39,7 @@ def to_html(report: ReportRecord, path: str | Path | None = None, what: str = ""
     ``what`` follows the model's name in the title (``"prefill of 8 × 2,048 tokens"``)."""
     root = report.modules.get("")
     title = f"fxinspect: {root.type if root else 'model'}" + (f", {what}" if what else "")
-    return page(title, explorer_body(title) + _TOOLTIP, payload(report), ("zoom.js", "explorer.js"), path)
+    return page(title, explorer_body(title) + _TOOLTIP, pack(payload(report)), SCRIPTS, path)
 
 
 def page(

@@ -20,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import explorer_body, page
+from . import SCRIPTS, explorer_body, page
+from .pack import pack
 from .payload import payload
 
 __all__ = ["diff_html"]
@@ -33,8 +34,8 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
     left = explorer_body(f"this: {_name(d.this)}", ids=False)
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
     body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
-    data = {"this": payload(d.this), "other": payload(d.other), "changes": d.changes()}
-    return page("fxinspect: two reports", body, data, ("zoom.js", "explorer.js"), path, data_id="fxinspect-diff")
+    data = {"this": pack(payload(d.this)), "other": pack(payload(d.other)), "changes": d.changes()}
+    return page("fxinspect: two reports", body, data, SCRIPTS, path, data_id="fxinspect-diff")
 
 
 def _name(report: Any) -> str:

@@ -632,11 +632,11 @@
   // a page of one report (#fxinspect-data), or of two side by side (#fxinspect-diff)
   const one = document.getElementById("fxinspect-data");
   if (one) {
-    window.fxinspect = explorer(document.querySelector(".explorer"), JSON.parse(one.textContent), null);
+    window.fxinspect = explorer(document.querySelector(".explorer"), fxinspectUnpack(JSON.parse(one.textContent)), null);
   } else {
     const both = JSON.parse(document.getElementById("fxinspect-diff").textContent);
     const roots = document.querySelectorAll(".explorer");
-    window.fxinspect = [explorer(roots[0], both.this, both.changes), explorer(roots[1], both.other, both.changes)];
+    window.fxinspect = [explorer(roots[0], fxinspectUnpack(both.this), both.changes), explorer(roots[1], fxinspectUnpack(both.other), both.changes)];
   }
   window.fxinspectReadyAt = performance.now();
   window.fxinspectReady = true;
