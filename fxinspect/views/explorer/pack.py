@@ -37,7 +37,7 @@ _TABLES = ("nodes", "modules")  # the page data's lists (or dicts) of records
 def pack(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (the explorer's payload) with its nodes and modules packed as columns,
     and every whole number written as one."""
-    return {key: _records(_whole(v)) if key in _TABLES else _whole(v) for key, v in data.items()}
+    return {key: _records(v) if key in _TABLES else _whole(v) for key, v in data.items()}
 
 
 def unpack(data: dict[str, Any]) -> dict[str, Any]:
@@ -61,18 +61,26 @@ def _column(records: list[dict[str, Any]], field: str) -> dict[str, Any]:
     """One field of ``records``: its values in full, or its distinct values and an index
     per record, whichever is the shorter."""
     values = [r.get(field, _MISSING) for r in records]
-    texts = [None if v is _MISSING else _text(v) for v in values]
-    first: dict[str, int] = {}
-    distinct = []
-    for v, t in zip(values, texts):
-        if t is not None and t not in first:
-            first[t] = len(distinct)
-            distinct.append(v)
-    at = [-1 if t is None else first[t] for t in texts]
+    first: dict[Any, int] = {}
+    distinct, count, at = [], [], []
+    for v in values:
+        if v is _MISSING:
+            at.append(-1)
+            continue
+        key = _key(v)
+        i = first.get(key)
+        if i is None:
+            i = first[key] = len(distinct)
+            distinct.append(_whole(v))
+            count.append(0)
+        count[i] += 1
+        at.append(i)
     if len(distinct) == 1 and -1 not in at:
         return {"of": _distinct(distinct)}
-    if -1 not in at and len(_text(values)) <= len(_text(distinct)) + len(_text(at)):
-        return {"all": values}
+    lengths = [len(_text(v)) for v in distinct]
+    written = sum(n * c for n, c in zip(lengths, count))  # (each value written out as often as it occurs)
+    if -1 not in at and written <= sum(lengths) + len(_text(at)):
+        return {"all": [distinct[i] for i in at]}
     return {"of": _distinct(distinct), "at": at}
 
 
@@ -95,8 +103,19 @@ def _unpacked(packed: dict[str, Any]) -> list[dict[str, Any]] | dict[str, dict[s
     return dict(zip(packed["keys"], rows)) if "keys" in packed else rows
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_text = _ENCODER.encode
+
+
+def _key(value: Any) -> Any:
+    """What tells a value from the others (1 from True and from "1"; 2.0 is 2)."""
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", _whole(value))
+    if isinstance(value, str):
+        return ("s", value)
+    return ("j", _text(value))
 
 
 def _whole(value: Any) -> Any:
