@@ -288,7 +288,7 @@
     const { boxes, edges } = visible();
     const infos = boxes.map(describe);
     const at = layout(boxes, edges, infos);
-    const norm = scale(infos.map((b, i) => (boxes[i].nodes.length ? b.value : null)));
+    const norm = scale(withOther(infos.map((b, i) => (boxes[i].nodes.length ? b.value : null))));
     let minX = Infinity, maxX = -Infinity;
     boxes.forEach((b, i) => { minX = Math.min(minX, at.x[i] - infos[i].w / 2); maxX = Math.max(maxX, at.x[i] + infos[i].w / 2); });
     const shift = 20 - minX;
@@ -336,6 +336,7 @@
     }).join("");
     drawScale(norm);
     drawCrumbs();
+    drawn();
   }
   let current = null;
   const mini = part("minimap");
@@ -605,6 +606,87 @@
     }
   }
 
+  // ---------------------------------------------------------------- a diff page: two panes as one
+  // Paired, each pane opens, steps, colours, zooms and pans as the other does (where the
+  // other report has the same path: one it lacks is named in a note), and both colour on
+  // one scale, over the boxes drawn in both.
+  let other = null, following = false;
+  function withOther(values) { return other ? values.concat(other.values()) : values; }
+  function drawn() { // (after each draw) the other pane follows what this one did, then this one takes the shared scale
+    if (!other) return;
+    const bar = part("scale");
+    if (bar.innerHTML) bar.insertAdjacentHTML("beforeend", '<span class="shared">one scale for both reports</span>');
+    if (following) return;
+    following = true;
+    try { say([]); other.follow(state()); draw(); } finally { following = false; }
+  }
+  function state() { // what is open and shown, by paths (a run by its first member, its member shown by path)
+    const shownPaths = {};
+    for (const [run, i] of shownMember) shownPaths[run] = data.runs[run].members[i];
+    return { expanded: [...expanded].filter((k) => k), shown: shownPaths, selected: selected, colourBy: colourBy };
+  }
+  function here(key) { // another report's box key as this report's keys ([]: nothing to open; null: its module is not here)
+    if (key.startsWith("s:")) {
+      const [module, stretch] = [key.slice(2, key.lastIndexOf("#")), Number(key.slice(key.lastIndexOf("#") + 1))];
+      return nodes.some((n) => n.module === module && n.stretch === stretch) ? [key] : [];
+    }
+    if (key.startsWith("n:") || key.startsWith("in:")) return index.has(key.slice(key.indexOf(":") + 1)) ? [key] : [];
+    if (key.startsWith("r:")) {
+      const run = runOf.get(key.slice(2));
+      return run !== undefined ? ["r:" + run] : key.slice(2) in modules ? [] : null;
+    }
+    const rest = key.slice(2), at = rest.lastIndexOf("@");
+    const path = rest in modules || at < 0 ? rest : rest.slice(0, at);
+    if (!(path in modules)) return null;
+    const call = path === rest ? null : Number(rest.slice(at + 1));
+    return call !== null && call < modules[path].calls && modules[path].calls > 1 ? [key] : moduleKeys(path);
+  }
+  function follow(s) { // open, show and select as the other pane does; the box it acted on stays where it was here
+    following = true;
+    try {
+      const missing = [];
+      const mapped = (k) => { const mine = here(k); if (mine === null) missing.push(pathOfKey(k).split("@")[0]); return mine || []; };
+      const anchor = s.selected ? (mapped(s.selected)[0] || null) : null;
+      const before = anchor && current.centres.has(anchor) ? zoom.screen(current.centres.get(anchor)) : null;
+      expanded.clear(); expanded.add("");
+      for (const k of s.expanded) for (const mine of mapped(k)) expanded.add(mine);
+      shownMember.clear();
+      for (const member of Object.values(s.shown)) {
+        const run = runOf.get(member);
+        if (run !== undefined) shownMember.set(run, data.runs[run].members.indexOf(member));
+        else if (!(member in modules)) missing.push(member);
+      }
+      if (s.colourBy === null || s.colourBy in data.colour_by) { colourBy = s.colourBy; choose.value = s.colourBy || ""; }
+      selected = anchor;
+      draw();
+      const kept = anchor && (current.centres.has(anchor) ? anchor : (current.boxes.find((b) => within(b.key, anchor)) || {}).key);
+      if (before && kept) zoom.keep(current.centres.get(kept), before);
+      panel(selected);
+      say([...new Set(missing)]);
+    } finally { following = false; }
+  }
+  function say(missing) { // the paths the other pane opened that this report lacks
+    let note = root.querySelector(".canvas .missing");
+    if (!note) { note = document.createElement("div"); note.className = "missing"; root.querySelector(".canvas").appendChild(note); }
+    note.hidden = !missing.length;
+    note.textContent = missing.length ? "not in this report: " + missing.join(", ") : "";
+  }
+  function pairing() {
+    return {
+      pair(pane) { // pane: the other explorer's controls; the two follow each other from here on
+        if (other) return;
+        other = pane;
+        pane.pair(controls);
+        zoom.onMove((before, after) => pane.followView(before, after));
+        draw();
+      },
+      follow: follow,
+      followView(before, after) { zoom.follow(before, after); },
+      values() { return current ? current.infos.map((b, i) => (current.boxes[i].nodes.length ? b.value : null)) : []; },
+      fill(v) { const norm = scale(withOther(controls.values())); return norm ? colour(norm.at(v))[0] : null; }, // (the fill of a box of value v)
+    };
+  }
+
   // for scripts and tests: open everything, close everything, count the boxes drawn
   const controls = {
     expandAll() {
@@ -619,6 +701,8 @@
     fit() { zoom.fit(); },
     view() { return { k: zoom.view.k, x: zoom.view.x, y: zoom.view.y }; }, // screen = drawing * k + (x, y)
   };
+
+  Object.assign(controls, pairing());
 
   // the first view: the root's children, repeated blocks folded, all in sight
   draw();
@@ -637,6 +721,7 @@
     const both = JSON.parse(document.getElementById("fxinspect-diff").textContent);
     const roots = document.querySelectorAll(".explorer");
     window.fxinspect = [explorer(roots[0], fxinspectUnpack(both.this), both.changes), explorer(roots[1], fxinspectUnpack(both.other), both.changes)];
+    window.fxinspect[0].pair(window.fxinspect[1]);
   }
   window.fxinspectReadyAt = performance.now();
   window.fxinspectReady = true;

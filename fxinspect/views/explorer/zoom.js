@@ -9,6 +9,10 @@ function fxinspectZoom(svg, minimap) {
   const clamp = (k) => Math.max(1e-3, Math.min(8, k));
   const size = () => { const r = svg.getBoundingClientRect(); return [r.width, r.height]; };
   const at = (e) => { const r = svg.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+  // (a diff page: told of each move the hand makes here, the other pane makes the same)
+  let follower = null, following = false;
+  const viewNow = () => ({ k: view.k, x: view.x, y: view.y });
+  function tell(before) { if (follower && !following) follower(before, viewNow()); }
 
   function apply() {
     const g = svg.querySelector("g.view");
@@ -34,6 +38,7 @@ function fxinspectZoom(svg, minimap) {
     view.x = (W - extent.w * view.k) / 2;
     view.y = (H - extent.h * view.k) / 2;
     apply();
+    tell(null);
   }
   function centre([gx, gy], k) { // the drawing's point (gx, gy) in the middle, at scale k when given
     const [W, H] = size();
@@ -48,7 +53,9 @@ function fxinspectZoom(svg, minimap) {
   svg.addEventListener("wheel", (e) => {
     e.preventDefault();
     const lines = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1; // (a wheel may count lines or pages)
+    const before = viewNow();
     zoomAt(at(e), Math.exp(-e.deltaY * lines * (e.ctrlKey ? 0.01 : 0.002)));
+    tell(before);
   }, { passive: false });
 
   // drag to pan (one pointer), pinch to zoom (two)
@@ -67,13 +74,14 @@ function fxinspectZoom(svg, minimap) {
   window.addEventListener("pointermove", (e) => {
     const was = pointers.get(e.pointerId);
     if (!was) return;
-    const now = at(e);
+    const now = at(e), before = viewNow();
     pointers.set(e.pointerId, now);
     if (pointers.size === 2 && spread) {
       const next = pinch();
       view.x += next.c[0] - spread.c[0]; view.y += next.c[1] - spread.c[1];
       zoomAt(next.c, next.d / spread.d);
       spread = next; dragged = true;
+      tell(before);
       return;
     }
     moved += Math.abs(now[0] - was[0]) + Math.abs(now[1] - was[1]);
@@ -82,6 +90,7 @@ function fxinspectZoom(svg, minimap) {
       svg.classList.add("panning");
       view.x += now[0] - was[0]; view.y += now[1] - was[1];
       apply();
+      tell(before);
     }
   });
   const release = (e) => { pointers.delete(e.pointerId); spread = null; svg.classList.remove("panning"); };
@@ -93,7 +102,9 @@ function fxinspectZoom(svg, minimap) {
     const go = (e) => {
       const r = minimap.getBoundingClientRect(), vb = minimap.viewBox.baseVal;
       const s = Math.max(vb.width / r.width, vb.height / r.height); // (the minimap keeps the drawing's aspect)
+      const before = viewNow();
       centre([vb.x + (e.clientX - r.left - (r.width - vb.width / s) / 2) * s, vb.y + (e.clientY - r.top - (r.height - vb.height / s) / 2) * s]);
+      tell(before);
     };
     minimap.addEventListener("pointerdown", (e) => { go(e); minimap.onpointermove = (m) => { if (m.buttons) go(m); }; });
   }
@@ -107,5 +118,15 @@ function fxinspectZoom(svg, minimap) {
     zoomAt: zoomAt,
     apply: apply,
     setExtent(w, h) { extent = { w: w, h: h }; },
+    onMove(f) { follower = f; }, // f(before, after): a view moved by hand (before null: a fit)
+    follow(before, after) { // the move another pane made: the same zoom about the same point, the same pan; a fit, a fit
+      following = true;
+      try {
+        if (!before) { fit(); return; }
+        const r = after.k / before.k;
+        view.k *= r; view.x = view.x * r + after.x - before.x * r; view.y = view.y * r + after.y - before.y * r;
+        apply();
+      } finally { following = false; }
+    },
   };
 }
