@@ -31,7 +31,8 @@ way: per module a heat map per quantity over the logged steps (hover a cell for 
 step, bin and count), the findings first, each linked to its module; and
 ``report.diff(other).to_html(path)`` (``fxinspect.diff_html(a, b, path)``) two reports'
 explorers side by side, each module that differs framed in red with its change written in
-it.
+it; the two panes open, step, zoom and pan together (a path one report lacks is named in a
+note on its side) and colour on one scale, over the boxes of both.
 """
 
 from __future__ import annotations
