@@ -110,6 +110,8 @@ def test_cli_prints_the_same_table_as_the_api_and_a_bert_from_the_shell(tmp_path
             "attention_mask=1,16",
             "--no-timing",
             "--no-memory",
+            "--depth",
+            "3",  # (the layers' run: the default table stops at depth 2, encoder.layer)
         ]
     )
     out = capsys.readouterr().out
