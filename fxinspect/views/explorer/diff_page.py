@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import explorer_body, page
+from . import SCRIPTS, explorer_body, page
 from .payload import payload
 
 __all__ = ["diff_html"]
@@ -34,7 +34,7 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
     body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
     data = {"this": payload(d.this), "other": payload(d.other), "changes": d.changes()}
-    return page("fxinspect: two reports", body, data, ("zoom.js", "explorer.js"), path, data_id="fxinspect-diff")
+    return page("fxinspect: two reports", body, data, SCRIPTS, path, data_id="fxinspect-diff")
 
 
 def _name(report: Any) -> str:
