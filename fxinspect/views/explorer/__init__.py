@@ -105,7 +105,7 @@ def explorer_body(title: str, ids: bool = True) -> str:
     return f"""<div class="explorer">
 <header>
 <h2 class="heading">{html.escape(title)}</h2>
-<input {attrs("search")} type="search" placeholder="find a module or op (Enter)" size="28">
+<input {attrs("search")} type="search" placeholder="find: name, type, aten.op, /regex/ (Enter)" size="28">
 <label>colour by <select {attrs("colour")}></select></label>
 <button {attrs("collapse")} type="button">collapse all</button>
 <button {attrs("fit")} type="button" title="the whole graph in sight (wheel or pinch: zoom, drag: pan)">fit</button>

@@ -590,7 +590,7 @@
     const opened = nodeName ? chain : chain.slice(0, -1);
     for (const p of chain) {
       const run = runOf.get(p);
-      if (run !== undefined) { expanded.add("r:" + run); shownMember.set(run, data.runs[run].members.indexOf(p)); }
+      if (run !== undefined) { expanded.add("r:" + run); step(run, data.runs[run].members.indexOf(p) - (shownMember.get(run) || 0)); }
     }
     for (const p of opened) for (const k of moduleKeys(p)) expanded.add(k);
     const found = nodeName ? nodes[index.get(nodeName)] : null;

@@ -1,8 +1,8 @@
 // fxinspect explorer: find modules and ops. A query lists every hit (name, type, path) in
 // a list with previous/next; Enter steps to the next hit (Shift+Enter: the previous) and
 // `reveal` opens the way to it. A query matches a module's path or type and an op's name
-// or kind, without regard to case ("Linear", "conv2d", "c_fc"); "aten.mm" or "torch.mm"
-// is the op kind mm exactly; "/layers\.\d+\.mlp/" a regular expression. Loaded before
+// or kind, without regard to case ("Linear", "conv2d", "c_fc"); "aten.mm", "aten.mm.default"
+// or "torch.mm" is the op kind mm exactly; "/layers\.\d+\.mlp/" a regular expression. Loaded before
 // explorer.js.
 function fxinspectFind(input, list, data, reveal) {
   "use strict";
@@ -21,7 +21,7 @@ function fxinspectFind(input, list, data, reveal) {
         return null;
       }
     }
-    const exact = /^(aten|torch|F)\.(\w+?)(\.default)?$/.exec(q); // an op kind by its qualified name
+    const exact = /^(aten|torch|F)\.(\w+?)(\.\w+)?$/.exec(q); // an op kind by its qualified name (an overload aside)
     if (exact) return { any: () => false, kind: exact[2].toLowerCase() };
     const lower = q.toLowerCase();
     return { any: (text) => text.toLowerCase().includes(lower), kind: null };
