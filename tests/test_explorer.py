@@ -426,3 +426,190 @@ def test_a_notebook_shows_the_explorer_inline_with_nothing_fetched(browser, gpt2
     frame.locator('[data-path="transformer"]').click()  # it works there as on its own page
     assert frame.locator('[data-path="transformer.h.0–1"]').count() == 1
     assert [u for u in asked if u.startswith("http")] == [] and errors == []
+
+
+# ---------------------------------------------------------------- finding things, the colour scale, the table
+
+
+def _expected_hits(report, query: str) -> list[str]:
+    """What a query finds, by the rule the page states: a module's path or type, an op's
+    name or kind, case aside; ``/.../`` a regular expression; ``aten.X`` the op kind X."""
+    if query.startswith("/"):
+        match = re.compile(query.strip("/"), re.I).search
+    else:
+        match = lambda text: query.lower() in text.lower()  # noqa: E731
+    kind = query[5:].split(".")[0] if query.startswith("aten.") else None  # (an overload aside)
+    found = [p for p, m in report.modules.items() if p and kind is None and (match(p) or match(m.type))]
+    for n in report.nodes:
+        if n.is_op and (n.label == kind if kind else match(n.name) or match(n.label)):
+            found.append(n.name)
+        elif n.op == "placeholder" and kind is None and match(n.name):
+            found.append(n.name)
+    return found
+
+
+def _selected(page) -> str:
+    box = page.locator(".box.selected")
+    assert box.count() == 1
+    return box.get_attribute("data-path") or box.get_attribute("data-node")
+
+
+# a Conv1D per projection: c_attn, c_proj, c_fc, c_proj in each of 2 layers = 8 modules; the
+# same 8 are addmm ops; the regex: each layer's mlp and its 4 children = 10 modules
+@pytest.mark.parametrize(
+    ("query", "count"),
+    [("Conv1D", 8), ("aten.addmm", 8), ("aten.addmm.default", 8), (r"/h\.\d+\.mlp/", 10), ("c_fc", 2)],
+)
+def test_search_lists_every_hit_and_steps_through_them(browser, gpt2, tmp_path, query, count):
+    expected = _expected_hits(gpt2, query)
+    assert len(expected) == count
+    page, errors = _open(browser, gpt2, tmp_path)
+    page.fill("#search", query)
+    page.press("#search", "Enter")
+    rows = page.eval_on_selector_all("#hits tr[data-hit]", "els => els.map(e => e.cells[0].textContent)")
+    assert rows == expected and page.inner_text('#hits [data-part="count"]') == f"1 of {count}"
+    assert _selected(page) == expected[0]
+    page.click('#hits [data-go="1"]')  # next
+    assert _selected(page) == expected[1] and page.inner_text('#hits [data-part="count"]') == f"2 of {count}"
+    page.click('#hits [data-go="-1"]')  # previous
+    assert _selected(page) == expected[0]
+    page.press("#search", "Enter")  # Enter on the same query steps on
+    assert _selected(page) == expected[1]
+    page.press("#search", "Shift+Enter")
+    assert _selected(page) == expected[0]
+    page.click(f'#hits tr[data-hit="{count - 1}"]')  # a hit in the list, clicked
+    assert _selected(page) == expected[-1] and page.inner_text('#hits [data-part="count"]') == f"{count} of {count}"
+    assert errors == []
+
+
+def test_a_hit_in_a_folded_run_or_a_closed_parent_is_drawn_and_selected(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    page.fill("#search", "transformer.h.1.mlp.c_fc")  # inside the second member of the run h.0–1
+    page.press("#search", "Enter")
+    assert _selected(page) == "transformer.h.1.mlp.c_fc" and "(2 of 2)" in page.inner_text("#runs")
+    # an op of the second member's MLP, by a regular expression on its name
+    op = [n.name for n in gpt2.nodes if n.label == "addmm" and n.module_path.startswith("transformer.h.1.mlp")][-1]
+    page.click("#collapse")
+    page.fill("#search", f"/^{op}$/")
+    page.press("#search", "Enter")
+    assert _selected(page) == op and page.locator(f'[data-node="{op}"]').count() == 1
+    assert "(2 of 2)" in page.inner_text("#runs") and errors == []
+    page.fill("#search", "/[/")  # not an expression: nothing found, said so
+    page.press("#search", "Enter")
+    assert page.inner_text('#hits [data-part="count"]') == "0 of 0" and "missing" in page.get_attribute(
+        "#search", "class"
+    )
+
+
+def test_a_boxs_colour_is_the_same_figure_on_one_scale_at_every_level(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    fill = lambda path: page.get_attribute(f'[data-path="{path}"] rect', "fill")  # noqa: E731
+    top = fill("lm_head")
+    for path in ("transformer", "transformer.h.0–1", "transformer.h.0", "transformer.h.0.mlp"):
+        page.evaluate("window.fxinspect.fit()")  # (every box in sight to click)
+        page.click(f'[data-path="{path}"]')  # opened from the top, a level at a time
+    assert fill("lm_head") == top
+    clicked = fill("transformer.h.0.mlp.c_fc")
+    page.click("#collapse")
+    page.fill("#search", "transformer.h.0.mlp.c_fc")
+    page.press("#search", "Enter")  # reached by search
+    assert fill("transformer.h.0.mlp.c_fc") == clicked and fill("lm_head") == top
+    # the bar says what the scale spans: the smallest op, a residual add of 1 x 16 x 64 = 1,024
+    # FLOPs, to the largest box, the transformer (every op but lm_head's)
+    smallest = min(n.flops for n in gpt2.nodes if n.is_op and n.flops)
+    largest = max(m.flops for p, m in gpt2.modules.items() if p)
+    assert (
+        smallest == 1024
+        and largest == gpt2.modules["transformer"].flops == gpt2.modules[""].flops - gpt2.modules["lm_head"].flops
+    )
+    span = page.inner_text("#scale .span")
+    trimmed = re.sub(r"\.?0+ ", " ", fmt.count(largest))  # (the bar's marks drop trailing zeros: 3.40 M -> 3.4 M)
+    assert "1.02 K (smallest op)" in span and f"{trimmed} (largest box)" in span and errors == []
+
+
+@pytest.mark.parametrize("figure", ["macs", "bytes_read"])
+def test_the_table_sorts_by_a_figure_both_ways(browser, gpt2, tmp_path, figure):
+    page, errors = _open(browser, gpt2, tmp_path)
+    listed = [p for p in gpt2.modules if p]
+    order = lambda: page.eval_on_selector_all("#table tbody tr", "els => els.map(e => e.dataset.row)")  # noqa: E731
+    value = lambda p: getattr(gpt2.modules[p], figure)  # noqa: E731
+    head = f'#table th[data-sort="{figure}"]'
+    page.click(head)
+    assert order() == sorted(listed, key=lambda p: -value(p))  # (ties keep the report's order)
+    assert page.get_attribute(head, "aria-sort") == "descending" and page.inner_text(head).endswith("▼")
+    page.click(head)
+    assert order() == sorted(listed, key=value)
+    assert page.get_attribute(head, "aria-sort") == "ascending" and page.inner_text(head).endswith("▲")
+    assert order()[0] != order()[-1] and errors == []
+
+
+def _tip_inside(page) -> bool:
+    tip = page.locator('[role="tooltip"]')
+    assert tip.is_visible()
+    box = tip.bounding_box()  # (in the viewport's pixels)
+    size = page.viewport_size
+    return (
+        box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= size["width"]
+        and box["y"] + box["height"] <= size["height"]
+    )
+
+
+def test_a_tooltip_near_the_windows_edges_stays_inside_it(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    canvas = page.locator("#graph").bounding_box()
+    box = page.locator('[data-path="lm_head"]').bounding_box()
+    corner = (canvas["x"] + canvas["width"] - 6, canvas["y"] + canvas["height"] - 6)
+    page.mouse.move(box["x"] + 5, box["y"] + 5)  # drag lm_head's corner to the canvas's bottom-right corner
+    page.mouse.down()
+    page.mouse.move(*corner, steps=4)
+    page.mouse.up()
+    page.mouse.move(corner[0] - 60, corner[1] - 60)
+    page.mouse.move(*corner)  # the pointer on lm_head, 6 px from the window's bottom
+    assert "lm_head" in page.inner_text('[role="tooltip"]') and _tip_inside(page)
+    # the memory timeline, 900 px wide: near its right end in a window 960 px wide
+    page.set_viewport_size({"width": 960, "height": 900})
+    page.locator(".timeline").scroll_into_view_if_needed()
+    chart = page.locator(".timeline").bounding_box()
+    page.mouse.move(chart["x"] + 880, chart["y"] + 90)
+    assert _tip_inside(page) and errors == []
+
+
+def test_the_header_keeps_its_height_when_breadcrumbs_appear(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)  # (1,400 px wide: before, the crumbs wrapped the header to 2 lines)
+    before = page.locator("header").bounding_box()["height"], page.locator("#graph").bounding_box()["y"]
+    assert page.inner_text("#crumbs") == ""
+    page.fill("#search", "transformer.h.0.attn.attn_dropout")  # the deepest path: six crumbs
+    page.press("#search", "Enter")
+    assert page.inner_text("#crumbs").endswith("attn_dropout")
+    after = page.locator("header").bounding_box()["height"], page.locator("#graph").bounding_box()["y"]
+    assert after == before and page.locator("#crumbs").bounding_box()["height"] == 16 and errors == []  # one line
+
+
+def test_the_view_exports_as_svg_and_png_files_named_after_the_model(browser, gpt2, tmp_path):
+    import struct
+    import xml.etree.ElementTree as ET
+
+    page, errors = _open(browser, gpt2, tmp_path)
+    page.click('[data-path="transformer"]')
+    drawn = _paths(page)
+    with page.expect_download() as svg:
+        page.click("#svg")
+    assert svg.value.suggested_filename == "GPT2LMHeadModel.svg"
+    root = ET.parse(svg.value.path()).getroot()  # it parses as XML, an <svg> with every box drawn
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    boxes = [g for g in root.iter() if g.get("data-key")]
+    assert [g.get("data-path") for g in boxes if g.get("data-path")] == drawn
+    assert len(boxes) == page.locator(".box").count()
+    # its styles on its elements (the page's sheet does not travel): the box outline
+    rect = next(g for g in boxes if g.get("data-path") == "lm_head").find("{http://www.w3.org/2000/svg}rect")
+    assert "stroke:rgb(51, 51, 51)" in rect.get("style") and "class" not in rect.attrib
+    width, height = float(root.get("width")), float(root.get("height"))
+    with page.expect_download() as png:
+        page.click("#png")
+    assert png.value.suggested_filename == "GPT2LMHeadModel.png"
+    data = open(png.value.path(), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    # twice the SVG's size (a small drawing is rendered at scale 2)
+    assert struct.unpack(">II", data[16:24]) == (round(2 * width), round(2 * height)) and errors == []

@@ -13,7 +13,9 @@ path, ``transformer.h.0–11``), every op box ``data-node``; hovering shows an e
 with ``role="tooltip"``; ``window.fxinspectReady`` is true once the first view is drawn
 and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment; the
 drawing's scale is the ``transform`` of the graph's ``g.view`` (and
-``window.fxinspect.view()``), a run's arrows carry ``data-step``.
+``window.fxinspect.view()``), a run's arrows carry ``data-step``; the search lists its
+hits in ``data-part="hits"`` (a row per hit, ``data-hit``), the buttons ``svg`` and ``png``
+save the view drawn as files named after the model.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .payload import payload
 
 __all__ = ["SCRIPTS", "explorer_body", "page", "to_html"]
 
-SCRIPTS = ("zoom.js", "unpack.js", "explorer.js")  # an explorer page's scripts, in order
+SCRIPTS = ("zoom.js", "unpack.js", "find.js", "export.js", "explorer.js")  # an explorer's scripts, in the order they load
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:
@@ -104,15 +106,17 @@ def explorer_body(title: str, ids: bool = True) -> str:
     return f"""<div class="explorer">
 <header>
 <h2 class="heading">{html.escape(title)}</h2>
-<input {attrs("search")} type="search" placeholder="find a module or op (Enter)" size="28">
+<input {attrs("search")} type="search" placeholder="find: name, type, aten.op, /regex/ (Enter)" size="28">
 <label>colour by <select {attrs("colour")}></select></label>
 <button {attrs("collapse")} type="button">collapse all</button>
 <button {attrs("fit")} type="button" title="the whole graph in sight (wheel or pinch: zoom, drag: pan)">fit</button>
+<button {attrs("svg")} type="button" title="save the view drawn as an SVG file">SVG</button>
+<button {attrs("png")} type="button" title="save the view drawn as a PNG picture">PNG</button>
 <span {attrs("crumbs")}></span>
 <div {attrs("scale")}></div>
 </header>
 <main>
-<div class="canvas"><div {attrs("runs")}></div><svg {attrs("graph")} xmlns="http://www.w3.org/2000/svg"></svg>
+<div class="canvas"><div {attrs("runs")}></div><div {attrs("hits")} hidden></div><svg {attrs("graph")} xmlns="http://www.w3.org/2000/svg"></svg>
 <svg {attrs("minimap")} xmlns="http://www.w3.org/2000/svg"></svg></div>
 <aside {attrs("panel")}></aside>
 </main>

@@ -276,19 +276,40 @@
     return [`rgb(${c[0]},${c[1]},${c[2]})`, 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2] < 128];
   }
   function scale(values) {
-    const known = values.filter((v) => v !== null && v > 0);
-    if (!known.length) return null;
-    const lo = Math.min(...known), hi = Math.max(...known);
+    let lo = Infinity, hi = 0; // (a loop: a spread of 100,000 values overflows the stack)
+    for (const v of values) if (v !== null && v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    if (!hi) return null;
     if (hi > 100 * lo) return { log: true, lo: lo, hi: hi, at: (v) => Math.log(v / lo) / Math.log(hi / lo) };
     return { log: false, lo: 0, hi: hi, at: (v) => v / hi };
   }
+
+  // one scale per figure, whatever is open: from the smallest op to the largest box that
+  // can be drawn (a module, a folded run, a stretch of ops), so a colour means the same
+  // figure at every level and the costliest leaf stands out from anywhere
+  const spans = new Map();
+  function spanValues(field) { // every op's value and every box's sum that can be drawn: one scale at every level
+    if (spans.has(field)) return spans.get(field);
+    const sums = new Map(), add = (key, v) => sums.set(key, (sums.get(key) || 0) + v), values = [];
+    for (const n of nodes) {
+      const v = n.values[field];
+      if (n.kind !== "op" || v === null || v === undefined) continue;
+      values.push(v);
+      for (const p of chainOf(n.module)) add(p, v);
+      if (n.stretch !== undefined) add(`s:${n.module}#${n.stretch}`, v);
+    }
+    for (const run of Object.values(data.runs)) add("r:" + run.members[0], run.members.reduce((s, p) => s + (sums.get(p) || 0), 0));
+    const all = values.concat([...sums.values()]);
+    spans.set(field, all);
+    return all;
+  }
+  function span(field) { return scale(withOther(spanValues(field))); } // (a diff page: over both reports)
 
   // ---------------------------------------------------------------- drawing
   function draw() {
     const { boxes, edges } = visible();
     const infos = boxes.map(describe);
     const at = layout(boxes, edges, infos);
-    const norm = scale(withOther(infos.map((b, i) => (boxes[i].nodes.length ? b.value : null))));
+    const norm = colourBy ? span(colourBy) : null;
     let minX = Infinity, maxX = -Infinity;
     boxes.forEach((b, i) => { minX = Math.min(minX, at.x[i] - infos[i].w / 2); maxX = Math.max(maxX, at.x[i] + infos[i].w / 2); });
     const shift = 20 - minX;
@@ -360,7 +381,8 @@
       for (let k = 0; k <= 4; k++) marks.push((norm.hi * k) / 4);
     }
     const unit = data.units[colourBy];
-    bar.innerHTML = `<span class="scale-title">${esc(data.colour_by[colourBy])} per box</span>` +
+    const spanned = `one scale at every level: ${trim(format(norm.lo, unit))} (smallest op) to ${trim(format(norm.hi, unit))} (largest box)`;
+    bar.innerHTML = `<span class="scale-title" title="${esc(spanned)}">${esc(data.colour_by[colourBy])} per box<br><small class="span">${esc(spanned)}</small></span>` +
       `<div class="gradient" style="background:linear-gradient(to right,${stops})"></div>` +
       `<div class="marks">${marks.map((v) => `<span style="left:${100 * norm.at(v)}%">${esc(trim(format(v, unit)))}</span>`).join("")}</div>`;
   }
@@ -413,8 +435,8 @@
     let sortBy = null, descending = true;
     function render() {
       const sorted = rows.slice();
-      if (sortBy) sorted.sort((a, b) => ((b[1].raw[sortBy] ?? -1) - (a[1].raw[sortBy] ?? -1)) * (descending ? 1 : -1));
-      el.innerHTML = "<thead><tr><th>module</th><th>type</th>" + fields.map((f) => `<th data-sort="${f}" class="sortable">${esc(data.labels[f] || f)}</th>`).join("") +
+      if (sortBy) sorted.sort((a, b) => byFigure(a[1].raw[sortBy], b[1].raw[sortBy], descending));
+      el.innerHTML = "<thead><tr><th>module</th><th>type</th>" + fields.map((f) => sortHeader(f, sortBy, descending)).join("") +
         "</tr></thead><tbody>" + sorted.map(([p, m]) => `<tr data-row="${esc(p)}"><td>${esc(p)}</td><td>${esc(m.type)}</td>` +
         fields.map((f) => `<td>${esc(m.figures[f])}</td>`).join("") + "</tr>").join("") + "</tbody>";
     }
@@ -426,6 +448,18 @@
       render();
     });
     render();
+  }
+
+  // the table's order by a figure: by its number either way, a module without it last
+  function byFigure(a, b, descending) {
+    const none = (v) => v === null || v === undefined;
+    if (none(a) || none(b)) return none(a) - none(b);
+    return descending ? b - a : a - b;
+  }
+  function sortHeader(f, sortBy, descending) { // a figure's column head, with the order it sorts by when it does
+    const order = f === sortBy ? (descending ? "descending" : "ascending") : "none";
+    const mark = f === sortBy ? (descending ? " ▼" : " ▲") : "";
+    return `<th data-sort="${f}" class="sortable" aria-sort="${order}" title="sort by ${esc(data.labels[f] || f)}">${esc(data.labels[f] || f)}${mark}</th>`;
   }
 
   // ---------------------------------------------------------------- interaction
@@ -491,10 +525,23 @@
     const i = current.boxes.findIndex((b) => b.key === key);
     tooltip.innerHTML = tip(current.boxes[i], current.infos[i]);
     tooltip.hidden = false;
+    place(e);
   });
-  graph.addEventListener("mousemove", (e) => { tooltip.style.left = e.pageX + 14 + "px"; tooltip.style.top = e.pageY + 14 + "px"; });
+  graph.addEventListener("mousemove", place);
   graph.addEventListener("mouseout", (e) => { if (!keyOf(e.relatedTarget || document.body)) tooltip.hidden = true; });
 
+  // the tooltip beside the pointer, inside the window: on its left or above it when there
+  // is no room on the right or below, and never past the window's edge
+  function place(e) {
+    const w = tooltip.offsetWidth, h = tooltip.offsetHeight, W = document.documentElement.clientWidth, H = document.documentElement.clientHeight;
+    let x = e.clientX + 14, y = e.clientY + 14;
+    if (x + w > W - 4) x = e.clientX - 14 - w;
+    if (y + h > H - 4) y = e.clientY - 14 - h;
+    x = Math.max(4, Math.min(x, W - 4 - w));
+    y = Math.max(4, Math.min(y, H - 4 - h));
+    tooltip.style.left = x + window.scrollX + "px";
+    tooltip.style.top = y + window.scrollY + "px";
+  }
   function tip(box, info) {
     const rows = [];
     const k = box.key;
@@ -521,6 +568,10 @@
   });
   part("collapse").addEventListener("click", () => controls.collapseAll());
   part("fit").addEventListener("click", () => zoom.fit());
+  // the view drawn as a file, named after the model (its root module's type)
+  const saved = fxinspectExport(graph, ((modules[""] || {}).type || "model").replace(/[^\w.-]+/g, "_"));
+  part("svg").addEventListener("click", () => saved.svg());
+  part("png").addEventListener("click", () => saved.png());
   part("runs").addEventListener("click", (e) => {
     const arrow = e.target.closest("[data-run]");
     if (!arrow) return;
@@ -531,38 +582,34 @@
     panel(selected);
   });
 
-  function reveal(query) {
-    const q = query.trim().toLowerCase();
-    if (!q) return false;
-    let target = Object.keys(modules).find((p) => p && p.toLowerCase().includes(q));
-    let nodeName = null;
-    if (target === undefined) {
-      const n = nodes.find((n) => n.name.toLowerCase().includes(q));
-      if (!n) return false;
-      nodeName = n.name;
-      target = n.module;
-    }
+  // open the way to a hit of the search (a module's path or an op's node name), select it
+  // and bring it into sight: a run above it steps to the member holding it
+  function reveal(hit) {
+    const nodeName = hit.node || null;
+    const target = nodeName ? nodes[index.get(nodeName)].module : hit.path;
     // open every module (and run) above the target, and the target's own module for a node
     const chain = chainOf(target);
     const opened = nodeName ? chain : chain.slice(0, -1);
     for (const p of chain) {
       const run = runOf.get(p);
-      if (run !== undefined) { expanded.add("r:" + run); shownMember.set(run, data.runs[run].members.indexOf(p)); }
+      if (run !== undefined) { expanded.add("r:" + run); step(run, data.runs[run].members.indexOf(p) - (shownMember.get(run) || 0)); }
     }
     for (const p of opened) for (const k of moduleKeys(p)) expanded.add(k);
     const found = nodeName ? nodes[index.get(nodeName)] : null;
     if (found && found.stretch !== undefined) expanded.add(`s:${found.module}#${found.stretch}`);
-    selected = nodeName ? "n:" + nodeName : moduleKeys(target)[0];
+    selected = nodeName ? (found.kind === "input" ? "in:" : "n:") + nodeName : moduleKeys(target)[0];
     const run = runOf.get(target);
     if (!nodeName && run !== undefined) expanded.add("r:" + run);
+    if (!nodeName) for (const k of moduleKeys(target)) if (expanded.has(k)) toggle(k); // a module hit open: closed, to be seen
+    if (!nodeName && transparent.has(target)) { // a container of one folded run: the run is its box
+      selected = "r:" + modules[target].children[0][0];
+      expanded.delete(selected);
+    }
     draw();
     panel(selected);
     if (current.centres.has(selected)) zoom.centre(current.centres.get(selected), Math.max(zoom.view.k, 1));
-    return true;
   }
-  part("search").addEventListener("keydown", (e) => {
-    if (e.key === "Enter") e.target.classList.toggle("missing", !reveal(e.target.value));
-  });
+  const finder = fxinspectFind(part("search"), part("hits"), data, reveal);
 
   const choose = part("colour");
   choose.innerHTML = Object.entries(data.colour_by).map(([k, v]) => `<option value="${k}"${k === colourBy ? " selected" : ""}>${esc(v)}</option>`).join("") + '<option value="">no colour</option>';
@@ -595,7 +642,7 @@
       cursor.setAttribute("cx", X(at)); cursor.setAttribute("cy", Y(bytes)); cursor.style.display = "";
       tooltip.innerHTML = `<b>${esc(nodeAt(at))}</b><table><tr><th>aten op</th><td>${at}</td></tr><tr><th>held</th><td>${esc(format(bytes, "bytes"))}</td></tr></table>`;
       tooltip.hidden = false;
-      tooltip.style.left = e.pageX + 14 + "px"; tooltip.style.top = e.pageY + 14 + "px";
+      place(e);
     });
     svg.addEventListener("mouseleave", () => { tooltip.hidden = true; cursor.style.display = "none"; });
     function nodeAt(op) { // the node whose ops include op index `op` (ops after a start belong to it)
@@ -682,7 +729,7 @@
       },
       follow: follow,
       followView(before, after) { zoom.follow(before, after); },
-      values() { return current ? current.infos.map((b, i) => (current.boxes[i].nodes.length ? b.value : null)) : []; },
+      values() { return colourBy ? spanValues(colourBy) : []; }, // (the values this pane's scale spans)
       fill(v) { const norm = scale(withOther(controls.values())); return norm ? colour(norm.at(v))[0] : null; }, // (the fill of a box of value v)
     };
   }
