@@ -142,7 +142,7 @@ def test_opening_everything_draws_every_op_once_of_the_member_shown(browser, gpt
 
 
 @pytest.mark.slow
-def test_the_70b_training_report_opens_fast(browser, tmp_path):
+def test_the_70b_training_report_fits_3_mb_and_opens_everything(browser, tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
@@ -156,11 +156,10 @@ def test_the_70b_training_report_opens_fast(browser, tmp_path):
     )
     page, errors = _open(browser, report, tmp_path)
     assert (tmp_path / "report.html").stat().st_size <= 3_000_000
-    assert page.evaluate("window.fxinspectReadyAt") < 1000  # ms from the navigation's start
-    spent = page.evaluate(
-        "() => { const s = performance.now(); window.fxinspect.expandAll(); return performance.now() - s; }"
-    )
-    assert spent < 2000 and errors == []
+    # (how fast it opens is measured by benchmarks/explorer.py, never bounded in a test)
+    page.evaluate("() => window.fxinspect.expandAll()")
+    drawn = page.locator("[data-node]").count()
+    assert 0 < drawn < sum(n.is_op for n in report.nodes) and errors == []  # one member of each run drawn
 
 
 def test_the_memory_timeline_names_the_node_at_the_peak(browser, tmp_path):
