@@ -5,7 +5,6 @@ NaN/Inf counts and value statistics are unavailable (``None``, never zero)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 import torch
@@ -277,15 +276,14 @@ def test_llama7b_on_meta():
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig()).eval()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
     _reset_peak_rss()
-    start, begin = _peak_rss(), time.perf_counter()
+    start = _peak_rss()
     with torch.no_grad():
         report = fxinspect.analyze(model, {"input_ids": ids, "use_cache": False}, timing=False)
-    seconds, grown = time.perf_counter() - begin, _peak_rss() - start
+    grown = _peak_rss() - start
     # embedding + lm_head 2 * 32000*4096 + 32 * (4*4096*4096 + 3*4096*11008 + 2*4096) + 4096
     assert report.totals.params == 6_738_415_616
     # Linears: 2 * 2048 tokens * 6,607,077,376 weights = 27,062,588,932,096
     # attention: 4 * 2048^2 * 4096 * 32 layers       =  2,199,023,255,552
     assert 2 * report.totals.macs == 29_261_612_187_648
     assert not report.totals.partial, report.uncounted
-    assert grown < 4 * 2**30, f"peak RSS grew by {grown / 2**30:.2f} GiB"
-    assert seconds < 60
+    assert grown < 4 * 2**30, f"peak RSS grew by {grown / 2**30:.2f} GiB"  # (its time: benchmarks/llama7b_meta.py)
