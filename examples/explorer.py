@@ -14,13 +14,21 @@ others, what is open inside it staying open; breadcrumbs and "collapse all" go b
 bytes, latency, memory, backward FLOPs, NaN/Inf), hovering shows a box's figures as the
 table writes them, the side panel the selected module's row and children, and the search
 box (Enter) opens the way to a module or op and selects it. Below the graph, the module
-table sorts by any column.
+table sorts by any column. Each level shows the boxes and edges ``report.plot`` draws
+(``to_networkx(by="diagram", depth=d)`` when every module above depth ``d`` is open): a
+call whose ops are not contiguous is a box per part, a module's own ops a box per group
+of them that feed one another, the ops between a folded run's members in the run's box.
+An edge down several layers runs in a lane of its own beside the boxes it passes, every
+edge is labelled with the shape and dtype it carries, and a box shows the shapes its
+edges bring in and take out.
 
 Scripts can drive it: every module box has ``data-path``, every op box ``data-node``,
 the tooltip is ``role="tooltip"``, ``window.fxinspectReady`` is true once the first view
 is drawn (``window.fxinspectReadyAt``: when, by ``performance.now()``), and
 ``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything (a run
-showing one member), ``fit()`` and ``view()`` (the scale and offset) drive the zoom. The
+showing one member), ``openTo(depth)`` opens every module above ``depth``, ``drawn()``
+lists each box's key and nodes, ``fit()`` and ``view()`` (the scale and offset) drive the
+zoom; an edge has ``data-from`` and ``data-to`` (the boxes' ``data-key``). The
 screenshots here are taken that way, with Playwright and Debian's ``chromium``. In a
 notebook, a report shows the same explorer inline (``_repr_html_``: the page in an
 ``<iframe srcdoc>``, no server), between its summary and its module table.

@@ -7,7 +7,7 @@ import networkx as nx
 import pytest
 import torch
 import torchvision
-from test_diagram_truth import Loop
+from test_diagram_truth import Loop, TupleBlocks, TwoPurposes, UsesHelper
 from test_explorer import _open, browser  # noqa: F401 (the browser fixture)
 
 import fxinspect
@@ -70,8 +70,18 @@ class _ResidualMLP(torch.nn.Module):
 
 def _report(name):
     torch.manual_seed(0)
+    options = {}
     if name == "loop":  # ``small`` called three times
         model, x = Loop(), torch.randn(2, 4)
+    elif name == "helper":  # ``helper``'s method runs after ``body``: one call in two parts
+        model, x, options = UsesHelper(), torch.randn(2, 4), {"method": "eager"}
+    elif name == "glue":  # a ``[0]`` and a product between the blocks of a folded run
+        model, x = TupleBlocks(), torch.randn(2, 8)
+    elif name == "two purposes":  # the model's own ops: two groups that feed different boxes
+        model, x = TwoPurposes(), torch.randn(2, 4)
+    elif name == "fasterrcnn":
+        model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(weights=None, weights_backbone=None)
+        x = [torch.rand(3, 128, 128)]
     elif name == "interleaved":
         model, x = _Interleaved(), torch.randn(2, 4)
     elif name == "mlp":
@@ -81,7 +91,7 @@ def _report(name):
     else:
         model, x = getattr(torchvision.models, name)(), torch.randn(1, 3, 64, 64)
     with torch.no_grad():
-        return fxinspect.analyze(model.eval(), x, timing=False, memory=False)
+        return fxinspect.analyze(model.eval(), (x,), timing=False, memory=False, **options)
 
 
 def _who(members, key, title):
@@ -114,7 +124,18 @@ def _page_graph(page):
     return set(who.values()), {(who[a], who[b]) for a, b in edges}
 
 
-@pytest.mark.parametrize("name", ["loop", "interleaved", "resnet18"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "loop",
+        "helper",
+        "interleaved",
+        "glue",
+        "two purposes",
+        "resnet18",
+        pytest.param("fasterrcnn", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("depth", [1, 2])
 def test_the_boxes_and_edges_are_plots(browser, tmp_path, name, depth):  # noqa: F811
     report = _report(name)
@@ -235,3 +256,30 @@ def test_a_box_shows_the_shape_its_edge_carries(browser, tmp_path):  # noqa: F81
     assert box.count() == 1 and "→ 4×32×256" in box.text_content()
     label = page.locator(f'.edge-label[data-from="{box.get_attribute("data-key")}"][data-to="m:out"]')
     assert label.text_content() == "4×32×256 float32" and errors == []
+
+
+# ---------------------------------------------------------------- the same in report.plot
+
+
+@pytest.mark.parametrize("name, depth", [("mlp", 2), ("mlp", 3), ("resnet18", 3)])
+def test_no_edge_of_plot_passes_behind_a_box(name, depth):
+    from fxinspect.views.boxgraph import boxes
+    from fxinspect.views.diagram_layout import arrange
+
+    found, edges = boxes(_report(name), depth)
+    layout = arrange(found, edges, lr=False, figures={})
+    assert any(len(route) > 2 for route in layout.routes.values())  # (a skip edge, down several layers)
+    rects = {}
+    for k in layout.ordered:
+        (w, h), (x, y) = layout.sizes[k], layout.pos[k]
+        rects[k] = (x - w / 2 + 1, y - h / 2 + 1, x + w / 2 - 1, y + h / 2 - 1)
+    behind = set()
+    for u, v in layout.routes:
+        points = layout.edge_points(u, v)
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            for t in (i / 100 for i in range(101)):  # each straight piece, sampled
+                x, y = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
+                behind |= {
+                    (u, v, k) for k, (a, b, c, d) in rects.items() if k not in (u, v) and a < x < c and b < y < d
+                }
+    assert behind == set()

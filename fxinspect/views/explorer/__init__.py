@@ -13,7 +13,10 @@ path, ``transformer.h.0–11``), every op box ``data-node``; hovering shows an e
 with ``role="tooltip"``; ``window.fxinspectReady`` is true once the first view is drawn
 and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment; the
 drawing's scale is the ``transform`` of the graph's ``g.view`` (and
-``window.fxinspect.view()``), a run's arrows carry ``data-step``.
+``window.fxinspect.view()``), a run's arrows carry ``data-step``, an edge ``data-from`` and
+``data-to`` (its boxes' ``data-key``), its label (``.edge-label``) the same;
+``window.fxinspect.openTo(depth)`` draws ``to_networkx(by="diagram", depth=depth)``'s boxes
+and edges, and ``drawn()`` lists each box's key and nodes.
 """
 
 from __future__ import annotations
