@@ -153,7 +153,7 @@ def test_a_call_in_two_stretches_is_two_boxes_that_open_together(browser, tmp_pa
     page.click('[data-path="mid"]')
     parts = page.eval_on_selector_all('[data-path="mid.resnets"]', "els => els.map(e => e.textContent)")
     # resnets.0, then attentions.0, then resnets.1: two parts of the one ModuleList's box
-    assert len(parts) == 2 and "(part 2)" in parts[1]
+    assert len(parts) == 2 and "mid.resnets (part 1)" in parts[0] and "mid.resnets (part 2)" in parts[1]
     assert page.locator(".edge.back").count() == 0
     page.click('[data-path="mid.resnets"][data-piece="2"]')  # a part opens the whole: both resnets
     assert {"mid.resnets.0", "mid.resnets.1"} <= set(

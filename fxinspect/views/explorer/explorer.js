@@ -235,7 +235,7 @@
     } else if (k.startsWith("m:")) {
       const path = modulePath(k), call = callOf(k);
       const m = modules[path];
-      const which = (call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "") + (partOf(k) ? ` (part ${partOf(k)})` : "");
+      const which = (call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "") + (partOf(k) ? ` (part ${partOf(k)})` : split.has(k) ? " (part 1)" : "");
       const run = runOf.get(path), members = run !== undefined ? data.runs[run].members : null;
       const times = members ? ` × ${members.length}` : ""; // the one member an open run shows
       info.lines = [[path + which + times, "b"], [m.type, ""], [shapes(box), ""]];
@@ -392,6 +392,7 @@
   // ---------------------------------------------------------------- drawing
   function draw() {
     const { boxes, edges } = visible();
+    split = new Set(boxes.filter((b) => partOf(b.key)).map((b) => openKey(b.key)));
     const infos = boxes.map(describe);
     const at = layout(boxes, edges, infos);
     const norm = scale(infos.map((b, i) => (boxes[i].nodes.length ? b.value : null)));
@@ -445,6 +446,7 @@
     drawCrumbs();
   }
   let current = null;
+  let split = new Set(); // the calls drawn in parts (their first part's key), as describe names them
   const mini = part("minimap");
   const zoom = fxinspectZoom(graph, mini);
   function moduleKeys(p) { // a module's box keys: one, or one per call
