@@ -18,18 +18,19 @@ the graph's order and dataflow, which the module tree does not tell, are marked 
 Example
 -------
 >>> import torch, fxinspect
->>> class Twice(torch.nn.Module):     # ``half`` runs, then ``fc``, then ``half`` again in one call
+>>> from fxinspect.views.folding import Folds
+>>> class Two(torch.nn.Module):  # the input's scaling and a mask, side by side, before ``fc``
 ...     def __init__(self):
 ...         super().__init__()
-...         self.fc, self.half = torch.nn.Linear(4, 4), torch.nn.Identity()
+...         self.fc = torch.nn.Linear(4, 4)
 ...     def forward(self, x):
-...         return self.fc(x * 0.5) * 0.5
->>> r = fxinspect.analyze(Twice(), torch.randn(2, 4), timing=False)
+...         h, mask = x * 2 + 1, x.new_ones(4, 4).tril()
+...         return self.fc(h) @ mask
+>>> r = fxinspect.analyze(Two(), torch.randn(2, 4), timing=False)
 >>> nodes = [{"name": n.name, "kind": "op", "module": n.module_path, "call": list(n.call)} for n in r.nodes if n.is_op]
->>> from fxinspect.views.folding import Folds
 >>> mark_boxes(nodes, r, Folds(r))
->>> [(n["module"], n.get("stretch"), n.get("parts")) for n in nodes]
-[('', None, None), ('fc', None, None), ('', None, None)]
+>>> [(n["name"], n.get("stretch")) for n in nodes]    # the model's first stretch: two boxes
+[('mul', '1.1'), ('add', '1.1'), ('new_ones', '1.2'), ('tril', '1.2'), ('fc', None), ('matmul', None)]
 """
 
 from __future__ import annotations

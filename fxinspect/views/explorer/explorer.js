@@ -93,7 +93,7 @@
     const [run, k] = n.glue;
     for (const p of chainOf(run).slice(0, -1)) {
       if (transparent.has(p)) continue;
-      if (runOf.has(p) || !expanded.has("m:" + p)) return null; // (inside a closed box, or a run's member)
+      if (runOf.has(p) || !moduleKeys(p).some((k) => expanded.has(k))) return null; // (inside a closed box, or a run's member)
     }
     if (!expanded.has("r:" + run)) return "r:" + run;
     return data.runs[run].members[k] === shown(run) ? null : { shown: shown(run) };
