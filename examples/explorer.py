@@ -10,17 +10,34 @@ modules with repeated blocks folded (``transformer.h.0–1 (2×)``), fitted to t
 the wheel or a pinch zooms about the pointer, a drag pans, "fit" shows it all again and
 the minimap shows where the view is. A click opens a module in place, down to single ops;
 a folded run opens as one member (``transformer.h.0 × 2``) whose arrows step to the
-others, what is open inside it staying open; breadcrumbs and "collapse all" go back. Boxes are coloured by any figure the report has (FLOPs, MACs,
-bytes, latency, memory, backward FLOPs, NaN/Inf), hovering shows a box's figures as the
-table writes them, the side panel the selected module's row and children, and the search
-box (Enter) opens the way to a module or op and selects it. Below the graph, the module
-table sorts by any column.
+others, what is open inside it staying open; breadcrumbs (a line of their own, so the
+header keeps its height) and "collapse all" go back. Boxes are coloured by any figure the
+report has (FLOPs, MACs, bytes, latency, memory, backward FLOPs, NaN/Inf) on one scale for
+the whole report, from its smallest op to its largest box, whatever is open (the colour
+bar says what it spans), so a colour is the same figure at every level; hovering shows a
+box's figures as the table writes them, inside the window; the side panel shows the
+selected module's row and children. The search box lists every module and op it matches
+(by path, name or type: ``Linear``, ``conv2d``; ``aten.mm`` for an op kind exactly;
+``/layers\\.\\d+\\.mlp/`` a regular expression) with previous and next; Enter steps to the
+next hit (Shift+Enter the one before), opening the modules above it and stepping a folded
+run to the member holding it. "SVG" and "PNG" save the view drawn (all of it, not only what
+is in sight) as files named after the model: the SVG with its styles on its elements, the
+PNG rendered from it. Below the graph, the module table sorts by any figure, either way
+(the column's ▼ or ▲ says which). Each level shows the boxes and edges ``report.plot`` draws
+(``to_networkx(by="diagram", depth=d)`` when every module above depth ``d`` is open): a
+call whose ops are not contiguous is a box per part, a module's own ops a box per group
+of them that feed one another, the ops between a folded run's members in the run's box.
+An edge down several layers runs in a lane of its own beside the boxes it passes, every
+edge is labelled with the shape and dtype it carries, and a box shows the shapes its
+edges bring in and take out.
 
 Scripts can drive it: every module box has ``data-path``, every op box ``data-node``,
 the tooltip is ``role="tooltip"``, ``window.fxinspectReady`` is true once the first view
 is drawn (``window.fxinspectReadyAt``: when, by ``performance.now()``), and
 ``window.fxinspect.expandAll()``/``collapseAll()`` open or close everything (a run
-showing one member), ``fit()`` and ``view()`` (the scale and offset) drive the zoom. The
+showing one member), ``openTo(depth)`` opens every module above ``depth``, ``drawn()``
+lists each box's key and nodes, ``fit()`` and ``view()`` (the scale and offset) drive the
+zoom; an edge has ``data-from`` and ``data-to`` (the boxes' ``data-key``). The
 screenshots here are taken that way, with Playwright and Debian's ``chromium``. In a
 notebook, a report shows the same explorer inline (``_repr_html_``: the page in an
 ``<iframe srcdoc>``, no server), between its summary and its module table.

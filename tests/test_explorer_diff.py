@@ -46,6 +46,7 @@ def test_a_module_opened_or_a_run_stepped_in_one_pane_is_so_in_the_other(browser
     assert "transformer.h.0–1" in _paths(page, RIGHT) and "transformer.h.0–1" in _paths(page, LEFT)
     page.click(f'{RIGHT} [data-path="transformer.h.0–1"]')  # the run opens as its first member, in both
     assert "transformer.h.0" in _paths(page, LEFT) and "transformer.h.0" in _paths(page, RIGHT)
+    page.click(f'{LEFT} [data-part="fit"]')  # (the member's arrows in sight: edges' lanes widen the drawing)
     page.click(f'{LEFT} [data-path="transformer.h.0"] [data-step="1"]')  # the next member, in both
     assert "transformer.h.1" in _paths(page, RIGHT) and "transformer.h.0" not in _paths(page, RIGHT)
     page.click(f'{RIGHT} [data-path="transformer.h.1"]')

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..records import NodeRecord, ReportRecord
 
-__all__ = ["split_unrelated"]
+__all__ = ["split_unrelated", "unrelated_groups"]
 
 
 def split_unrelated(report: ReportRecord, found: dict[str, Any], box_of: dict[str, str]) -> dict[str, Any]:
@@ -26,25 +26,35 @@ def split_unrelated(report: ReportRecord, found: dict[str, Any], box_of: dict[st
             read_by.setdefault(arg, set()).add(n.name)
     out: dict[str, Any] = {}  # (boxgraph's Box records: a dataclass, replaced by field)
     for key, box in found.items():
-        if box.title or box.repeats > 1 or len(box.nodes) < 2:
+        parts = None if box.title or box.repeats > 1 else unrelated_groups(box.nodes, read_by, position)
+        if parts is None:
             out[key] = box
             continue
-        parts = _joined(box.nodes)
-        # a group whose results nothing outside it reads (a constant made and not used)
-        # is no box of its own: it stays with the first group that is
-        used = [p for p in parts if any(read_by.get(n.name, set()) - {m.name for m in p} for n in p)]
-        if len(used) < 2:
-            out[key] = box
-            continue
-        for dead in (p for p in parts if p not in used):
-            used[0].extend(dead)
-        parts = [sorted(p, key=lambda n: position[n.name]) for p in used]
         for i, nodes in enumerate(parts, 1):
             part = f"{key}.{i}"
             out[part] = dataclasses.replace(box, key=part, nodes=nodes, order=position[nodes[0].name])
             for n in nodes:
                 box_of[n.name] = part
     return out
+
+
+def unrelated_groups(
+    nodes: list[NodeRecord], read_by: dict[str, set[str]], position: dict[str, int]
+) -> list[list[NodeRecord]] | None:
+    """``nodes`` (a stretch of one module's own ops) in the groups joined by dataflow
+    among them, each in graph order, or ``None`` when they make one group. ``read_by``:
+    each node's readers; ``position``: each node's place in the graph's order."""
+    if len(nodes) < 2:
+        return None
+    parts = _joined(nodes)
+    # a group whose results nothing outside it reads (a constant made and not used)
+    # is no box of its own: it stays with the first group that is
+    used = [p for p in parts if any(read_by.get(n.name, set()) - {m.name for m in p} for n in p)]
+    if len(used) < 2:
+        return None
+    for dead in (p for p in parts if p not in used):
+        used[0].extend(dead)
+    return [sorted(p, key=lambda n: position[n.name]) for p in used]
 
 
 def _joined(nodes: list[NodeRecord]) -> list[list[NodeRecord]]:

@@ -13,9 +13,12 @@ path, ``transformer.h.0–11``), every op box ``data-node``; hovering shows an e
 with ``role="tooltip"``; ``window.fxinspectReady`` is true once the first view is drawn
 and ``window.fxinspectReadyAt`` holds ``performance.now()`` of that moment; the
 drawing's scale is the ``transform`` of the graph's ``g.view`` (and
-``window.fxinspect.view()``), a run's arrows carry ``data-step``; the search lists its
-hits in ``data-part="hits"`` (a row per hit, ``data-hit``), the buttons ``svg`` and ``png``
-save the view drawn as files named after the model.
+``window.fxinspect.view()``), a run's arrows carry ``data-step``, an edge ``data-from`` and
+``data-to`` (its boxes' ``data-key``), its label (``.edge-label``) the same;
+``window.fxinspect.openTo(depth)`` draws ``to_networkx(by="diagram", depth=depth)``'s boxes
+and edges, and ``drawn()`` lists each box's key and nodes; the search lists its hits in
+``data-part="hits"`` (a row per hit, ``data-hit``), the buttons ``svg`` and ``png`` save the
+view drawn as files named after the model.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ from .payload import payload
 
 __all__ = ["SCRIPTS", "explorer_body", "page", "to_html"]
 
-SCRIPTS = ("zoom.js", "unpack.js", "find.js", "export.js", "explorer.js")  # an explorer's scripts, in the order they load
+SCRIPTS = (
+    "zoom.js",
+    "unpack.js",
+    "find.js",
+    "export.js",
+    "explorer.js",
+)  # an explorer's scripts, in the order they load
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:

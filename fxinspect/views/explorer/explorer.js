@@ -79,28 +79,49 @@
         inShown = inShown.concat([p]);
       }
       const key = "m:" + p + callSuffix(p, n);
-      if (!expanded.has(key)) return key;
+      if (!expanded.has(key)) return key + (n.parts && n.parts[p] ? "~" + n.parts[p] : "");
     }
+    if (n.glue) { const g = glued(n); if (g !== null) return g; }
     if (n.stretch !== undefined && !expanded.has(`s:${n.module}#${n.stretch}`)) return `s:${n.module}#${n.stretch}`;
     return "n:" + n.name;
   }
 
-  // a module run several times is a box per call: "m:path@call"
+  // an op between two members of a folded run (a loop's glue), when the run is drawn: in
+  // the run's box while it is closed (as report.plot draws it), else drawn with the
+  // member before it (not drawn when that member is not the one shown); null: an op as any
+  function glued(n) {
+    const [run, k] = n.glue;
+    for (const p of chainOf(run).slice(0, -1)) {
+      if (transparent.has(p)) continue;
+      if (runOf.has(p) || !moduleKeys(p).some((k) => expanded.has(k))) return null; // (inside a closed box, or a run's member)
+    }
+    if (!expanded.has("r:" + run)) return "r:" + run;
+    return data.runs[run].members[k] === shown(run) ? null : { shown: shown(run) };
+  }
+
+  // a module run several times is a box per call: "m:path@call"; a call whose ops are
+  // not contiguous a box per part: "m:path@call~2"
   function callSuffix(p, n) {
     if (modules[p].calls <= 1) return "";
     const depth = p.split(".").length;
     return n.call && n.call.length >= depth ? "@" + n.call[depth - 1] : "";
   }
   function modulePath(key) { // "m:a.b@2" -> "a.b"; a stretch "s:a.b#1" -> "a.b"
-    const rest = key.slice(2);
+    let rest = key.slice(2);
+    if (key.startsWith("m:") && !(rest in modules)) rest = rest.replace(/~\d+$/, "");
     if (key.startsWith("s:")) return rest.slice(0, rest.lastIndexOf("#"));
     const at = rest.lastIndexOf("@");
     return at >= 0 && !(rest in modules) && rest.slice(0, at) in modules ? rest.slice(0, at) : rest;
   }
   function callOf(key) {
-    const path = modulePath(key);
-    return key.length > 2 + path.length ? Number(key.slice(3 + path.length)) : null;
+    const at = /^@(\d+)/.exec(key.slice(2 + modulePath(key).length));
+    return at ? Number(at[1]) : null;
   }
+  function partOf(key) { // the part of a call a box shows (null: the whole call, or its first part)
+    const part = key.startsWith("m:") ? /~(\d+)$/.exec(key.slice(2 + modulePath(key).length)) : null;
+    return part ? Number(part[1]) : null;
+  }
+  function openKey(key) { return partOf(key) !== null ? key.replace(/~\d+$/, "") : key; } // a part opens its whole call
 
   let openRuns = new Set(); // the open runs drawn (their member shown), for the stepper above the graph
   function shown(run) { return data.runs[run].members[shownMember.get(run) || 0]; }
@@ -149,14 +170,45 @@
       box.nodes.push(i);
     }
     boxes.set("out", { key: "out", nodes: [], order: boxes.size });
+    const edges = connect(boxes, of, sources);
+    return { boxes: [...boxes.values()], edges: [...edges.values()] };
+  }
+
+  // the edges between boxes, each [from, to, the nodes whose outputs it carries]; per box
+  // the nodes whose outputs enter it (`entering`) and the last that leaves it (`leaving`),
+  // the shapes it shows, as report.plot finds them
+  function connect(boxes, of, sources) {
     const edges = new Map();
-    const add = (a, b) => { if (a !== b) edges.set(a + "\u0000" + b, [a, b]); };
+    const add = (a, b, j) => {
+      if (a === b) return;
+      let edge = edges.get(a + "\u0000" + b);
+      if (!edge) edges.set(a + "\u0000" + b, (edge = [a, b, []]));
+      if (!edge[2].includes(j)) edge[2].push(j);
+      const into = boxes.get(b);
+      if (!into.entering.includes(j)) into.entering.push(j);
+      if (of[j] === a) boxes.get(a).leaving = j;
+    };
+    for (const box of boxes.values()) { box.entering = []; box.leaving = null; }
     for (let i = 0; i < nodes.length; i++) {
       if (of[i] === null) continue;
-      for (const a of nodes[i].args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, of[i]);
+      for (const a of nodes[i].args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, of[i], index.get(a));
     }
-    for (const a of data.output.args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, "out");
-    return { boxes: [...boxes.values()], edges: [...edges.values()] };
+    for (const a of data.output.args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, "out", index.get(a));
+    return edges;
+  }
+  // the label of an edge: the shape and dtype of each node's output it carries (two at most)
+  function carries(carried) {
+    const texts = [...new Set(carried.map((j) => nodes[j].shape + (nodes[j].dtype ? " " + nodes[j].dtype : "")))];
+    return texts.slice(0, 2).join("; ") + (texts.length > 2 ? "; …" : "");
+  }
+  // what box `box` shows of its shapes: those entering it (two at most) and the one leaving, one
+  // when they are the same (as report.plot writes them)
+  function shapes(box) {
+    const last = box.leaving !== null ? nodes[box.leaving] : box.nodes.length ? nodes[box.nodes[box.nodes.length - 1]] : null;
+    const out = last ? last.shape : "";
+    const came = [...new Set(box.entering.flatMap((j) => nodes[j].shape.split(", ")))];
+    const into = came.slice(0, 2).join(", ") + (came.length > 2 ? ", …" : "");
+    return into && out && into !== out ? `${into} → ${out}` : out || into;
   }
 
   // ---------------------------------------------------------------- boxes' text and figures
@@ -177,19 +229,19 @@
       info.kind = "io";
       info.attr = ` data-node="${esc(last.name)}"`;
     } else if (k.startsWith("n:")) {
-      info.lines = [[last.name, "b"], [last.label, ""], [last.shape, ""]];
+      info.lines = [[last.name, "b"], [last.label, ""], [shapes(box), ""]];
       info.kind = "op";
       info.attr = ` data-node="${esc(last.name)}"`;
     } else if (k.startsWith("m:")) {
       const path = modulePath(k), call = callOf(k);
       const m = modules[path];
-      const which = call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "";
+      const which = (call !== null ? ` (call ${call + 1} of ${m.calls})` : m.calls > 1 ? ` (${m.calls} calls)` : "") + (partOf(k) ? ` (part ${partOf(k)})` : split.has(k) ? " (part 1)" : "");
       const run = runOf.get(path), members = run !== undefined ? data.runs[run].members : null;
       const times = members ? ` × ${members.length}` : ""; // the one member an open run shows
-      info.lines = [[path + which + times, "b"], [m.type, ""], [last ? last.shape : "", ""]];
+      info.lines = [[path + which + times, "b"], [m.type, ""], [shapes(box), ""]];
       if (members) info.step = { index: members.indexOf(path), count: members.length };
       info.kind = "module";
-      info.attr = ` data-path="${esc(path)}"` + (call !== null ? ` data-call="${call}"` : "");
+      info.attr = ` data-path="${esc(path)}"` + (call !== null ? ` data-call="${call}"` : "") + (partOf(k) ? ` data-piece="${partOf(k)}"` : "");
     } else if (k.startsWith("s:")) {
       // a stretch of a module's own ops: named after its costliest op, as report.plot names it
       const cost = new Map();
@@ -202,13 +254,13 @@
         const computing = kinds.filter((label) => cost.get(label) > 0);
         title = `${owner || "(root)"} collectives` + (computing.length ? `, ${top}` + (computing.length > 1 ? ` +${computing.length - 1} more` : "") : "");
       }
-      info.lines = [[title, "b"], [`${owner ? modules[owner].type : "model"} ops (${box.nodes.length})`, ""], [last.shape, ""]];
+      info.lines = [[title, "b"], [`${owner ? modules[owner].type : "model"} ops (${box.nodes.length})`, ""], [shapes(box), ""]];
       info.kind = "ops";
       info.attr = ` data-ops="${esc(k.slice(2))}"`;
     } else {
       const run = data.runs[k.slice(2)];
       const m = modules[run.members[0]];
-      info.lines = [[`${run.label} (${run.members.length}×)`, "b"], [m.type, ""], [last ? last.shape : "", ""]];
+      info.lines = [[`${run.label} (${run.members.length}×)`, "b"], [m.type, ""], [shapes(box), ""]];
       info.kind = "module";
       info.attr = ` data-path="${esc(run.label)}"`;
     }
@@ -244,26 +296,80 @@
     for (const [a, b] of edges) if (order.get(a) < order.get(b)) preds[order.get(b)].push(order.get(a));
     const layer = new Array(boxes.length).fill(0);
     for (let i = 0; i < boxes.length; i++) for (const p of preds[i]) layer[i] = Math.max(layer[i], layer[p] + 1);
+    const lanes = waypoints(edges, order, layer, preds), room = [];
+    for (const [a, b, carried] of edges) { // a lane is as wide as its edge's label, which runs in it
+      measure.font = "9px sans-serif";
+      const lane = lanes.get(a + "\u0000" + b), width = Math.ceil(measure.measureText(carries(carried)).width) + 6;
+      if (lane) for (const d of lane.slice(1, -1)) room[d] = width;
+    }
+    const w = (i) => (i < boxes.length ? infos[i].w : room[i]), h = (i) => (i < boxes.length ? infos[i].h : 0);
     const rows = [];
-    for (let i = 0; i < boxes.length; i++) (rows[layer[i]] = rows[layer[i]] || []).push(i);
-    const x = new Array(boxes.length).fill(0);
-    const y = new Array(boxes.length).fill(0);
+    for (let i = 0; i < layer.length; i++) (rows[layer[i]] = rows[layer[i]] || []).push(i);
+    const x = new Array(layer.length).fill(0);
+    const y = new Array(layer.length).fill(0);
+    const tops = [], bottoms = [];
     let top = 20;
     for (const row of rows) {
       if (!row) continue;
       // order a row by where its boxes' inputs sit (barycentre), then by graph order
       const centre = (i) => (preds[i].length ? preds[i].reduce((s, p) => s + x[p], 0) / preds[i].length : 0);
       row.sort((a, b) => centre(a) - centre(b) || a - b);
-      const widths = row.map((i) => infos[i].w);
+      const widths = row.map(w);
       const total = widths.reduce((s, w) => s + w, 0) + 30 * (row.length - 1);
       const want = row.reduce((s, i) => s + centre(i), 0) / row.length;
       let left = want - total / 2;
       let height = 0;
-      row.forEach((i, j) => { x[i] = left + widths[j] / 2; left += widths[j] + 30; height = Math.max(height, infos[i].h); });
-      for (const i of row) y[i] = top + height / 2;
+      row.forEach((i, j) => { x[i] = left + widths[j] / 2; left += widths[j] + 30; height = Math.max(height, h(i)); });
+      for (const i of row) { y[i] = top + height / 2; tops[i] = top; bottoms[i] = top + height; }
       top += height + 36;
     }
-    return { x: x, y: y, order: order, height: top };
+    return { x: x, y: y, order: order, height: top, lanes: lanes, tops: tops, bottoms: bottoms, room: room };
+  }
+
+  // an edge down more than one layer gets a waypoint in each layer it crosses (a slot of
+  // the layer, as a box has, so the edge runs beside the boxes there, never behind them):
+  // per edge, the indices it runs through, its ends included; a waypoint's one
+  // predecessor is the point above it, and the edge's end is placed below the last
+  function waypoints(edges, order, layer, preds) {
+    const lanes = new Map();
+    for (const [a, b] of edges) {
+      const i = order.get(a), j = order.get(b);
+      if (i >= j) continue; // (an edge back: drawn as a curve aside)
+      const lane = [i];
+      for (let l = layer[i] + 1; l < layer[j]; l++) {
+        const d = layer.length;
+        layer.push(l);
+        preds.push([lane[lane.length - 1]]);
+        lane.push(d);
+      }
+      if (lane.length > 1) preds[j][preds[j].indexOf(i)] = lane[lane.length - 1];
+      lane.push(j);
+      lanes.set(a + "\u0000" + b, lane);
+    }
+    return lanes;
+  }
+
+  // the path of an edge along its lane: straight down through each layer it crosses (beside
+  // the boxes there), curving only in the gaps between layers, where there are no boxes;
+  // and where its label goes: in its lane beside the first layer it crosses, or for an edge
+  // to the next layer the middle of the gap
+  function route(lane, at, infos, shift) {
+    const X = (k) => at.x[k] + shift;
+    const [first, last] = [lane[0], lane[lane.length - 1]];
+    let below = at.y[first] + infos[first].h / 2;
+    let d = `M${X(first)},${below}V${at.bottoms[first]}`;
+    below = at.bottoms[first];
+    let label = null;
+    for (let k = 1; k < lane.length; k++) {
+      const [from, to] = [lane[k - 1], lane[k]];
+      const mid = (below + at.tops[to]) / 2;
+      if (!label) label = to !== last ? [X(to), (at.tops[to] + at.bottoms[to]) / 2] : [(X(from) + X(to)) / 2, mid];
+      d += `C${X(from)},${mid} ${X(to)},${mid} ${X(to)},${at.tops[to]}`;
+      below = at.bottoms[to];
+      if (to !== last) d += `V${below}`;
+    }
+    d += `V${at.y[last] - infos[last].h / 2}`;
+    return { d: d, label: label };
   }
 
   // ---------------------------------------------------------------- colours
@@ -307,21 +413,23 @@
   // ---------------------------------------------------------------- drawing
   function draw() {
     const { boxes, edges } = visible();
+    split = new Set(boxes.filter((b) => partOf(b.key)).map((b) => openKey(b.key)));
     const infos = boxes.map(describe);
     const at = layout(boxes, edges, infos);
     const norm = colourBy ? span(colourBy) : null;
     let minX = Infinity, maxX = -Infinity;
     boxes.forEach((b, i) => { minX = Math.min(minX, at.x[i] - infos[i].w / 2); maxX = Math.max(maxX, at.x[i] + infos[i].w / 2); });
+    for (let i = boxes.length; i < at.x.length; i++) { minX = Math.min(minX, at.x[i] - at.room[i] / 2); maxX = Math.max(maxX, at.x[i] + at.room[i] / 2); } // (the edges' lanes)
     const shift = 20 - minX;
     const parts = [];
-    for (const [a, b] of edges) {
+    for (const [a, b, carried] of edges) {
       const i = at.order.get(a), j = at.order.get(b);
       const x1 = at.x[i] + shift, y1 = at.y[i] + infos[i].h / 2, x2 = at.x[j] + shift, y2 = at.y[j] - infos[j].h / 2;
-      const back = y2 <= y1;
-      const d = back
-        ? `M${x1},${y1} C${x1 + 60},${y1 + 40} ${x2 + 60},${y2 - 40} ${x2},${y2}`
-        : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
-      parts.push(`<path class="edge${back ? " back" : ""}" data-from="${esc(a)}" data-to="${esc(b)}" d="${d}" marker-end="url(#arrow)"/>`);
+      const lane = at.lanes.get(a + "\u0000" + b);
+      const path = lane ? route(lane, at, infos, shift) : { d: `M${x1},${y1} C${x1 + 60},${y1 + 40} ${x2 + 60},${y2 - 40} ${x2},${y2}`, label: null };
+      const ends = `data-from="${esc(a)}" data-to="${esc(b)}"`;
+      parts.push(`<path class="edge${lane ? "" : " back"}" ${ends} d="${path.d}" marker-end="url(#arrow)"/>`);
+      if (path.label) parts.push(`<text class="edge-label" ${ends} x="${path.label[0]}" y="${path.label[1] + 3}">${esc(carries(carried))}</text>`);
     }
     boxes.forEach((b, i) => {
       const info = infos[i];
@@ -360,6 +468,7 @@
     drawn();
   }
   let current = null;
+  let split = new Set(); // the calls drawn in parts (their first part's key), as describe names them
   const mini = part("minimap");
   const zoom = fxinspectZoom(graph, mini);
   function moduleKeys(p) { // a module's box keys: one, or one per call
@@ -510,7 +619,7 @@
       anchor = movedKey(key, path, step(runOf.get(path), Number(arrow.dataset.step)));
       selected = anchor;
     } else {
-      if (isExpandable(key)) toggle(key);
+      if (isExpandable(key)) toggle(openKey(key));
       selected = key;
     }
     draw();
@@ -552,7 +661,7 @@
     } else {
       for (const f of Object.keys(data.colour_by)) rows.push([data.colour_by[f], format(info.sum(f), data.units[f])]);
     }
-    const n = box.nodes.length ? nodes[box.nodes[box.nodes.length - 1]] : null;
+    const n = box.leaving !== null ? nodes[box.leaving] : box.nodes.length ? nodes[box.nodes[box.nodes.length - 1]] : null;
     if (n) rows.push(["output", n.shape + " " + n.dtype]);
     return `<b>${esc(info.lines[0][0])}</b><table>` + rows.map(([a, b]) => `<tr><th>${esc(a)}</th><td>${esc(b)}</td></tr>`).join("") + "</table>";
   }
@@ -745,6 +854,17 @@
     },
     collapseAll() { expanded.clear(); expanded.add(""); shownMember.clear(); selected = null; draw(); zoom.fit(); panel(null); },
     boxes() { return current.boxes.length; },
+    // every module above `depth` open, each run at its first member: report.plot(depth=depth)'s boxes
+    openTo(depth) {
+      expanded.clear(); expanded.add(""); shownMember.clear();
+      const above = new Set(); // the modules with a child that ran
+      for (const n of nodes) if (n.kind === "op") for (const p of chainOf(n.module)) if (p !== n.module) above.add(p);
+      for (const p of above) if (p.split(".").length < depth) for (const k of moduleKeys(p)) expanded.add(k);
+      for (const first of Object.keys(data.runs)) if (first.split(".").length < depth) expanded.add("r:" + first);
+      draw();
+      zoom.fit();
+    },
+    drawn() { return current.boxes.map((b) => ({ key: b.key, nodes: b.nodes.map((i) => nodes[i].name) })); }, // each box's nodes
     fit() { zoom.fit(); },
     view() { return { k: zoom.view.k, x: zoom.view.x, y: zoom.view.y }; }, // screen = drawing * k + (x, y)
   };

@@ -28,6 +28,7 @@ from ...records.fields import REGISTERED, SUMMED, Field, Unit
 from ..colouring import colour_figures, node_figure
 from ..columns import unit_text
 from ..folding import Folds
+from .boxes import mark_boxes
 
 __all__ = ["payload"]
 
@@ -57,7 +58,7 @@ def payload(report: ReportRecord) -> dict[str, Any]:
             "values": {name: _number(node_figure(n, figure)) for name, figure in known.items()} if n.is_op else {},
         }
         nodes.append(entry)
-    _stretches(nodes, report)
+    mark_boxes(nodes, report, folds)
     output = next(n for n in report.nodes if n.op == "output")
     modules = {}
     for path, m in report.modules.items():
@@ -111,29 +112,6 @@ def _memory(report: ReportRecord) -> dict[str, Any] | None:
         "peak_node": m.peak_node,
         "peak_phase": str(m.peak_phase),
     }
-
-
-def _stretches(nodes: list[dict[str, Any]], report: ReportRecord) -> None:
-    """Number the stretches of a module's own ops: the ops of a module with children
-    (a reshape, a residual add, a mask's construction) that run one after another, with
-    no other module's op between, are one box until it is opened (``stretch``: the
-    module's stretch number, given when it holds two ops or more)."""
-    parents = {m.path for m in report.modules.values() if m.children}
-    runs: list[list[dict[str, Any]]] = []
-    for n in nodes:
-        if n["kind"] != "op" or n["module"] not in parents:
-            runs.append([])
-        elif runs and runs[-1] and runs[-1][-1]["module"] == n["module"]:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    count: dict[str, int] = {}
-    for run in runs:
-        if len(run) > 1:
-            module = run[0]["module"]
-            count[module] = count.get(module, 0) + 1
-            for n in run:
-                n["stretch"] = count[module]
 
 
 def _joined(parent: str, name: str) -> str:
