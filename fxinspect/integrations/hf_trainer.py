@@ -52,13 +52,8 @@ class MFUCallback(TrainerCallback):
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
         analysis: dict | None = None,
     ) -> None:
-        self.options = {
-            "device_spec": device_spec,
-            "watch_every": watch_every,
-            "watch_options": watch_options,
-            "loss_fn": loss_fn,
-            "analysis": analysis,
-        }
+        self.options = dict(device_spec=device_spec, watch_every=watch_every, watch_options=watch_options)
+        self.options.update(loss_fn=loss_fn, analysis=analysis)  # (StepMeter's keywords, made when training starts)
         self.meter: StepMeter | None = None
         self._since_log: list[dict[str, float]] = []
 

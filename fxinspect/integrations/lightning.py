@@ -63,13 +63,8 @@ class MFUCallback(Callback):
     ) -> None:
         super().__init__()
         self.module, self.inputs = module, inputs
-        self.options = {
-            "device_spec": device_spec,
-            "watch_every": watch_every,
-            "watch_options": watch_options,
-            "loss_fn": loss_fn,
-            "analysis": analysis,
-        }
+        self.options = dict(device_spec=device_spec, watch_every=watch_every, watch_options=watch_options)
+        self.options.update(loss_fn=loss_fn, analysis=analysis)  # (StepMeter's keywords, made when training starts)
         self.meter: StepMeter | None = None
         self._tried = False  # (inputs= given: the first batch analysed, or its failure warned)
         self._since_log: list[dict[str, float]] = []
