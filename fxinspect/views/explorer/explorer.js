@@ -771,7 +771,8 @@
   function drawn() { // (after each draw) the other pane follows what this one did, then this one takes the shared scale
     if (!other) return;
     const bar = part("scale");
-    if (bar.innerHTML) bar.insertAdjacentHTML("beforeend", '<span class="shared">one scale for both reports</span>');
+    const said = bar.querySelector("small.span"); // (said under the bar's title, not over the bar)
+    if (said) said.textContent = said.textContent.replace("one scale at every level", "one scale for both reports, at every level");
     if (following) return;
     following = true;
     try { say([]); other.follow(state()); draw(); } finally { following = false; }
