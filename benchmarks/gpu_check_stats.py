@@ -1,0 +1,115 @@
+"""The pure parts of ``benchmarks/gpu_check.py``: op classes, the allocator's rounding, error statistics, goals.
+
+Nothing here runs a model: each is a function of numbers and names, unit-tested in
+``tests/test_gpu_check.py`` against hand-computed figures.
+
+Example
+-------
+>>> op_class("aten.addmm.default"), op_class("aten::_scaled_dot_product_flash_attention")
+('matmul', 'attention')
+>>> allocator_block(1), allocator_block(513), allocator_block(0)  # 512-byte blocks
+(512, 1024, 0)
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["GOALS", "MIN_BLOCK", "allocator_block", "error_stats", "goals", "op_class", "percentile", "rounded_peak"]
+
+MIN_BLOCK = 512  # the CUDA caching allocator's kMinBlockSize: every block a multiple of it
+
+_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "scaled_mm"}
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax", "argmin"}
+_MOVES = ("copy", "clone", "cat", "stack", "index", "embedding", "gather", "scatter", "pad", "fill", "zero", "where")
+
+# (name, bound, what the value is): each checked and printed, PASS or MISS, never failing the run
+GOALS = (
+    ("calibrated median error", 0.10, "median over workloads of |predicted / measured - 1|, calibrated spec"),
+    ("calibrated p90 error", 0.20, "90th percentile of the same errors"),
+    ("datasheet worst factor", 1.5, "largest max(r, 1/r) of predicted / measured, datasheet preset"),
+    ("memory worst error", 0.03, "largest |estimate / measured - 1| of the peaks, allocator's rounding modelled"),
+)
+
+
+def op_class(op: str) -> str:
+    """The kernel class an aten op's time is grouped under, from its name as the report
+    (``aten.addmm.default``) or the profiler (``aten::addmm``) spells it.
+
+    The one place ops are grouped: ``fxinspect.timemodel.kernel_classes.kernel_class``
+    replaces it when the per-class calibration lands."""
+    base = op.replace("aten::", "aten.").removeprefix("aten.").split(".")[0].strip("_")
+    if "attention" in base:
+        return "attention"
+    if "conv" in base:  # convolution, cudnn_convolution, convolution_backward
+        return "conv"
+    if base in _MATMULS:
+        return "matmul"
+    if "norm" in base:  # batch, layer, group and RMS norms, forward and backward
+        return "norm"
+    if "softmax" in base or "nll_loss" in base or "cross_entropy" in base:
+        return "softmax/loss"
+    if base in _REDUCTIONS or "pool" in base:
+        return "reduction"
+    if any(word in base for word in _MOVES):
+        return "copy/index"
+    return "elementwise"
+
+
+def allocator_block(nbytes: int) -> int:
+    """The bytes ``torch.cuda.memory_allocated`` counts for a request of ``nbytes``:
+    rounded up to a multiple of 512 (none for an empty tensor: it takes no block).
+
+    A block taken from the cache is split only when what is left is worth a block (at
+    least 512 B in the small pool, over 1 MiB in the large one), so a request over 1 MiB
+    may hold up to 1 MiB more than this: the lower bound, which fresh segments give."""
+    return 0 if nbytes <= 0 else -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+
+
+def rounded_peak(sizes) -> int:
+    """The estimated peak as the allocator counts it: each storage alive at the peak
+    (``report.memory.alive_at_peak``'s ``nbytes``) in its 512-byte block."""
+    return sum(allocator_block(n) for n in sizes)
+
+
+def percentile(values, q: float) -> float:
+    """The ``q``-th quantile (0 to 1) of ``values``, linear between the closest ranks
+    (numpy's default): at rank ``q * (n - 1)`` of the sorted values."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    rank = q * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def error_stats(ratios) -> dict[str, float] | None:
+    """Median and 90th percentile of the errors ``|r - 1|`` of predicted / measured
+    ratios; ``None`` when there are none."""
+    errors = [abs(r - 1) for r in ratios if r is not None and math.isfinite(r)]
+    if not errors:
+        return None
+    return {"median": percentile(errors, 0.5), "p90": percentile(errors, 0.9), "n": len(errors)}
+
+
+def goals(rows: list[dict]) -> dict[str, dict]:
+    """Each goal of :data:`GOALS` on the workloads' ``rows`` (``ratio``: ``{"datasheet":
+    r, "calibrated": r}``, ``memory``: ``{"ratio": r}``): its value, bound and whether
+    it is met (``None`` with no figures to judge)."""
+    ratios = {
+        spec: [r["ratio"][spec] for r in rows if r.get("ratio", {}).get(spec) is not None]
+        for spec in ("datasheet", "calibrated")
+    }
+    stats = error_stats(ratios["calibrated"])
+    memory = [r["memory"]["ratio"] for r in rows if r.get("memory", {}).get("ratio") is not None]
+    values = {
+        "calibrated median error": stats and stats["median"],
+        "calibrated p90 error": stats and stats["p90"],
+        "datasheet worst factor": max((max(r, 1 / r) for r in ratios["datasheet"]), default=None),
+        "memory worst error": max((abs(r - 1) for r in memory), default=None),
+    }
+    return {
+        name: {"value": values[name], "bound": bound, "met": None if values[name] is None else values[name] <= bound}
+        for name, bound, _ in GOALS
+    }
