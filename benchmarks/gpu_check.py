@@ -47,11 +47,11 @@ NOTES = (
     "workloads' cross-entropy) is measured but not predicted (the analysis prices the model's nodes)",
     "measured per op class: each aten op's self device time under torch.profiler (CPU time on a CPU), "
     "summed by class; the whole step: CUDA events around it, so launch gaps count there only",
-    "memory estimate: report.memory.peak (growth over what was allocated before the step), on CUDA each "
-    "storage alive at the peak rounded up to the caching allocator's 512-byte block (estimate_blocks); a cached block over 1 MiB is "
-    "reused unsplit when under 1 MiB is left over, so the measured peak may exceed this by up to 1 MiB a "
-    "storage; the 2 MiB small-pool and 20 MiB / 2 MiB-rounded large-pool segments change "
-    "memory_reserved, not memory_allocated",
+    "memory estimate: report.memory.peak (growth over what was allocated before the step); on CUDA "
+    "(estimate_blocks) each storage alive at the peak in the block the caching allocator gives it from a "
+    "fresh segment: 512-byte rounding, and from 10 MiB a 2 MiB-rounded segment kept whole when under 1 MiB "
+    "is left; blocks reused from the cache may hold up to 1 MiB more (2 MiB small-pool and 20 MiB "
+    "large-pool segments change memory_reserved only)",
     "cuBLAS's workspace (32 MiB on Hopper, CUBLAS_WORKSPACE_CONFIG) is taken at the process's first matmul "
     "and kept: it lies in resident_measured (allocated as the step starts) of the first workload, not in the "
     "peak growth; a workspace torch takes and gives back inside one matmul would be in the growth, unmodelled",

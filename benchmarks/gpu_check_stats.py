@@ -9,6 +9,8 @@ Example
 ('matmul', 'attention')
 >>> allocator_block(1), allocator_block(513), allocator_block(0)  # 512-byte blocks
 (512, 1024, 0)
+>>> allocator_block(23 * 2**19) == 12 * 2**20  # 11.5 MiB: its 12 MiB segment, 0.5 MiB left unsplit
+True
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import math
 
 __all__ = ["GOALS", "MIN_BLOCK", "allocator_block", "error_stats", "goals", "op_class", "percentile", "rounded_peak"]
 
-MIN_BLOCK = 512  # the CUDA caching allocator's kMinBlockSize: every block a multiple of it
+# the CUDA caching allocator's constants (c10/cuda/CUDACachingAllocator.cpp)
+MIN_BLOCK = 512  # kMinBlockSize: every block a multiple of it
+_MIN_LARGE_ALLOC = 10 * 2**20  # kMinLargeAlloc: from here a request gets its own segment...
+_ROUND_LARGE = 2 * 2**20  # kRoundLarge: ...rounded up to 2 MiB
+_SPLIT_ABOVE = 2**20  # kSmallSize: a large-pool block is split only when over this is left
 
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "scaled_mm"}
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax", "argmin"}
@@ -57,13 +63,23 @@ def op_class(op: str) -> str:
 
 
 def allocator_block(nbytes: int) -> int:
-    """The bytes ``torch.cuda.memory_allocated`` counts for a request of ``nbytes``:
-    rounded up to a multiple of 512 (none for an empty tensor: it takes no block).
+    """The bytes ``torch.cuda.memory_allocated`` counts for a request of ``nbytes``, as
+    the caching allocator's default configuration serves it from a fresh segment.
 
-    A block taken from the cache is split only when what is left is worth a block (at
-    least 512 B in the small pool, over 1 MiB in the large one), so a request over 1 MiB
-    may hold up to 1 MiB more than this: the lower bound, which fresh segments give."""
-    return 0 if nbytes <= 0 else -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+    The request is rounded up to a multiple of 512 (none for an empty tensor: it takes
+    no block). From 10 MiB up it gets a segment of its own, rounded up to 2 MiB, and a
+    block is split only when what is left is over 1 MiB: under that, the block keeps the
+    rest and counts it. (Smaller requests are cut from 2 MiB or 20 MiB segments, whose
+    rest is always split off.) A block reused from the cache is likewise kept whole when
+    it is under 1 MiB larger than the request."""
+    if nbytes <= 0:
+        return 0
+    block = -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+    if block >= _MIN_LARGE_ALLOC:
+        segment = -(-block // _ROUND_LARGE) * _ROUND_LARGE
+        if segment - block <= _SPLIT_ABOVE:
+            return segment
+    return block
 
 
 def rounded_peak(sizes) -> int:

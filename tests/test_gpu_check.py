@@ -181,7 +181,7 @@ def test_rounded_peak(bench):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA caching allocator needs a GPU")
-@pytest.mark.parametrize("nbytes", [1, 513, 4000, 3 * 2**20 + 7])
+@pytest.mark.parametrize("nbytes", [1, 513, 4000, 3 * 2**20 + 7, 10 * 2**20 + 1, 23 * 2**19])
 def test_allocator_block_is_the_caching_allocators(bench, nbytes):
     _, stats = bench
     torch.cuda.empty_cache()  # (a fresh segment: a cached block might be handed out unsplit)
