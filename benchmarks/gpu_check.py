@@ -37,14 +37,15 @@ import traceback
 from datetime import datetime, timezone
 
 import torch
-from gpu_check_stats import GOALS, goals, op_class, rounded_peak
+from gpu_check_stats import goal_lines, goals, op_class, rounded_peak, table
 from gpu_check_workloads import WORKLOADS, Workload
 
 WARMUP, REPEATS, PROFILED = 3, 10, 3
 NOTES = (
     "step = what the workload's call runs: the forward, and for training the loss and its backward "
-    "(gradients set to None first, no optimizer step: the time model does not price one); a loss computed outside the model (the vision "
-    "workloads' cross-entropy) is measured but not predicted (the analysis prices the model's nodes)",
+    "(gradients set to None first, no optimizer step: the time model does not price one); a loss "
+    "computed outside the model (the vision workloads' cross-entropy) is measured but not predicted "
+    "(the analysis prices the model's nodes)",
     "measured per op class: each aten op's self device time under torch.profiler (CPU time on a CPU), "
     "summed by class; the whole step: CUDA events around it, so launch gaps count there only",
     "memory estimate: report.memory.peak (growth over what was allocated before the step); on CUDA "
@@ -187,9 +188,12 @@ def check(work: Workload, specs: dict, device: torch.device, tiny: bool, repeats
         report = fxinspect.analyze(model, step.fresh(), **options)
     times = step.times(WARMUP, repeats)
     measured = statistics.median(times)
-    classes = step.class_times(PROFILED)
-    priced = {name: predicted_classes(report, spec) for name, spec in specs.items() if spec is not None}
     row = {"inputs": _shapes(inputs), "measured_s": measured, "measured_min_max_s": [min(times), max(times)]}
+    try:
+        classes = step.class_times(PROFILED)
+    except Exception as error:  # (a profiler that cannot start: the whole step still checks)
+        classes, row["classes_error"] = {}, f"{type(error).__name__}: {error}"[:300]
+    priced = {name: predicted_classes(report, spec) for name, spec in specs.items() if spec is not None}
     row["predicted_s"] = {name: sum(p.values()) for name, p in priced.items()}
     row["ratio"] = {name: _ratio(p, measured) for name, p in row["predicted_s"].items()}
     row["classes"] = {
@@ -231,44 +235,6 @@ def _specs(device: torch.device) -> tuple[dict, list[str]]:
             specs[key] = None
             said.append(f"{key}: no spec for {wanted!r}: {error}")
     return specs, said
-
-
-def _num(value: float | None, form: str) -> str:
-    width = form.split(".")[0]
-    return format("—", f">{width}") if value is None else format(value, form)
-
-
-def table(rows: list[dict]) -> str:
-    """One table: per workload (and under it per op class) measured time, predicted ÷
-    measured on each spec, and the memory estimate against the allocator's peak."""
-    head = f"{'workload / op class':24} {'measured':>11} {'datasheet':>9} {'calibrated':>10} {'mem est':>10} {'measured':>10} {'est/meas':>8}"
-    lines = [head, "-" * len(head)]
-    for row in rows:
-        if row.get("error") or row.get("skipped"):
-            lines.append(f"{row['workload']:24} {row.get('error') or row['skipped']}")
-            continue
-        ratio, mem = row["ratio"], row["memory"]
-        lines.append(
-            f"{row['workload']:24} {row['measured_s'] * 1e3:8.2f} ms {_num(ratio.get('datasheet'), '9.2f')} "
-            f"{_num(ratio.get('calibrated'), '10.2f')} {mem['estimate_blocks'] / 2**20:6.1f} MiB "
-            f"{mem['measured'] / 2**20:6.1f} MiB {_num(mem['ratio'], '8.3f')}"
-        )
-        for cls, got in row["classes"].items():
-            measured = _num(got["measured_s"] and got["measured_s"] * 1e3, "8.2f")
-            lines.append(
-                f"  {cls:22} {measured:>8} ms {_num(got['ratio'].get('datasheet'), '9.2f')} "
-                f"{_num(got['ratio'].get('calibrated'), '10.2f')}"
-            )
-    return "\n".join(lines)
-
-
-def goal_lines(found: dict) -> list[str]:
-    lines = []
-    for name, bound, meaning in GOALS:
-        got = found[name]
-        verdict = {True: "PASS", False: "MISS", None: "n/a "}[got["met"]]
-        lines.append(f"{verdict} {name} {_num(got['value'], '.3f')} (bound {bound}): {meaning}")
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

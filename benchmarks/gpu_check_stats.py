@@ -1,4 +1,4 @@
-"""The pure parts of ``benchmarks/gpu_check.py``: op classes, the allocator's rounding, error statistics, goals.
+"""The pure parts of ``benchmarks/gpu_check.py``: op classes, the allocator's blocks, error statistics, goals, the table.
 
 Nothing here runs a model: each is a function of numbers and names, unit-tested in
 ``tests/test_gpu_check.py`` against hand-computed figures.
@@ -17,7 +17,18 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["GOALS", "MIN_BLOCK", "allocator_block", "error_stats", "goals", "op_class", "percentile", "rounded_peak"]
+__all__ = [
+    "GOALS",
+    "MIN_BLOCK",
+    "allocator_block",
+    "error_stats",
+    "goal_lines",
+    "goals",
+    "op_class",
+    "percentile",
+    "rounded_peak",
+    "table",
+]
 
 # the CUDA caching allocator's constants (c10/cuda/CUDACachingAllocator.cpp)
 MIN_BLOCK = 512  # kMinBlockSize: every block a multiple of it
@@ -129,3 +140,41 @@ def goals(rows: list[dict]) -> dict[str, dict]:
         name: {"value": values[name], "bound": bound, "met": None if values[name] is None else values[name] <= bound}
         for name, bound, _ in GOALS
     }
+
+
+def _num(value: float | None, form: str) -> str:
+    width = form.split(".")[0]
+    return format("—", f">{width}") if value is None else format(value, form)
+
+
+def table(rows: list[dict]) -> str:
+    """One table: per workload (and under it per op class) measured time, predicted ÷
+    measured on each spec, and the memory estimate against the allocator's peak."""
+    head = f"{'workload / op class':24} {'measured':>11} {'datasheet':>9} {'calibrated':>10} {'mem est':>10} {'measured':>10} {'est/meas':>8}"
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        if row.get("error") or row.get("skipped"):
+            lines.append(f"{row['workload']:24} {row.get('error') or row['skipped']}")
+            continue
+        ratio, mem = row["ratio"], row["memory"]
+        lines.append(
+            f"{row['workload']:24} {row['measured_s'] * 1e3:8.2f} ms {_num(ratio.get('datasheet'), '9.2f')} "
+            f"{_num(ratio.get('calibrated'), '10.2f')} {mem['estimate_blocks'] / 2**20:6.1f} MiB "
+            f"{mem['measured'] / 2**20:6.1f} MiB {_num(mem['ratio'], '8.3f')}"
+        )
+        for cls, got in row["classes"].items():
+            measured = _num(got["measured_s"] and got["measured_s"] * 1e3, "8.2f")
+            lines.append(
+                f"  {cls:22} {measured:>8} ms {_num(got['ratio'].get('datasheet'), '9.2f')} "
+                f"{_num(got['ratio'].get('calibrated'), '10.2f')}"
+            )
+    return "\n".join(lines)
+
+
+def goal_lines(found: dict) -> list[str]:
+    lines = []
+    for name, bound, meaning in GOALS:
+        got = found[name]
+        verdict = {True: "PASS", False: "MISS", None: "n/a "}[got["met"]]
+        lines.append(f"{verdict} {name} {_num(got['value'], '.3f')} (bound {bound}): {meaning}")
+    return lines

@@ -220,3 +220,24 @@ def test_goals(bench):
     }
     assert got["datasheet worst factor"]["value"] == pytest.approx(1 / 0.7)
     assert all(v["met"] is None and v["value"] is None for v in stats.goals([]).values())
+
+
+def test_table_and_goal_lines(bench):
+    _, stats = bench
+    rows = [
+        {
+            "workload": "w",
+            "measured_s": 0.0125,
+            "ratio": {"datasheet": 0.8, "calibrated": None},
+            "memory": {"estimate_blocks": 3 * 2**20, "measured": 3 * 2**20, "ratio": 1.0},
+            "classes": {"matmul": {"measured_s": 0.01, "ratio": {"datasheet": 0.75, "calibrated": None}}},
+        },
+        {"workload": "x", "error": "RuntimeError: boom"},
+    ]
+    head, rule, row, matmul, failed = stats.table(rows).splitlines()
+    assert row.split() == ["w", "12.50", "ms", "0.80", "—", "3.0", "MiB", "3.0", "MiB", "1.000"]
+    assert len(row) == len(head) == len(rule)  # (a missing ratio keeps its column's width)
+    assert matmul.split() == ["matmul", "10.00", "ms", "0.75", "—"]
+    assert failed.split() == ["x", "RuntimeError:", "boom"]
+    lines = stats.goal_lines(stats.goals(rows[:1]))
+    assert [line.split()[0] for line in lines] == ["n/a", "n/a", "PASS", "PASS"]  # no calibrated ratio; 1.25; 0.0
