@@ -114,14 +114,17 @@ class Step:
 
     def class_times(self, steps: int) -> dict[str, float]:
         """Seconds per step of each op class's aten ops (self device time; CPU time on a CPU)."""
-        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import ProfilerActivity, profile, schedule
 
         cuda = self.device.type == "cuda"
-        calls = [self.fresh() for _ in range(steps)]  # (copied before: a copy's ops are no part of the step)
-        with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+        calls = [self.fresh() for _ in range(steps + 1)]  # (copied before: a copy's ops are no part of the step)
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+        # (the first step traced is the profiler's warm-up, not counted: its start costs the first ops)
+        with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
             for inputs in calls:
                 self(inputs)
-            _sync(self.device)
+                _sync(self.device)
+                prof.step()
         found: dict[str, float] = {}
         for event in prof.key_averages():
             if event.key.startswith("aten::"):
