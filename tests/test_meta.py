@@ -85,6 +85,26 @@ def test_virtual_run_with_grad_and_train_mode():
     _assert_unavailable(report)
 
 
+def test_a_loss_over_labels_built_on_meta_is_the_real_runs_step():
+    # A model and its labels built under torch.device("meta"): the loss meets the labels (a
+    # real meta tensor) beside the output (a fake one standing for the host), in its forward
+    # and in the backward that saved them; the step is the real one's, op for op.
+    model, x, y = torch.nn.Linear(4, 3), torch.randn(2, 4), torch.tensor([0, 2])
+    real = fxinspect.analyze(
+        model, x, backward=True, loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y), timing=False
+    )
+    on_meta, y_meta = model.to("meta"), y.to("meta")
+    meta = fxinspect.analyze(
+        on_meta, x.to("meta"), backward=True, loss_fn=lambda out: torch.nn.functional.cross_entropy(out, y_meta)
+    )
+    # forward: addmm 2*(2*4*3) + 2*3 bias = 54 FLOPs; backward: the weight's grad, mm 2*(3*2*4) = 48,
+    # and the bias's, a sum of 2*3 = 6 (x requires no grad: no grad of the input)
+    assert (meta.totals.flops, meta.totals.backward_flops) == (real.totals.flops, real.totals.backward_flops)
+    assert (meta.totals.flops, meta.totals.backward_flops) == (54, 48 + 6)
+    assert meta.memory.peak == real.memory.peak
+    assert y_meta.device.type == "meta" and not isinstance(y_meta, FakeTensor)
+
+
 def test_device_meta_leaves_the_real_model_untouched():
     model = _resnet18(on_meta=False).train()  # train mode: a real run would update running stats
     model.fc.weight.requires_grad_(False)

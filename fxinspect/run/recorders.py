@@ -55,6 +55,7 @@ import torch
 
 from ..errors import InputError
 from ..tensors import tensors_in
+from .virtual import meta_on_host
 
 __all__ = ["Recorder", "default_loss", "fresh_grads", "loss_for", "overrides", "unseen"]
 
@@ -74,8 +75,11 @@ def default_loss(output: Any) -> torch.Tensor:
 
 def loss_for(backward: bool, loss_fn: Loss | None = None) -> Loss | None:
     """The loss a run differentiates: ``None`` without a backward, else the user's
-    ``loss_fn`` or :func:`default_loss`."""
-    return (loss_fn or default_loss) if backward else None
+    ``loss_fn`` (real ``meta`` tensors it holds standing for host ones on a virtual run:
+    :func:`~.virtual.meta_on_host`) or :func:`default_loss`."""
+    if not backward:
+        return None
+    return meta_on_host(loss_fn) if loss_fn is not None else default_loss
 
 
 @contextlib.contextmanager

@@ -45,20 +45,22 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import _disable_current_modes, is_traceable_wrapper_subclass
 
 from ..errors import InputError
 from ..options import meta_device
 from ..tensors import has_data
 
-__all__ = ["VirtualRun", "fake_copy", "fake_inputs", "is_virtual", "virtual", "virtual_device"]
+__all__ = ["VirtualRun", "fake_copy", "fake_inputs", "is_virtual", "meta_on_host", "virtual", "virtual_device"]
 
 HOST = torch.device("cpu")
 """Where a fake copy of a ``meta`` tensor pretends to live (what a real run would use)."""
@@ -197,3 +199,41 @@ def virtual(
     run = VirtualRun(fake_model, fake_args, fake_kwargs, True, mode, [_note(model, dev, fake_model)])
     with mode:
         yield run
+
+
+class _MetaOnHost(TorchFunctionMode):
+    """Real ``meta`` tensors a torch function meets, as fake tensors of ``mode`` on
+    :data:`HOST`: what the fake copies of the model's own meta tensors are. A function mode,
+    so that autograd saves the fake tensor for the backward too."""
+
+    def __init__(self, mode: FakeTensorMode) -> None:
+        super().__init__()
+        self.mode, self.fakes = mode, {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        args, kwargs = pytree.tree_map_only(torch.Tensor, self._fake, (args, kwargs or {}))
+        return func(*args, **kwargs)
+
+    def _fake(self, t: torch.Tensor) -> torch.Tensor:
+        if type(t) is not torch.Tensor or not t.is_meta:
+            return t
+        if id(t) not in self.fakes:
+            with _disable_current_modes():  # (made as an input is: no op of the loss's own)
+                self.fakes[id(t)] = (t, fake_like(t, self.mode))
+        return self.fakes[id(t)][1]
+
+
+def meta_on_host(loss_fn: Any) -> Any:
+    """``loss_fn`` such that, on a virtual run's output, a real ``meta`` tensor it holds (the
+    labels, made beside a model built on ``meta``) stands for one on :data:`HOST`, as the
+    model's own meta tensors do, rather than meeting the output's device as another."""
+
+    @functools.wraps(loss_fn)
+    def loss(output: Any) -> torch.Tensor:
+        fake = next((t for t in pytree.tree_leaves(output) if isinstance(t, FakeTensor)), None)
+        if fake is None:
+            return loss_fn(output)
+        with _MetaOnHost(fake.fake_mode):
+            return loss_fn(output)
+
+    return loss
