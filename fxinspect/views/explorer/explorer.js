@@ -62,21 +62,18 @@
     chains.set(path, found);
     return found;
   }
-  // the key of the box showing node i: a collapsed module or run above it, or the op itself
-  const NONE = Object.freeze([]);
-  let inShown = NONE; // (boxOf's side answer: the members shown that node i is in)
+  // the key of the box showing node i: a collapsed module or run above it, or the op itself;
+  // for a node of a member an open run does not show, {run, member} (or its glue: {run, glue})
   function boxOf(i) {
     const n = nodes[i];
-    inShown = NONE;
     if (n.kind === "input") return "in:" + n.name;
     for (const p of chainOf(n.module)) {
       if (transparent.has(p)) continue; // a container of one folded run: the run is drawn instead
       const run = runOf.get(p);
       if (run !== undefined) {
         if (!expanded.has("r:" + run)) return "r:" + run;
-        if (p !== shown(run)) return { shown: shown(run) }; // another member: not drawn
+        if (p !== shown(run)) return { run: run, member: p }; // another member: not drawn
         openRuns.add(run);
-        inShown = inShown.concat([p]);
       }
       const key = "m:" + p + callSuffix(p, n);
       if (!expanded.has(key)) return key + (n.parts && n.parts[p] ? "~" + n.parts[p] : "");
@@ -87,16 +84,17 @@
   }
 
   // an op between two members of a folded run (a loop's glue), when the run is drawn: in
-  // the run's box while it is closed (as report.plot draws it), else drawn with the
-  // member before it (not drawn when that member is not the one shown); null: an op as any
+  // the run's box while it is closed (as report.plot draws it), else drawn once, as the
+  // members are: the glue after the member shown (before it, for the last), the others
+  // {run, glue} (not drawn); null: an op as any
   function glued(n) {
     const [run, k] = n.glue;
     for (const p of chainOf(run).slice(0, -1)) {
       if (transparent.has(p)) continue;
-      if (runOf.has(p) || !moduleKeys(p).some((k) => expanded.has(k))) return null; // (inside a closed box, or a run's member)
+      if (!moduleKeys(p).some((k) => expanded.has(k))) return null; // (inside a closed box)
     }
     if (!expanded.has("r:" + run)) return "r:" + run;
-    return data.runs[run].members[k] === shown(run) ? null : { shown: shown(run) };
+    return k === glueShown(run) ? null : { run: run, glue: k };
   }
 
   // a module run several times is a box per call: "m:path@call"; a call whose ops are
@@ -126,74 +124,121 @@
   let openRuns = new Set(); // the open runs drawn (their member shown), for the stepper above the graph
   function shown(run) { return data.runs[run].members[shownMember.get(run) || 0]; }
 
+  // the members an open run does not show, drawn as the one it shows (as report.plot
+  // draws a run's members as one box per place in them): a node of another member is
+  // drawn as its twin, the node at the same place in the member shown, and so is the glue
+  // between other members; per member (and per run's glue) its nodes, in order
+  let ofMember = null, ofGlue = null;
+  function sortMembers() {
+    ofMember = new Map(); ofGlue = new Map();
+    for (let i = 0; i < nodes.length; i++) {
+      const n = nodes[i];
+      if (n.kind !== "op") continue;
+      for (const p of chainOf(n.module)) if (runOf.has(p)) (ofMember.get(p) || ofMember.set(p, []).get(p)).push(i);
+      if (n.glue) {
+        const glues = ofGlue.get(n.glue[0]) || ofGlue.set(n.glue[0], []).get(n.glue[0]);
+        (glues[n.glue[1]] = glues[n.glue[1]] || []).push(i);
+      }
+    }
+  }
+  function glueShown(run) { // which glue an open run draws: after its member shown, else the nearest before it
+    if (!ofGlue) sortMembers();
+    const glues = ofGlue.get(run) || [];
+    for (let k = Math.min(shownMember.get(run) || 0, glues.length - 1); k >= 0; k--) if (glues[k]) return k;
+    return glues.findIndex((g) => g);
+  }
+  function twin(i, hidden) { // the node drawn for node i, of a member (or glue) not shown; undefined: none
+    if (!ofMember) sortMembers();
+    const [from, to] = hidden.member !== undefined
+      ? [ofMember.get(hidden.member), ofMember.get(shown(hidden.run)) || []]
+      : [ofGlue.get(hidden.run)[hidden.glue], ofGlue.get(hidden.run)[glueShown(hidden.run)] || []];
+    let lo = 0, hi = from.length - 1; // (i's place in its member: members are in graph order)
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (from[mid] < i) lo = mid + 1; else hi = mid; }
+    return to[Math.min(lo, to.length - 1)];
+  }
+  // each folded run node i lies in (or is the glue of), with the index of its member there
+  const repeats = new Map();
+  function repeatsOf(i) {
+    let found = repeats.get(i);
+    if (found) return found;
+    found = new Map();
+    for (const p of chainOf(nodes[i].module)) if (runOf.has(p)) found.set(runOf.get(p), data.runs[runOf.get(p)].members.indexOf(p));
+    if (nodes[i].glue) found.set(nodes[i].glue[0], nodes[i].glue[1]);
+    repeats.set(i, found);
+    return found;
+  }
+  // whether nodes j and i lie in different members of one run: an edge from one repeat into
+  // the next is the loop the fold stands for, left out (as report.plot leaves it out)
+  function acrossRepeats(j, i) {
+    if (nodes[j].kind !== "op" || nodes[i].kind !== "op") return false;
+    const after = repeatsOf(i);
+    for (const [run, k] of repeatsOf(j)) if (after.has(run) && after.get(run) !== k) return true;
+    return false;
+  }
+
   function visible() {
     openRuns = new Set();
     const boxes = new Map(); // key -> {key, nodes: [i], order}
-    const of = new Array(nodes.length);
-    // a node not drawn (in a member of an open run that is not shown): the boxes it reads,
-    // through other nodes not drawn, so an edge runs past the members left out; but not
-    // what the member shown reads itself from outside (a mask, a rotary table): its edge
-    // is drawn there, and the members left out add none
-    const through = new Array(nodes.length), hidden = new Array(nodes.length), members = new Array(nodes.length);
+    const of = new Array(nodes.length), hidden = new Array(nodes.length), drawnAs = new Array(nodes.length);
     for (let i = 0; i < nodes.length; i++) {
       const key = boxOf(i);
       of[i] = typeof key === "object" ? null : key;
-      hidden[i] = typeof key === "object" ? key.shown : null;
-      members[i] = inShown;
+      hidden[i] = typeof key === "object" ? key : null;
     }
-    const readByShown = new Map(); // a member shown -> the boxes outside it that it reads
-    for (let i = 0; i < nodes.length; i++) {
-      for (const m of members[i]) {
-        let read = readByShown.get(m);
-        if (!read) readByShown.set(m, (read = new Set()));
-        for (const a of nodes[i].args) {
-          const j = index.get(a);
-          if (j !== undefined && of[j] !== null && !members[j].includes(m)) read.add(of[j]);
-        }
-      }
+    for (let i = 0; i < nodes.length; i++) { // a node not drawn: its twin (a run in a run: the twin's twin)
+      let j = i;
+      for (let seen = 0; j !== undefined && hidden[j] && seen < 64; seen++) j = twin(j, hidden[j]);
+      drawnAs[i] = j !== undefined && !hidden[j] ? j : null;
     }
-    const sources = (j) => (of[j] !== null ? [of[j]] : through[j]);
-    for (let i = 0; i < nodes.length; i++) {
+    // the boxes in the order their nodes run, the glue an open run draws after its member
+    // shown (the glue before the last member drawn after it, where report.plot draws it)
+    const after = new Map();
+    for (const run of openRuns) {
+      const g = glueShown(run), s = shownMember.get(run) || 0, member = ofMember.get(shown(run));
+      if (g >= 0 && g < s && member) after.set(member[member.length - 1], ofGlue.get(run)[g]);
+    }
+    const moved = new Set([].concat(...after.values()));
+    const put = (i) => {
       const key = of[i];
-      if (key === null) {
-        const found = new Set(), drawn = readByShown.get(hidden[i]);
-        for (const a of nodes[i].args) {
-          const j = index.get(a);
-          if (j === undefined || (of[j] !== null && drawn && drawn.has(of[j]))) continue;
-          for (const s of sources(j)) found.add(s);
-        }
-        through[i] = [...found];
-        continue;
-      }
+      if (key === null) return;
       let box = boxes.get(key);
       if (!box) { box = { key: key, nodes: [], order: boxes.size }; boxes.set(key, box); }
       box.nodes.push(i);
+    };
+    for (let i = 0; i < nodes.length; i++) {
+      if (!moved.has(i)) put(i);
+      if (after.has(i)) for (const j of after.get(i)) put(j);
     }
     boxes.set("out", { key: "out", nodes: [], order: boxes.size });
-    const edges = connect(boxes, of, sources);
+    const edges = connect(boxes, of, drawnAs);
     return { boxes: [...boxes.values()], edges: [...edges.values()] };
   }
 
   // the edges between boxes, each [from, to, the nodes whose outputs it carries]; per box
   // the nodes whose outputs enter it (`entering`) and the last that leaves it (`leaving`),
   // the shapes it shows, as report.plot finds them
-  function connect(boxes, of, sources) {
+  function connect(boxes, of, drawnAs) {
     const edges = new Map();
-    const add = (a, b, j) => {
+    const add = (a, b, j, from) => { // j: the node whose output the edge carries, from: the node drawn for it
       if (a === b) return;
       let edge = edges.get(a + "\u0000" + b);
       if (!edge) edges.set(a + "\u0000" + b, (edge = [a, b, []]));
       if (!edge[2].includes(j)) edge[2].push(j);
       const into = boxes.get(b);
       if (!into.entering.includes(j)) into.entering.push(j);
-      if (of[j] === a) boxes.get(a).leaving = j;
+      boxes.get(a).leaving = from;
     };
     for (const box of boxes.values()) { box.entering = []; box.leaving = null; }
     for (let i = 0; i < nodes.length; i++) {
-      if (of[i] === null) continue;
-      for (const a of nodes[i].args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, of[i], index.get(a));
+      const to = drawnAs[i];
+      if (to === null) continue;
+      for (const a of nodes[i].args) {
+        const j = index.get(a);
+        if (j === undefined || drawnAs[j] === null || acrossRepeats(j, i)) continue;
+        add(of[drawnAs[j]], of[to], j, drawnAs[j]);
+      }
     }
-    for (const a of data.output.args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, "out", index.get(a));
+    for (const a of data.output.args) if (index.has(a) && drawnAs[index.get(a)] !== null) add(of[drawnAs[index.get(a)]], "out", index.get(a), drawnAs[index.get(a)]);
     return edges;
   }
   // the label of an edge: the shape and dtype of each node's output it carries (two at most)
