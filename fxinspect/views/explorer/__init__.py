@@ -37,12 +37,21 @@ from .payload import payload
 __all__ = ["SCRIPTS", "explorer_body", "page", "to_html"]
 
 SCRIPTS = (
+    "format.js",
+    "boxes.js",
+    "describe.js",
+    "layout.js",
+    "colours.js",
+    "panel.js",
+    "tooltip.js",
+    "memory.js",
+    "pair.js",
     "zoom.js",
     "unpack.js",
     "find.js",
     "export.js",
     "explorer.js",
-)  # an explorer's scripts, in the order they load
+)  # an explorer's scripts, in the order they load: each part defines one function, explorer.js uses them
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:

@@ -3,7 +3,7 @@
 Each side is the explorer of one report; a module that differs between them (its type,
 parameters, FLOPs, MACs or bytes; latency alone is noise) is framed in red on both sides
 with the change written in it, and a module found in one report only is framed in dashes.
-The two panes move as one (explorer.js pairs them): a module opened, a run stepped, a
+The two panes move as one (pair.js pairs them): a module opened, a run stepped, a
 colour chosen, a zoom, pan or fit in one is done in the other where the other report has
 the same path (one it lacks is named in a note on its side), and both colour on one scale,
 over the boxes drawn in both (``window.fxinspect[i].fill(v)``: the fill of a value).
