@@ -130,6 +130,7 @@ def explorer_body(title: str, ids: bool = True) -> str:
 <button {attrs("fit")} type="button" title="the whole graph in sight (wheel or pinch: zoom, drag: pan)">fit</button>
 <button {attrs("svg")} type="button" title="save the view drawn as an SVG file">SVG</button>
 <button {attrs("png")} type="button" title="save the view drawn as a PNG picture">PNG</button>
+<button {attrs("side")} type="button" title="show or hide the side panel (the box selected)">panel</button>
 <span {attrs("crumbs")}></span>
 <div {attrs("scale")}></div>
 </header>

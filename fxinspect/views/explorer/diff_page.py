@@ -37,7 +37,8 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
         raise ValueError("this diff does not hold its two reports: make it with report.diff(other)")
     left = explorer_body(f"this: {_name(d.this)}", ids=False)
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
-    body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
+    # (the side panels start hidden: each pane's drawing gets half the page; "panel" shows both)
+    body = f'<div class="diff panel-closed">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
     data = {"this": pack(payload(d.this)), "other": pack(payload(d.other)), "changes": d.changes()}
     return page("fxinspect: two reports", body, data, SCRIPTS, path, data_id="fxinspect-diff")
 

@@ -179,6 +179,11 @@
   const saved = fxinspectExport(graph, ((modules[""] || {}).type || "model").replace(/[^\w.-]+/g, "_"));
   part("svg").addEventListener("click", () => saved.svg());
   part("png").addEventListener("click", () => saved.png());
+  // the side panel shown or hidden: on a diff page, both panes' (the page holds the choice)
+  const sides = root.closest(".diff") || root;
+  function sidePressed() { for (const b of sides.querySelectorAll('[data-part="side"]')) b.setAttribute("aria-pressed", String(!sides.classList.contains("panel-closed"))); }
+  part("side").addEventListener("click", () => { sides.classList.toggle("panel-closed"); sidePressed(); zoom.apply(); });
+  sidePressed();
   part("runs").addEventListener("click", (e) => {
     const arrow = e.target.closest("[data-run]");
     if (!arrow) return;
