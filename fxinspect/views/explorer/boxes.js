@@ -174,14 +174,14 @@ function fxinspectBoxes(data, expanded, shownMember) {
       if (after.has(i)) for (const j of after.get(i)) put(j);
     }
     boxes.set("out", { key: "out", nodes: [], order: boxes.size });
-    const edges = connect(boxes, of, drawnAs);
+    const edges = connect(boxes, of, drawnAs, hidden);
     return { boxes: [...boxes.values()], edges: [...edges.values()], runs: [...openRuns] };
   }
 
   // the edges between boxes, each [from, to, the nodes whose outputs it carries]; per box
   // the nodes whose outputs enter it (`entering`) and the last that leaves it (`leaving`),
   // the shapes it shows, as report.plot finds them
-  function connect(boxes, of, drawnAs) {
+  function connect(boxes, of, drawnAs, hidden) {
     const edges = new Map();
     const add = (a, b, j, from) => { // j: the node whose output the edge carries, from: the node drawn for it
       if (a === b) return;
@@ -194,11 +194,13 @@ function fxinspectBoxes(data, expanded, shownMember) {
     };
     for (const box of boxes.values()) { box.entering = []; box.leaving = null; }
     for (let i = 0; i < nodes.length; i++) {
-      const to = drawnAs[i];
+      const to = drawnAs[i], h = hidden[i];
       if (to === null) continue;
       for (const a of nodes[i].args) {
         const j = index.get(a);
         if (j === undefined || drawnAs[j] === null || acrossRepeats(j, i)) continue;
+        // (inside one member not shown: the member shown draws the same edge, carrying its own)
+        if (h && hidden[j] && hidden[j].run === h.run && hidden[j].member === h.member && hidden[j].glue === h.glue) continue;
         add(of[drawnAs[j]], of[to], j, drawnAs[j]);
       }
     }
