@@ -159,7 +159,8 @@ function fxinspectBoxes(data, expanded, shownMember) {
     const after = new Map();
     for (const run of openRuns) {
       const g = glueShown(run), s = shownMember.get(run) || 0, member = ofMember.get(shown(run));
-      if (g >= 0 && g < s && member) after.set(member[member.length - 1], ofGlue.get(run)[g]);
+      const last = member ? member[member.length - 1] : null; // (runs in a run may end on one node)
+      if (g >= 0 && g < s && member) after.set(last, (after.get(last) || []).concat(ofGlue.get(run)[g]));
     }
     const moved = new Set([].concat(...after.values()));
     const put = (i) => {
