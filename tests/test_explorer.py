@@ -120,6 +120,19 @@ def test_colouring_by_latency_changes_the_fills(browser, tmp_path):
     assert errors == []
 
 
+def test_the_side_panel_hides_and_the_drawing_takes_its_width(browser, gpt2, tmp_path):
+    page, errors = _open(browser, gpt2, tmp_path)
+    wide = page.locator("#graph").bounding_box()["width"]
+    assert page.locator("#panel").is_visible() and page.get_attribute("#side", "aria-pressed") == "true"
+    page.click("#side")
+    # the 1,400-px page, the panel's 300 px and its padding (2 x 12) and border (1) given to the drawing
+    assert not page.locator("#panel").is_visible() and page.get_attribute("#side", "aria-pressed") == "false"
+    assert page.locator("#graph").bounding_box()["width"] == wide + 300 + 2 * 12 + 1 == 1400
+    page.click("#side")
+    assert page.locator("#panel").is_visible() and page.locator("#graph").bounding_box()["width"] == wide
+    assert errors == []
+
+
 def test_search_reveals_and_selects_c_fc(browser, gpt2, tmp_path):
     page, _ = _open(browser, gpt2, tmp_path)
     page.fill("#search", "c_fc")

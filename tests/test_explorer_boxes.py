@@ -68,6 +68,23 @@ class _ResidualMLP(torch.nn.Module):
         return self.out(h)
 
 
+class _Kept(torch.nn.Module):
+    """A loop of blocks with glue (``* 0.5``) whose every output is kept and summed after
+    the loop: edges leave every member, the last one's from after the run."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()) for _ in range(3))
+        self.out = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        kept = []
+        for block in self.blocks:
+            x = block(x) * 0.5
+            kept.append(x)
+        return self.out(torch.stack(kept).sum(0))
+
+
 def _report(name):
     torch.manual_seed(0)
     options = {}
@@ -84,6 +101,10 @@ def _report(name):
         x = [torch.rand(3, 128, 128)]
     elif name == "interleaved":
         model, x = _Interleaved(), torch.randn(2, 4)
+    elif name == "kept":
+        model, x = _Kept(), torch.randn(2, 8)
+    elif name == "nested":  # two stacks of looped blocks with glue: a folded run in a folded run
+        model, x = torch.nn.Sequential(TupleBlocks(), TupleBlocks()), torch.randn(2, 8)
     elif name == "mlp":
         model, x = _ResidualMLP(), torch.randn(2, 8)
     elif name == "densenet121":
@@ -145,6 +166,28 @@ def test_the_boxes_and_edges_are_plots(browser, tmp_path, name, depth):  # noqa:
     want_boxes, want_edges = _plot_graph(report, depth)
     assert boxes == want_boxes and edges == want_edges and errors == []
     assert nx.is_directed_acyclic_graph(nx.DiGraph(list(edges)))
+
+
+@pytest.mark.parametrize("name, depth", [("glue", 3), ("kept", 3), ("nested", 3), ("nested", 4)])
+def test_an_open_run_draws_plots_boxes_and_edges_whichever_member_it_shows(browser, tmp_path, name, depth):  # noqa: F811
+    # report.plot draws a run's members as one: an edge leaving the run starts at the box
+    # of the node it leaves from (the last member's ``add``, not the glue before it), the
+    # glue between members is one box after the member, an edge into the next repeat is
+    # the loop the fold stands for
+    report = _report(name)
+    page, errors = _open(browser, report, tmp_path)
+    page.evaluate(f"window.fxinspect.openTo({depth})")
+    boxes, edges = _page_graph(page)
+    assert (boxes, edges) == _plot_graph(report, depth)
+    # stepped to their last members (no glue after it), the runs draw the same picture
+    stepper = page.locator('[data-part="runs"] button[data-step="1"]:not([disabled])')
+    while stepper.count():
+        stepper.first.click()
+    assert page.locator("[data-shown]").count() >= 1 and page.locator('[data-step="1"]:not([disabled])').count() == 0
+    keys, stepped = _drawn(page)
+    drawn = nx.DiGraph(stepped)
+    drawn.add_nodes_from(keys)
+    assert nx.is_isomorphic(drawn, nx.DiGraph(report.to_networkx(by="diagram", depth=depth))) and errors == []
 
 
 def test_a_call_in_two_stretches_is_two_boxes_that_open_together(browser, tmp_path):  # noqa: F811

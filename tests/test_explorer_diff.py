@@ -23,10 +23,10 @@ def wider():
         return fxinspect.analyze(model, {"input_ids": torch.randint(0, 500, (1, 16))}, timing=False)
 
 
-def _diff_page(browser, this, other, tmp_path):  # noqa: F811
+def _diff_page(browser, this, other, tmp_path, width=1600):  # noqa: F811
     path = tmp_path / "diff.html"
     this.diff(other).to_html(path)
-    page = browser.new_page(viewport={"width": 1600, "height": 900})
+    page = browser.new_page(viewport={"width": width, "height": 900})
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -135,3 +135,24 @@ def test_a_path_one_report_lacks_is_said_so_not_an_error(browser, tmp_path):  # 
     page.click(f'{RIGHT} [data-crumb=""]')  # back to the top, 2 closed: the note goes
     assert _paths(page, LEFT) == ["0", "1"] and not page.is_visible(f"{LEFT} .missing")
     assert errors == []
+
+
+def test_each_pane_draws_on_half_the_page_and_the_panels_open_together(browser, gpt2, wider, tmp_path):  # noqa: F811
+    page, errors = _diff_page(browser, gpt2, wider, tmp_path, width=1280)
+
+    def widths():
+        return [page.locator(f'{side} [data-part="graph"]').bounding_box()["width"] for side in (LEFT, RIGHT)]
+
+    # 1,280 px for two panes (a 1-px border each): each drawing on at least 45 % of the page, 576 px
+    # (with a 300-px side panel each, shown, a drawing had 314 px: 24.5 %)
+    assert all(w >= 0.45 * 1280 for w in widths()), widths()
+    assert not page.locator(f'{LEFT} [data-part="panel"]').is_visible()
+    page.click(f'{RIGHT} [data-part="side"]')  # the side panels shown: both panes'
+    assert all(page.locator(f'{side} [data-part="panel"]').is_visible() for side in (LEFT, RIGHT))
+    assert page.get_attribute(f'{LEFT} [data-part="side"]', "aria-pressed") == "true"
+    page.click(f'{LEFT} [data-part="fit"]')  # (the drawing, fitted to the narrower canvas: both)
+    page.click(f'{LEFT} [data-path="lm_head"]')  # selected in both, each panel shows its own report's
+    assert all("lm_head" in page.inner_text(f'{side} [data-part="panel"]') for side in (LEFT, RIGHT))
+    assert all(w < 0.45 * 1280 for w in widths())
+    page.click(f'{LEFT} [data-part="side"]')
+    assert all(w >= 0.45 * 1280 for w in widths()) and errors == []

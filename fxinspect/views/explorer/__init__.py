@@ -37,12 +37,21 @@ from .payload import payload
 __all__ = ["SCRIPTS", "explorer_body", "page", "to_html"]
 
 SCRIPTS = (
+    "format.js",
+    "boxes.js",
+    "describe.js",
+    "layout.js",
+    "colours.js",
+    "panel.js",
+    "tooltip.js",
+    "memory.js",
+    "pair.js",
     "zoom.js",
     "unpack.js",
     "find.js",
     "export.js",
     "explorer.js",
-)  # an explorer's scripts, in the order they load
+)  # an explorer's scripts, in the order they load: each part defines one function, explorer.js uses them
 
 
 def to_html(report: ReportRecord, path: str | Path | None = None, what: str = "") -> str:
@@ -121,6 +130,7 @@ def explorer_body(title: str, ids: bool = True) -> str:
 <button {attrs("fit")} type="button" title="the whole graph in sight (wheel or pinch: zoom, drag: pan)">fit</button>
 <button {attrs("svg")} type="button" title="save the view drawn as an SVG file">SVG</button>
 <button {attrs("png")} type="button" title="save the view drawn as a PNG picture">PNG</button>
+<button {attrs("side")} type="button" title="show or hide the side panel (the box selected)">panel</button>
 <span {attrs("crumbs")}></span>
 <div {attrs("scale")}></div>
 </header>

@@ -3,7 +3,7 @@
 Each side is the explorer of one report; a module that differs between them (its type,
 parameters, FLOPs, MACs or bytes; latency alone is noise) is framed in red on both sides
 with the change written in it, and a module found in one report only is framed in dashes.
-The two panes move as one (explorer.js pairs them): a module opened, a run stepped, a
+The two panes move as one (pair.js pairs them): a module opened, a run stepped, a
 colour chosen, a zoom, pan or fit in one is done in the other where the other report has
 the same path (one it lacks is named in a note on its side), and both colour on one scale,
 over the boxes drawn in both (``window.fxinspect[i].fill(v)``: the fill of a value).
@@ -37,7 +37,8 @@ def diff_html(d: Any, path: str | Path | None = None) -> str:
         raise ValueError("this diff does not hold its two reports: make it with report.diff(other)")
     left = explorer_body(f"this: {_name(d.this)}", ids=False)
     right = explorer_body(f"other: {_name(d.other)}", ids=False)
-    body = f'<div class="diff">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
+    # (the side panels start hidden: each pane's drawing gets half the page; "panel" shows both)
+    body = f'<div class="diff panel-closed">{left}{right}</div><div id="tooltip" role="tooltip" hidden></div>'
     data = {"this": pack(payload(d.this)), "other": pack(payload(d.other)), "changes": d.changes()}
     return page("fxinspect: two reports", body, data, SCRIPTS, path, data_id="fxinspect-diff")
 
