@@ -196,7 +196,8 @@
     for (const a of data.output.args) if (index.has(a)) for (const s of sources(index.get(a))) add(s, "out", index.get(a));
     return edges;
   }
-  // the label of an edge: the shape and dtype of each node's output it carries (two at most)
+  // the label of an edge: the shape and dtype of each node's output it carries (two at most), as
+  // report.plot writes it (fxinspect.views.edge_labels.edge_label; a browser test holds them equal)
   function carries(carried) {
     const texts = [...new Set(carried.map((j) => nodes[j].shape + (nodes[j].dtype ? " " + nodes[j].dtype : "")))];
     return texts.slice(0, 2).join("; ") + (texts.length > 2 ? "; …" : "");
