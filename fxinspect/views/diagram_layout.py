@@ -9,7 +9,7 @@ text engine took a millisecond a line).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,13 @@ from .. import formatting as fmt
 from .box import Box
 from .layout import layered
 
-__all__ = ["FONT", "PAD", "Frame", "Layout", "arrange", "font", "frame", "measure"]
+__all__ = ["EDGE_FONT", "FONT", "PAD", "EdgeLabel", "Frame", "Layout", "arrange", "font", "frame", "measure"]
 
 FONT = 9.0  # points: legible at 100 % zoom at the figure's dpi
 PAD = 6.0
 MARGIN = 18.0  # points around the boxes
+EDGE_FONT = FONT - 2  # an edge's label: smaller than a box's
+EDGE_PAD = 2.0  # points of white around an edge's label, where its edge runs under it
 BAR = 1.6  # inches beside the drawing for the colour bar
 HEAD = 0.45  # inches above the drawing for the title
 LINE = 1.35  # a line of text is this many times its font size tall
@@ -72,8 +74,23 @@ def measure(label: Lines) -> tuple[float, float]:
 
 
 @dataclass
+class EdgeLabel:
+    """An edge's label placed: its text, centre and size (points, its white padding in)."""
+
+    text: str
+    centre: tuple[float, float]
+    size: tuple[float, float]
+
+    def rectangle(self) -> tuple[float, float, float, float]:
+        """Left, top, right, bottom."""
+        (x, y), (w, h) = self.centre, self.size
+        return x - w / 2, y - h / 2, x + w / 2, y + h / 2
+
+
+@dataclass
 class Layout:
-    """The boxes placed: their label lines, sizes and centres (points), the edges' routes."""
+    """The boxes placed: their label lines, sizes and centres (points), the edges' routes
+    and their labels (none drawn for an edge back up)."""
 
     found: dict[str, Box]
     ordered: list[str]  # keys in execution order
@@ -82,6 +99,7 @@ class Layout:
     pos: dict[str, tuple[float, float]]
     routes: dict[tuple[str, str], list[tuple[float, float]]]
     lr: bool  # layers run left to right
+    edge_labels: dict[tuple[str, str], EdgeLabel] = field(default_factory=dict)
 
     def label_rows(self, key: str) -> list[tuple[float, str, float, str]]:
         """Box ``key``'s label lines from the top down: (offset of the line's centre from
@@ -103,23 +121,34 @@ class Layout:
         return [start, *route[1:-1], end]
 
 
-def arrange(found: dict[str, Box], edges: list[tuple[str, str]], lr: bool, figures: dict[str, str]) -> Layout:
+def arrange(
+    found: dict[str, Box],
+    edges: list[tuple[str, str]],
+    lr: bool,
+    figures: dict[str, str],
+    edge_texts: dict[tuple[str, str], str] | None = None,
+) -> Layout:
     """Size each box by its label (with its coloured figure) and lay the boxes out in
-    layers along the dataflow."""
+    layers along the dataflow, with room for each edge's label in ``edge_texts``."""
     ordered = sorted(found, key=lambda k: found[k].order)
     labels = {k: lines(found[k], figures.get(k)) for k in ordered}
     sizes = {k: measure(labels[k]) for k in ordered}
-    pos, routes = layered(
+    edge_texts = {e: t for e, t in (edge_texts or {}).items() if t}
+    edge_sizes = {e: (text_width(t, EDGE_FONT) + 2 * EDGE_PAD, EDGE_FONT * LINE) for e, t in edge_texts.items()}
+    pos, routes, spots = layered(
         ordered,
         edges,
         {k: (h, w) if lr else (w, h) for k, (w, h) in sizes.items()},
         gap=24.0 if lr else 18.0,
         layer_gap=40.0 if lr else 26.0,
+        labels={e: (h, w) if lr else (w, h) for e, (w, h) in edge_sizes.items()},
     )
     if lr:  # layers run left to right: swap the axes of the layout
         pos = {k: (y, x) for k, (x, y) in pos.items()}
         routes = {e: [(y, x) for x, y in r] for e, r in routes.items()}
-    return Layout(found, ordered, labels, sizes, pos, routes, lr)
+        spots = {e: (y, x) for e, (x, y) in spots.items()}
+    placed = {e: EdgeLabel(edge_texts[e], spots[e], edge_sizes[e]) for e in edges if e in spots}
+    return Layout(found, ordered, labels, sizes, pos, routes, lr, placed)
 
 
 @dataclass
@@ -141,11 +170,14 @@ def frame(layout: Layout, heading: str | None, colour_bar: bool) -> Frame:
     colour bar (at most 4 inches, near the top of a tall figure)."""
     pos, sizes, ordered = layout.pos, layout.sizes, layout.ordered
     xs = [pos[k][0] + s * sizes[k][0] / 2 for k in ordered for s in (-1, 1)]
+    rectangles = [label.rectangle() for label in layout.edge_labels.values()]  # (a lane's may lie outside the boxes)
+    xs += [x for r in rectangles for x in (r[0], r[2])]
     if heading is not None:  # the heading fits: widen the drawing around the boxes if need be
         need = measure([(heading, FONT + 2, "normal")])[0] - (max(xs) - min(xs)) - 2 * PAD
         if need > 0:
             xs += [min(xs) - need / 2, max(xs) + need / 2]
     ys = [pos[k][1] + s * sizes[k][1] / 2 for k in ordered for s in (-1, 1)]
+    ys += [y for r in rectangles for y in (r[1], r[3])]
     head = HEAD if heading is not None else 0.0
     limits = (min(xs) - MARGIN, max(xs) + MARGIN, min(ys) - MARGIN, max(ys) + MARGIN)
     drawing_w, drawing_h = (limits[1] - limits[0]) / 72, (limits[3] - limits[2]) / 72
