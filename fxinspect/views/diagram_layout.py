@@ -10,7 +10,7 @@ text engine took a millisecond a line).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ def font(size: float, weight: str = "normal") -> Any:
     return ImageFont.truetype(str(Path(matplotlib.get_data_path(), "fonts", "ttf", name)), size)
 
 
+@lru_cache(maxsize=8192)  # (a diagram repeats its texts: every edge of a stage carries one shape)
 def text_width(text: str, size: float, weight: str = "normal") -> float:
     """The width of ``text`` at ``size`` points, in points (measured at 10x and scaled,
     as Pillow's sizes are whole pixels)."""
