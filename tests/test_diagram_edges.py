@@ -113,6 +113,10 @@ def _layout(report, depth, lr=False):
     return graph, arrange(graph.found, graph.edges, lr=lr, figures={}, edge_texts=texts)
 
 
+def graph_label(graph, edge):
+    return edge_label(graph.carries[edge])
+
+
 def _overlap(a, b):
     return min(a[2], b[2]) - max(a[0], b[0]) > 0 and min(a[3], b[3]) - max(a[1], b[1]) > 0
 
@@ -126,17 +130,20 @@ def test_no_label_lies_on_a_box_or_on_another_label_and_each_lies_on_its_edge(re
     graph, layout = _layout(request.getfixturevalue(name), depth, lr)
     order = {k: box.order for k, box in graph.found.items()}
     # every edge down the layers has its label (an edge back up, drawn aside, has none)
-    assert set(layout.edge_labels) == {(u, v) for u, v in graph.edges if order[u] < order[v]}
+    named = [e for label in layout.edge_labels for e in label.edges]
+    assert sorted(named) == sorted((u, v) for u, v in graph.edges if order[u] < order[v])
+    for label in layout.edge_labels:  # one label for edges of one source that carry the same
+        assert {u for u, _ in label.edges} == {label.edges[0][0]}
+        assert {graph_label(graph, e) for e in label.edges} == {label.text}
+        for e in label.edges:  # on its edges: each bends through it
+            assert label.centre in layout.routes[e][1:-1]
     boxes = {}
     for k in layout.ordered:
         (w, h), (x, y) = layout.sizes[k], layout.pos[k]
         boxes[k] = (x - w / 2, y - h / 2, x + w / 2, y + h / 2)
-    labels = {e: label.rectangle() for e, label in layout.edge_labels.items()}
-    assert [(e, k) for e, r in labels.items() for k, b in boxes.items() if _overlap(r, b)] == []
-    pairs = [(e, f) for e in labels for f in labels if e < f and _overlap(labels[e], labels[f])]
-    assert pairs == []
-    for e, label in layout.edge_labels.items():  # on its edge: the edge bends through it, or runs in its lane
-        assert label.centre in layout.routes[e][1:-1]
+    labels = [label.rectangle() for label in layout.edge_labels]
+    assert [(r, k) for r in labels for k, b in boxes.items() if _overlap(r, b)] == []
+    assert [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :] if _overlap(a, b)] == []
     # and still no edge behind a box (its rectangle less 1 pt, as the edge meets it at its side)
     behind = set()
     for u, v in layout.routes:
@@ -150,6 +157,35 @@ def test_no_label_lies_on_a_box_or_on_another_label_and_each_lies_on_its_edge(re
                     if k not in (u, v) and a + 1 < x < c - 1 and b + 1 < y < d - 1
                 }
     assert behind == set()
+
+
+class _Dense(torch.nn.Module):
+    """A dense block: each layer reads every output before it, so each box's output goes
+    to every box after it, most of them down several layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4 * (i + 1), 4) for i in range(4))
+
+    def forward(self, x):
+        features = [x]
+        for layer in self.layers:
+            features.append(layer(torch.cat(features, -1)))
+        return torch.cat(features, -1)
+
+
+def test_a_boxs_edges_that_carry_the_same_share_one_label_and_the_lanes_keep_their_width():
+    graph, layout = _layout(_analyze(_Dense(), torch.randn(2, 4)), 2)
+    bare = arrange(graph.found, graph.edges, lr=False, figures={})
+    sources = {u for label in layout.edge_labels for u, _ in label.edges}
+    assert len(layout.edge_labels) == len(sources)  # each box's outputs are one tensor: one label a box
+    # x (2×4) and each layer's 2×4 go to every cat after them; a cat feeds one layer
+    fans = {label.edges[0][0]: len(label.edges) for label in layout.edge_labels if len(label.edges) > 1}
+    assert fans == {"<placeholder:x>": 5, "layers.0": 4, "layers.1": 3, "layers.2": 2}
+    assert {label.text for label in layout.edge_labels if label.edges[0][0] in fans} == {"2×4 float32"}
+    # the boxes stand where they stood without labels, left to right (as one shift at most)
+    shift = {round(layout.pos[k][0] - bare.pos[k][0], 6) for k in layout.ordered}
+    assert len(shift) == 1
 
 
 def test_the_cli_draws_edge_labels_unless_told_not_to(tmp_path, capsys):

@@ -7,7 +7,7 @@ laid out in layers along the dataflow (:mod:`.layout`); :mod:`.boxgraph` finds t
 boxes and edges. Each box gives its name, type, the shapes entering it and leaving it
 (one when they are the same), and is coloured by the chosen figure, with a colour bar;
 each edge names the shape and dtype of what it carries (:mod:`.edge_labels`, as the
-explorer's edges do), in a lane beside the boxes or in the gap between two layers;
+explorer's edges do) in the gap below its source, once for a box's edges that carry the same;
 the model's inputs and outputs are grey, the NaN/Inf root cause has a red frame. The
 figure's size follows the layout at a fixed font size, so every label reads at 100 %
 zoom. A PNG or SVG file is painted directly from the layout (:mod:`.diagram_paint`, a
@@ -63,8 +63,9 @@ def plot(
     ``fold``: draw a run of repeated blocks once (``False``: every block its own boxes).
     ``color_by``: a figure's ``colour_key`` (see :func:`.colouring.colour_figures`) or ``None``. ``direction``: ``"TB"`` (top to
     bottom) or ``"LR"``. ``edge_labels``: write on each edge the shape and dtype of the
-    outputs it carries (two at most, ``; …`` beyond; an edge back up has none), with
-    room made for them; ``False`` draws the edges bare, the boxes closer. With ``path``, the file is written (PNG, SVG or PDF by its
+    outputs it carries (two at most, ``; …`` beyond; an edge back up has none), once for
+    a box's edges that carry the same, with room made for them; ``False`` draws the
+    edges bare, as before. With ``path``, the file is written (PNG, SVG or PDF by its
     extension; the same report gives the same bytes) and nothing is returned: PNG and
     SVG are painted without building a Figure.
     """
@@ -162,7 +163,7 @@ def _draw_edge_labels(ax: Any, layout: Layout) -> None:
     """Each edge's label on white over its edge (under the boxes, which it never meets)."""
     from matplotlib.patches import Rectangle
 
-    for label in layout.edge_labels.values():
+    for label in layout.edge_labels:
         left, top, right, bottom = label.rectangle()
         ax.add_artist(Rectangle((left, top), right - left, bottom - top, facecolor="white", lw=0, zorder=1.5))
         x, y = label.centre

@@ -76,11 +76,13 @@ def measure(label: Lines) -> tuple[float, float]:
 
 @dataclass
 class EdgeLabel:
-    """An edge's label placed: its text, centre and size (points, its white padding in)."""
+    """An edge label placed: its text, centre and size (points, its white padding in), and
+    the edges it names (one source's, that carry the same)."""
 
     text: str
     centre: tuple[float, float]
     size: tuple[float, float]
+    edges: list[tuple[str, str]] = field(default_factory=list)
 
     def rectangle(self) -> tuple[float, float, float, float]:
         """Left, top, right, bottom."""
@@ -91,7 +93,7 @@ class EdgeLabel:
 @dataclass
 class Layout:
     """The boxes placed: their label lines, sizes and centres (points), the edges' routes
-    and their labels (none drawn for an edge back up)."""
+    and their labels (none for an edge back up)."""
 
     found: dict[str, Box]
     ordered: list[str]  # keys in execution order
@@ -100,7 +102,7 @@ class Layout:
     pos: dict[str, tuple[float, float]]
     routes: dict[tuple[str, str], list[tuple[float, float]]]
     lr: bool  # layers run left to right
-    edge_labels: dict[tuple[str, str], EdgeLabel] = field(default_factory=dict)
+    edge_labels: list[EdgeLabel] = field(default_factory=list)
 
     def label_rows(self, key: str) -> list[tuple[float, str, float, str]]:
         """Box ``key``'s label lines from the top down: (offset of the line's centre from
@@ -134,22 +136,28 @@ def arrange(
     ordered = sorted(found, key=lambda k: found[k].order)
     labels = {k: lines(found[k], figures.get(k)) for k in ordered}
     sizes = {k: measure(labels[k]) for k in ordered}
-    edge_texts = {e: t for e, t in (edge_texts or {}).items() if t}
-    edge_sizes = {e: (text_width(t, EDGE_FONT) + 2 * EDGE_PAD, EDGE_FONT * LINE) for e, t in edge_texts.items()}
+    # the edges of one source that carry the same share a label (a fan-out is labelled once)
+    named = {e: (e[0], t) for e, t in (edge_texts or {}).items() if t}
+    sized = {key: (text_width(key[1], EDGE_FONT) + 2 * EDGE_PAD, EDGE_FONT * LINE) for key in named.values()}
     pos, routes, spots = layered(
         ordered,
         edges,
         {k: (h, w) if lr else (w, h) for k, (w, h) in sizes.items()},
         gap=24.0 if lr else 18.0,
         layer_gap=40.0 if lr else 26.0,
-        labels={e: (h, w) if lr else (w, h) for e, (w, h) in edge_sizes.items()},
+        labels=named,
+        label_sizes={key: (h, w) if lr else (w, h) for key, (w, h) in sized.items()},
     )
     if lr:  # layers run left to right: swap the axes of the layout
         pos = {k: (y, x) for k, (x, y) in pos.items()}
         routes = {e: [(y, x) for x, y in r] for e, r in routes.items()}
         spots = {e: (y, x) for e, (x, y) in spots.items()}
-    placed = {e: EdgeLabel(edge_texts[e], spots[e], edge_sizes[e]) for e in edges if e in spots}
-    return Layout(found, ordered, labels, sizes, pos, routes, lr, placed)
+    placed: dict[tuple[str, str], EdgeLabel] = {}
+    for e in edges:
+        key = named.get(e)
+        if key in spots:
+            placed.setdefault(key, EdgeLabel(key[1], spots[key], sized[key])).edges.append(e)
+    return Layout(found, ordered, labels, sizes, pos, routes, lr, list(placed.values()))
 
 
 @dataclass
@@ -171,7 +179,7 @@ def frame(layout: Layout, heading: str | None, colour_bar: bool) -> Frame:
     colour bar (at most 4 inches, near the top of a tall figure)."""
     pos, sizes, ordered = layout.pos, layout.sizes, layout.ordered
     xs = [pos[k][0] + s * sizes[k][0] / 2 for k in ordered for s in (-1, 1)]
-    rectangles = [label.rectangle() for label in layout.edge_labels.values()]  # (a lane's may lie outside the boxes)
+    rectangles = [label.rectangle() for label in layout.edge_labels]  # (a lane's may lie outside the boxes)
     xs += [x for r in rectangles for x in (r[0], r[2])]
     if heading is not None:  # the heading fits: widen the drawing around the boxes if need be
         need = measure([(heading, FONT + 2, "normal")])[0] - (max(xs) - min(xs)) - 2 * PAD

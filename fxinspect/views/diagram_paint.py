@@ -124,7 +124,7 @@ class Picture:
             (x, y), colour = self.place(*layout.pos[k]), label_colour(self.faces[k])
             for dy, text, size, weight in layout.label_rows(k):
                 yield x, y + dy, text, size, weight, colour, "mm"
-        for label in layout.edge_labels.values():
+        for label in layout.edge_labels:
             yield *self.place(*label.centre), label.text, EDGE_FONT, "normal", _EDGE, "mm"
         if self.bar is not None:
             left, top, width, height = self.bar_box()
@@ -145,7 +145,7 @@ class Picture:
 
     def label_grounds(self):
         """The white under each edge's label (its edge runs under it): left, top, width, height."""
-        for label in self.layout.edge_labels.values():
+        for label in self.layout.edge_labels:
             left, top, right, bottom = label.rectangle()
             x, y = self.place(left, top)
             yield x, y, right - left, bottom - top
