@@ -9,7 +9,10 @@ returns a matplotlib Figure to adjust): boxes are modules cut to ``depth`` (ever
 their sum, boxes are laid out in layers along the dataflow and coloured by a figure
 (``flops``, ``macs``, ``bytes``, ``latency``, ``memory``, ``backward_flops``,
 ``nonfinite``). A module's own ops (a reshape, a residual add) sit in boxes of their own
-where they run. The same report gives the same file, byte for byte.
+where they run. Each edge names the shape and dtype of what it carries (``1×64×56×56
+float32``), as the explorer's edges do, in the gap below the box it leaves, once for a
+box's edges that carry the same (``edge_labels=False`` draws the edges bare). The same
+report gives the same file, byte for byte.
 ``report.plot_breakdown(metric, by="module"|"op")`` shows where a figure goes as sorted
 bars: the largest parts, then the rest as one bar.
 """

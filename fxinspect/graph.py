@@ -145,9 +145,11 @@ def _flat(summed: dict[str, Any]) -> dict[str, Any]:
 
 def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.DiGraph:
     """The boxes and edges that ``report.plot(depth=depth, fold=fold)`` draws."""
-    from .views.boxgraph import boxes  # (views import nothing from here)
+    from .views.boxgraph import box_graph  # (views import nothing from here)
+    from .views.edge_labels import edge_label
 
-    found, edges = boxes(report, depth, fold)
+    graph = box_graph(report, depth, fold)
+    found = graph.found
     g = nx.DiGraph(level=Level.DIAGRAM.value, depth=depth, fold=fold)
     for key, box in found.items():
         g.add_node(
@@ -163,7 +165,8 @@ def _diagram_graph(report: ReportRecord, depth: int | None, fold: bool) -> nx.Di
             constants=tuple(box.constants),
             **_flat(sums(box.nodes)),
         )
-    g.add_edges_from(edges)
+    for edge, carried in graph.carries.items():
+        g.add_edge(*edge, carries=tuple(n.name for n in carried), label=edge_label(carried))
     return g
 
 
@@ -202,7 +205,9 @@ def to_networkx(
         repeated blocks folded (an op of a later repeat joins the box of the same op in
         the first), and ``constants`` lists the ops drawn inside a box that compute only
         from weights and constants (a weight's transpose, a lifted scalar): their edges
-        are left out.
+        are left out. An edge has ``carries`` (the nodes whose outputs it carries, in
+        graph order) and ``label`` (their shapes and dtypes, as ``plot`` and the
+        explorer write them on the edge: ``1×8 float32``).
     depth : module and diagram levels; ``None`` keeps full module paths (the diagram:
         every op node).
     fold : diagram level only: draw a run of repeated blocks once.

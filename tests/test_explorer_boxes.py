@@ -277,6 +277,25 @@ def test_each_edge_is_labelled_with_the_shapes_it_carries(browser, tmp_path, nam
     assert errors == []
 
 
+@pytest.mark.parametrize("name", ["mlp", "resnet18"])
+def test_the_explorer_labels_each_edge_as_plot_does(browser, tmp_path, name):  # noqa: F811
+    report = _report(name)
+    page, errors = _open(browser, report, tmp_path)
+    page.evaluate("window.fxinspect.openTo(2)")
+    boxes, _ = _drawn(page)
+    who = {k: _who(nodes, k, "output" if k == "out" else k[3:]) for k, nodes in boxes.items()}
+    labels = page.eval_on_selector_all(
+        ".edge-label", "els => els.map(e => [e.dataset.from, e.dataset.to, e.textContent])"
+    )
+    drawn = {(who[a], who[b]): text for a, b, text in labels}
+    # plot's labels: to_networkx(by="diagram")'s, from fxinspect.views.edge_labels.edge_label
+    g = report.to_networkx(by="diagram", depth=2)
+    kind = {k: g.nodes[k]["kind"] for k in g}
+    mine = {k: _who(g.nodes[k]["members"], k, "output" if kind[k] == "output" else g.nodes[k]["title"]) for k in g}
+    assert drawn == {(mine[a], mine[b]): g.edges[a, b]["label"] for a, b in g.edges}
+    assert len(drawn) == len(labels) and errors == []
+
+
 class _Tagger(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--color-by", choices=sorted(colour_figures()), default="flops", help="what colours the diagram"
     )
     parser.add_argument(
+        "--no-edge-labels", action="store_true", help="the diagram's edges bare (default: each names what it carries)"
+    )
+    parser.add_argument(
         "--fsdp", type=_positive, metavar="N", help="one rank of FSDP2 over N ranks, on a fake process group"
     )
     parser.add_argument("--rank", type=int, default=None, help="with --fsdp: the rank analysed (default 0)")
@@ -278,7 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             report.to_html(opts.html)
         for path in (opts.png, opts.svg):
             if path:
-                report.plot(path, depth=opts.depth, fold=not opts.no_fold, color_by=opts.color_by)
+                report.plot(
+                    path,
+                    depth=opts.depth,
+                    fold=not opts.no_fold,
+                    color_by=opts.color_by,
+                    edge_labels=not opts.no_edge_labels,
+                )
     except Exception as exc:
         if opts.debug:
             traceback.print_exc()

@@ -14,11 +14,14 @@ Example
 [('input_1', '', '1×4'), ('0', 'Linear', '1×4 → 1×8'), ('1', 'ReLU', '1×8'), ('2', 'Linear', '1×8 → 1×2'), ('output', '', '1×2')]
 >>> edges[:2]
 [('<placeholder:input_1>', '0'), ('0', '1')]
+>>> [n.name for n in box_graph(report, depth=1).carries[("0", "1")]]   # what the edge carries
+['_0']
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from .. import formatting as fmt
@@ -29,11 +32,30 @@ from .folding import Folds
 from .grouped import split_unrelated
 from .op_boxes import op_boxes
 
-__all__ = ["Box", "boxes"]
+__all__ = ["Box", "BoxGraph", "box_graph", "boxes"]
 
 
-def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[dict[str, Box], list[tuple[str, str]]]:
-    """The boxes (by key, in execution order) and the edges between them.
+Edge = tuple[str, str]
+
+
+@dataclass
+class BoxGraph:
+    """The boxes (by key, in execution order), the edges between them in graph order,
+    and per edge the nodes whose outputs it carries (each once, in graph order)."""
+
+    found: dict[str, Box]
+    edges: list[Edge]
+    carries: dict[Edge, list[NodeRecord]]
+
+
+def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[dict[str, Box], list[Edge]]:
+    """The boxes (by key, in execution order) and the edges between them (see :func:`box_graph`)."""
+    graph = box_graph(report, depth, fold)
+    return graph.found, graph.edges
+
+
+def box_graph(report: ReportRecord, depth: int | None, fold: bool = True) -> BoxGraph:
+    """The boxes, the edges between them and what each edge carries.
 
     At module level a module shown with its children as boxes of their own keeps its own
     ops (a reshape, a residual add) in boxes of their own: one per stretch of them that
@@ -51,7 +73,7 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
     for box in found.values():
         if not box.title:
             box.title = _own_ops_title(box.nodes)
-    edges, last_out, entering = _connect(report, found, box_of, folds, constants)
+    carries, last_out, entering = _connect(report, found, box_of, folds, constants)
     for key, box in found.items():
         if box.kind in ("module", "op") and not box.shape:
             # the shapes a box shows: what enters it from other boxes, and the tensor
@@ -61,7 +83,7 @@ def boxes(report: ReportRecord, depth: int | None, fold: bool = True) -> tuple[d
             shapes = list(dict.fromkeys(t.shape for n in entering.get(key, ()) for t in n.outputs))
             came = fmt.shapes(tuple(shapes[:_SHAPES_IN])) + (", …" if len(shapes) > _SHAPES_IN else "")
             box.shape = f"{came} → {out}" if came and out and came != out else out or came
-    return found, edges
+    return BoxGraph(found, list(carries), carries)
 
 
 _SHAPES_IN = 2  # the input shapes a box lists before "…"
@@ -222,14 +244,15 @@ def _own_ops_title(nodes: list[NodeRecord]) -> str:
 
 def _connect(
     report: ReportRecord, found: dict[str, Box], box_of: dict[str, str], folds: Folds, constants: set[str]
-) -> tuple[list[tuple[str, str]], dict[str, NodeRecord], dict[str, list[NodeRecord]]]:
-    """The edges between boxes, in graph order; per box the last node whose output
-    leaves it, and the nodes whose outputs enter it from other boxes. An edge from one
+) -> tuple[dict[Edge, list[NodeRecord]], dict[str, NodeRecord], dict[str, list[NodeRecord]]]:
+    """The edges between boxes, in graph order, each with the nodes whose outputs it
+    carries; per box the last node whose output leaves it, and the nodes whose outputs
+    enter it from other boxes. An edge from one
     repeat of a folded run into the next is the loop the fold stands for: the boxes are
     drawn once, so it is left out; so are the edges of ``constants`` (drawn inside a
     box that uses them)."""
     by_name = {n.name: n for n in report.nodes}
-    edges: dict[tuple[str, str], None] = {}
+    edges: dict[Edge, dict[str, NodeRecord]] = {}
     last_out: dict[str, NodeRecord] = {}
     entering: dict[str, dict[str, NodeRecord]] = {}
     repeat: dict[str, dict[tuple[str, ...], int]] = {}
@@ -241,11 +264,12 @@ def _connect(
                 continue
             if _across_repeats(folds, arg, n.name, repeat):
                 continue
-            edges[(src, dst)] = None
+            edges.setdefault((src, dst), {})[arg] = by_name[arg]
             entering.setdefault(dst, {})[arg] = by_name[arg]
             if found[src].nodes:  # (an input's box shows its own shape)
                 last_out[src] = by_name[arg]
-    return list(edges), last_out, {key: list(nodes.values()) for key, nodes in entering.items()}
+    carries = {edge: list(nodes.values()) for edge, nodes in edges.items()}
+    return carries, last_out, {key: list(nodes.values()) for key, nodes in entering.items()}
 
 
 def _across_repeats(folds: Folds, a: str, b: str, cache: dict[str, dict[tuple[str, ...], int]]) -> bool:

@@ -6,6 +6,8 @@ nothing but one repeated block, such as a ``ModuleList`` of layers, shows that b
 laid out in layers along the dataflow (:mod:`.layout`); :mod:`.boxgraph` finds the
 boxes and edges. Each box gives its name, type, the shapes entering it and leaving it
 (one when they are the same), and is coloured by the chosen figure, with a colour bar;
+each edge names the shape and dtype of what it carries (:mod:`.edge_labels`, as the
+explorer's edges do) in the gap below its source, once for a box's edges that carry the same;
 the model's inputs and outputs are grey, the NaN/Inf root cause has a red frame. The
 figure's size follows the layout at a fixed font size, so every label reads at 100 %
 zoom. A PNG or SVG file is painted directly from the layout (:mod:`.diagram_paint`, a
@@ -19,6 +21,8 @@ Example
 >>> fig = report.plot(color_by="flops")    # report.plot("model.png", depth=2) writes the file
 >>> fig._suptitle.get_text(), [t.get_text() for t in fig.axes[0].texts][2:5]
 ('Sequential: modules to depth 1, repeated blocks folded', ['0', 'Conv2d', '1×3×8×8 → 1×8×6×6'])
+>>> fig.axes[0].texts[-1].get_text()      # the last edge's label: what it carries
+'1×10 float32'
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from typing import Any
 
 from .. import formatting as fmt
 from ..records import ReportRecord
-from .boxgraph import boxes
+from .boxgraph import box_graph, boxes  # noqa: F401 (boxes: imported from here by older scripts)
 from .colouring import box_label, box_value, colour_figure, colour_scale
-from .diagram_layout import FONT, Layout, arrange, frame
+from .diagram_layout import EDGE_FONT, FONT, Layout, arrange, frame
 from .diagram_paint import Picture, box_faces, colour_bar, label_colour
+from .edge_labels import edge_label
 from .figures import save_figure
 
 __all__ = ["plot"]
@@ -50,24 +55,30 @@ def plot(
     cmap: str = "YlOrRd",
     title: str | None = None,
     dpi: int = 100,
+    edge_labels: bool = True,
 ) -> Any:
     """Draw the dataflow of ``report``: a ``matplotlib.figure.Figure``, or with ``path`` a file.
 
     ``depth``: modules cut to this many path components (``None``: every op node).
     ``fold``: draw a run of repeated blocks once (``False``: every block its own boxes).
     ``color_by``: a figure's ``colour_key`` (see :func:`.colouring.colour_figures`) or ``None``. ``direction``: ``"TB"`` (top to
-    bottom) or ``"LR"``. With ``path``, the file is written (PNG, SVG or PDF by its
+    bottom) or ``"LR"``. ``edge_labels``: write on each edge the shape and dtype of the
+    outputs it carries (two at most, ``; …`` beyond; an edge back up has none), once for
+    a box's edges that carry the same, with room made for them; ``False`` draws the
+    edges bare, as before. With ``path``, the file is written (PNG, SVG or PDF by its
     extension; the same report gives the same bytes) and nothing is returned: PNG and
     SVG are painted without building a Figure.
     """
     _check(depth, color_by, direction)
-    found, edges = boxes(report, depth, fold)
+    graph = box_graph(report, depth, fold)
+    found, edges = graph.found, graph.edges
     figure = colour_figure(color_by) if color_by else None
     values = {k: box_value(box, figure) for k, box in found.items()} if figure else {}
     if figure and not any(values[k] is not None for k, box in found.items() if box.nodes):
         raise ValueError(f"color_by={color_by!r}: the report has no {figure.title}; {figure.measured_by}")
     shown = {k: box_label(color_by, v) for k, v in values.items() if v is not None and found[k].nodes}
-    layout = arrange(found, edges, lr=direction == "LR", figures=shown)
+    texts = {e: edge_label(carried) for e, carried in graph.carries.items()} if edge_labels else None
+    layout = arrange(found, edges, lr=direction == "LR", figures=shown, edge_texts=texts)
     colormap, norm = colour_scale(values, cmap)
     heading = None if title is False else title or _heading(report, depth, fold, found)
     picture = Picture(
@@ -124,6 +135,7 @@ def _figure(picture: Picture) -> Any:
     ax.set_axis_off()
     _draw_edges(ax, layout)
     _draw_boxes(ax, picture)
+    _draw_edge_labels(ax, layout)  # (after the boxes' texts, so those come first in ``ax.texts``)
     if picture.bar is not None:
         _draw_colour_bar(fig, picture)
     if picture.heading is not None:
@@ -145,6 +157,17 @@ def _draw_edges(ax: Any, layout: Layout) -> None:
             codes = [MplPath.MOVETO] + [MplPath.LINETO] * (len(points) - 1)
             patch = FancyArrowPatch(path=MplPath(points, codes), **style)
         ax.add_artist(patch)
+
+
+def _draw_edge_labels(ax: Any, layout: Layout) -> None:
+    """Each edge's label on white over its edge (under the boxes, which it never meets)."""
+    from matplotlib.patches import Rectangle
+
+    for label in layout.edge_labels:
+        left, top, right, bottom = label.rectangle()
+        ax.add_artist(Rectangle((left, top), right - left, bottom - top, facecolor="white", lw=0, zorder=1.5))
+        x, y = label.centre
+        ax.text(x, y, label.text, ha="center", va="center", fontsize=EDGE_FONT, color="#555555", zorder=1.6)
 
 
 def _draw_boxes(ax: Any, picture: Picture) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .box import Box
 from .colouring import colour_figure, scale_ticks, tick_text
-from .diagram_layout import FONT, Frame, Layout, font
+from .diagram_layout import EDGE_FONT, FONT, Frame, Layout, font
 
 __all__ = ["ColourBar", "Picture", "box_faces", "colour_bar", "label_colour"]
 
@@ -124,6 +124,8 @@ class Picture:
             (x, y), colour = self.place(*layout.pos[k]), label_colour(self.faces[k])
             for dy, text, size, weight in layout.label_rows(k):
                 yield x, y + dy, text, size, weight, colour, "mm"
+        for label in layout.edge_labels:
+            yield *self.place(*label.centre), label.text, EDGE_FONT, "normal", _EDGE, "mm"
         if self.bar is not None:
             left, top, width, height = self.bar_box()
             for frac, text in self.bar.ticks:
@@ -140,6 +142,13 @@ class Picture:
             head = [(bx, by), (back[0] - dy * _ARROW[1], back[1] + dx * _ARROW[1])]
             head.append((back[0] + dy * _ARROW[1], back[1] - dx * _ARROW[1]))
             yield points[:-1] + [back], head
+
+    def label_grounds(self):
+        """The white under each edge's label (its edge runs under it): left, top, width, height."""
+        for label in self.layout.edge_labels:
+            left, top, right, bottom = label.rectangle()
+            x, y = self.place(left, top)
+            yield x, y, right - left, bottom - top
 
     def rectangles(self):
         """Every box: left, top, width, height, fill, frame colour and line width."""
@@ -161,6 +170,8 @@ def _svg(picture: Picture) -> str:
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
         out.append(f'<polyline points="{points}" fill="none" stroke="{_EDGE}" stroke-width="0.9"/>')
         out.append(f'<polygon points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in head)}" fill="{_EDGE}"/>')
+    for x, y, w, h in picture.label_grounds():
+        out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="#ffffff"/>')
     for x, y, w, h, fill, stroke, lw in picture.rectangles():
         out.append(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="4" '
@@ -219,6 +230,8 @@ def _png(picture: Picture) -> Any:
     for line, head in picture.arrows():
         draw.line(px(line), fill=_EDGE, width=max(1, round(0.9 * scale)), joint="curve")
         draw.polygon(px(head), fill=_EDGE)
+    for x, y, w, h in picture.label_grounds():
+        draw.rectangle(px([(x, y), (x + w, y + h)]), fill="#ffffff")
     for x, y, w, h, fill, stroke, lw in picture.rectangles():
         draw.rounded_rectangle(
             px([(x, y), (x + w, y + h)]), radius=4 * scale, fill=fill, outline=stroke, width=max(1, round(lw * scale))

@@ -13,16 +13,29 @@ The classic Sugiyama steps, kept small:
 4. **Coordinates**: each node is pulled towards the mean position of its neighbours,
    then pushed apart so that no two boxes of a layer are closer than ``gap``; layers are
    stacked at their tallest box plus ``gap``.
+5. **Edge labels** (where given): an edge carries its label in the gap below its
+   source's layer, where the edges of one source that carry the same thing share one
+   (a fan-out is labelled once); the gap is made tall enough, its labels set side by
+   side, each as near the middle of its edges' first stretch as the others allow, and
+   each edge bent through its label. (Its lane keeps the width it had: a lane widened
+   for a label made a densely connected model, DenseNet's blocks, nine times wider.)
 
 Everything is deterministic: ties break by the nodes' given order.
 
 Example
 -------
->>> pos, routes = layered(["a", "b", "c"], [("a", "b"), ("a", "c"), ("b", "c")], {"a": (40, 20), "b": (40, 20), "c": (40, 20)})
+>>> pos, routes, spots = layered(["a", "b", "c"], [("a", "b"), ("a", "c"), ("b", "c")], {"a": (40, 20), "b": (40, 20), "c": (40, 20)})
 >>> [pos[n][1] for n in "abc"]                 # three layers: 20 high, 24 apart
 [10.0, 54.0, 98.0]
 >>> len(routes[("a", "c")])                    # a waypoint beside b
 3
+>>> boxes = {"a": (40, 20), "b": (40, 20), "c": (40, 20)}
+>>> named = {("a", "b"): "x", ("a", "c"): "x", ("b", "c"): "y"}  # a's two edges carry the same
+>>> pos, routes, spots = layered("abc", [("a", "b"), ("a", "c"), ("b", "c")], boxes, 24, 24, named, {"x": (30, 10), "y": (30, 10)})
+>>> spots["x"][1], spots["y"][1]               # the middles of the gaps below a and b (20 high, 24 apart)
+(32.0, 76.0)
+>>> routes[("a", "b")][1] == routes[("a", "c")][1] == spots["x"]   # both of a's edges bend through its label
+True
 """
 
 from __future__ import annotations
@@ -32,7 +45,10 @@ from collections.abc import Hashable, Sequence
 __all__ = ["layered"]
 
 Node = Hashable
+Point = tuple[float, float]
 SWEEPS = 8
+LABEL_GAP = 4.0  # between two labels side by side in a gap between layers
+LABEL_MARGIN = 7.0  # between a label in a gap and the layers above and below it
 
 
 def _layers(nodes: Sequence[Node], edges: Sequence[tuple[Node, Node]]) -> dict[Node, int]:
@@ -112,13 +128,19 @@ def layered(
     sizes: dict[Node, tuple[float, float]],
     gap: float = 20.0,
     layer_gap: float | None = None,
-) -> tuple[dict[Node, tuple[float, float]], dict[tuple[Node, Node], list[tuple[float, float]]]]:
-    """Centres of ``nodes`` (top to bottom, y growing downwards) and a route per edge.
+    labels: dict[tuple[Node, Node], Hashable] | None = None,
+    label_sizes: dict[Hashable, tuple[float, float]] | None = None,
+) -> tuple[dict[Node, Point], dict[tuple[Node, Node], list[Point]], dict[Hashable, Point]]:
+    """Centres of ``nodes`` (top to bottom, y growing downwards), a route per edge, and
+    the centre of each edge label.
 
     ``sizes`` are ``(width, height)``; ``nodes`` in an order that puts producers first
     (execution order). A route runs from the source's centre through its waypoints to
-    the target's centre.
+    the target's centre. ``labels`` names the label of each edge that has one (edges of
+    one source may share one; an edge back up or within a layer gets none), and
+    ``label_sizes`` gives each label's ``(width, height)``.
     """
+    labels, label_sizes = labels or {}, label_sizes or {}
     layer = _layers(nodes, edges)
     rows: list[list[Node]] = [[] for _ in range(max(layer.values(), default=0) + 1)]
     for n in nodes:
@@ -153,14 +175,60 @@ def layered(
                 near = [xs[m] for m in (*up.get(n, ()), *down.get(n, ())) if m in xs]
                 want[n] = sum(near) / len(near) if near else xs[n]
             xs.update(_place(rows[i], want, width, gap))
-    shift = min(xs[n] - width[n] / 2 for row in rows for n in row)
+    labelled = {e: key for e, key in labels.items() if e in chains and layer[e[0]] < layer[e[1]]}
+    in_gap = _gap_labels(labelled, chains, layer, xs, label_sizes)
+    shift = min(
+        [xs[n] - width[n] / 2 for row in rows for n in row]
+        + [x - label_sizes[key][0] / 2 for placed in in_gap.values() for key, x in placed.items()]
+    )
 
     heights = [max((sizes[n][1] for n in row if n in sizes), default=0.0) for row in rows]
     layer_gap = gap * 1.2 if layer_gap is None else layer_gap
+    gaps = [
+        max([layer_gap] + [label_sizes[key][1] + 2 * LABEL_MARGIN for key in in_gap.get(k, ())])
+        for k in range(len(rows))
+    ]
     ys, y = [], 0.0
-    for h in heights:
+    for h, below in zip(heights, gaps):
         ys.append(y + h / 2)
-        y += h + layer_gap
+        y += h + below
     pos = {n: (xs[n] - shift, ys[k]) for k, row in enumerate(rows) for n in row}
     routes = {edge: [pos[n] for n in chain] for edge, chain in chains.items()}
-    return {n: pos[n] for n in nodes}, routes
+    spots = {
+        key: (x - shift, ys[k] + heights[k] / 2 + gaps[k] / 2)
+        for k, placed in in_gap.items()
+        for key, x in placed.items()
+    }
+    for (u, v), key in labelled.items():  # bent through its label, straight down to the gap and out of it
+        k, chain = layer[u], chains[(u, v)]
+        bottom, top, after = ys[k] + heights[k] / 2, ys[k + 1] - heights[k + 1] / 2, chain[1]
+        (xu, yu), (xa, ya) = pos[u], pos[after]
+        leave = [(xu, bottom)] if yu + sizes[u][1] / 2 < bottom else []
+        enter = [(xa, top)] if ya - sizes.get(after, (0.0, 0.0))[1] / 2 > top else []
+        routes[(u, v)] = [pos[u], *leave, spots[key], *enter, *(pos[n] for n in chain[1:])]
+    return {n: pos[n] for n in nodes}, routes, spots
+
+
+def _gap_labels(
+    labelled: dict[tuple[Node, Node], Hashable],
+    chains: dict[tuple[Node, Node], list[Node]],
+    layer: dict[Node, int],
+    xs: dict[Node, float],
+    label_sizes: dict[Hashable, tuple[float, float]],
+) -> dict[int, dict[Hashable, float]]:
+    """Per gap (by the layer above it), the x centre of each label in it: side by side,
+    each as near the middle of its edges' first stretches as the others allow."""
+    middles: dict[Hashable, list[float]] = {}
+    gap_of: dict[Hashable, int] = {}
+    for (u, v), key in labelled.items():
+        middles.setdefault(key, []).append((xs[u] + xs[chains[(u, v)][1]]) / 2)
+        gap_of[key] = layer[u]
+    found: dict[int, list[Hashable]] = {}
+    for key in middles:
+        found.setdefault(gap_of[key], []).append(key)
+    placed = {}
+    for k, row in found.items():
+        want = {key: sum(middles[key]) / len(middles[key]) for key in row}
+        row = sorted(row, key=want.__getitem__)  # (stable: ties keep the edges' order)
+        placed[k] = _place(row, want, {key: label_sizes[key][0] for key in row}, LABEL_GAP)
+    return placed

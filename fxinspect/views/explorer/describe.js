@@ -9,7 +9,8 @@ function fxinspectDescribe(data, keys, changes, text) {
   const { format, esc } = text;
   const measure = document.createElement("canvas").getContext("2d");
 
-  // the label of an edge: the shape and dtype of each node's output it carries (two at most)
+  // the label of an edge: the shape and dtype of each node's output it carries (two at most), as
+  // report.plot writes it (fxinspect.views.edge_labels.edge_label; a browser test holds them equal)
   function carries(carried) {
     const texts = [...new Set(carried.map((j) => nodes[j].shape + (nodes[j].dtype ? " " + nodes[j].dtype : "")))];
     return texts.slice(0, 2).join("; ") + (texts.length > 2 ? "; …" : "");

@@ -27,6 +27,7 @@ from ...records import ReportRecord
 from ...records.fields import REGISTERED, SUMMED, Field, Unit
 from ..colouring import colour_figures, node_figure
 from ..columns import unit_text
+from ..edge_labels import output_dtype, output_shape
 from ..folding import Folds
 from .boxes import mark_boxes
 
@@ -53,8 +54,8 @@ def payload(report: ReportRecord) -> dict[str, Any]:
             "module": paths.nearest(n.module_path, report.modules) if n.is_op else "",
             "args": list(n.args),
             "call": list(n.call),  # which call of each module on its path ran it
-            "shape": fmt.shapes(tuple(t.shape for t in n.outputs)),
-            "dtype": ", ".join(dict.fromkeys(t.dtype for t in n.outputs)),
+            "shape": output_shape(n),  # (joined as an edge's label is: see ..edge_labels)
+            "dtype": output_dtype(n),
             "values": {name: _number(node_figure(n, figure)) for name, figure in known.items()} if n.is_op else {},
         }
         nodes.append(entry)
