@@ -15,8 +15,8 @@ header keeps its height) and "collapse all" go back. Boxes are coloured by any f
 report has (FLOPs, MACs, bytes, latency, memory, backward FLOPs, NaN/Inf) on one scale for
 the whole report, from its smallest op to its largest box, whatever is open (the colour
 bar says what it spans), so a colour is the same figure at every level; hovering shows a
-box's figures as the table writes them, inside the window; the side panel shows the
-selected module's row and children. The search box lists every module and op it matches
+box's figures as the table writes them, inside the window; the side panel ("panel" hides
+or shows it) shows the selected module's row and children. The search box lists every module and op it matches
 (by path, name or type: ``Linear``, ``conv2d``; ``aten.mm`` for an op kind exactly;
 ``/layers\\.\\d+\\.mlp/`` a regular expression) with previous and next; Enter steps to the
 next hit (Shift+Enter the one before), opening the modules above it and stepping a folded
@@ -26,7 +26,9 @@ PNG rendered from it. Below the graph, the module table sorts by any figure, eit
 (the column's ▼ or ▲ says which). Each level shows the boxes and edges ``report.plot`` draws
 (``to_networkx(by="diagram", depth=d)`` when every module above depth ``d`` is open): a
 call whose ops are not contiguous is a box per part, a module's own ops a box per group
-of them that feed one another, the ops between a folded run's members in the run's box.
+of them that feed one another, the ops between a folded run's members in the run's box
+(an open run draws its other members as the one it shows: their edges leave from its
+boxes, and the ops between members are one box after it, as in ``plot``).
 An edge down several layers runs in a lane of its own beside the boxes it passes, every
 edge is labelled with the shape and dtype it carries, and a box shows the shapes its
 edges bring in and take out.
@@ -49,7 +51,8 @@ step, bin and count), the findings first, each linked to its module; and
 ``report.diff(other).to_html(path)`` (``fxinspect.diff_html(a, b, path)``) two reports'
 explorers side by side, each module that differs framed in red with its change written in
 it; the two panes open, step, zoom and pan together (a path one report lacks is named in a
-note on its side) and colour on one scale, over the boxes of both.
+note on its side) and colour on one scale, over the boxes of both. Each pane draws on half
+the page: the side panels start hidden, and "panel" shows both.
 """
 
 from __future__ import annotations
