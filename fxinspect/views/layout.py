@@ -6,7 +6,9 @@ The classic Sugiyama steps, kept small:
    over the edges that go forward in the given order (a later-to-earlier edge, which a
    folded block can make, is drawn but does not place anything).
 2. **Dummies**: an edge that spans several layers gets a waypoint in each, so it can be
-   routed around the boxes and take part in crossing reduction.
+   routed around the boxes and take part in crossing reduction; it crosses each layer
+   straight down at its waypoint and bends only in the gaps between layers, where no
+   box stands, so it never passes behind a box.
 3. **Order**: within each layer, sweeps down and up sort nodes by the barycentre of
    their neighbours in the layer before (after); the order with the fewest crossings
    is kept.
@@ -27,8 +29,8 @@ Example
 >>> pos, routes, spots = layered(["a", "b", "c"], [("a", "b"), ("a", "c"), ("b", "c")], {"a": (40, 20), "b": (40, 20), "c": (40, 20)})
 >>> [pos[n][1] for n in "abc"]                 # three layers: 20 high, 24 apart
 [10.0, 54.0, 98.0]
->>> len(routes[("a", "c")])                    # a waypoint beside b
-3
+>>> routes[("a", "c")][1:3]      # straight down through b's layer, 20 right of b (0 to 40 wide)
+[(60.0, 44.0), (60.0, 64.0)]
 >>> boxes = {"a": (40, 20), "b": (40, 20), "c": (40, 20)}
 >>> named = {("a", "b"): "x", ("a", "c"): "x", ("b", "c"): "y"}  # a's two edges carry the same
 >>> pos, routes, spots = layered("abc", [("a", "b"), ("a", "c"), ("b", "c")], boxes, 24, 24, named, {"x": (30, 10), "y": (30, 10)})
@@ -193,19 +195,30 @@ def layered(
         ys.append(y + h / 2)
         y += h + below
     pos = {n: (xs[n] - shift, ys[k]) for k, row in enumerate(rows) for n in row}
-    routes = {edge: [pos[n] for n in chain] for edge, chain in chains.items()}
     spots = {
         key: (x - shift, ys[k] + heights[k] / 2 + gaps[k] / 2)
         for k, placed in in_gap.items()
         for key, x in placed.items()
     }
-    for (u, v), key in labelled.items():  # bent through its label, straight down to the gap and out of it
-        k, chain = layer[u], chains[(u, v)]
-        bottom, top, after = ys[k] + heights[k] / 2, ys[k + 1] - heights[k + 1] / 2, chain[1]
-        (xu, yu), (xa, ya) = pos[u], pos[after]
-        leave = [(xu, bottom)] if yu + sizes[u][1] / 2 < bottom else []
-        enter = [(xa, top)] if ya - sizes.get(after, (0.0, 0.0))[1] / 2 > top else []
-        routes[(u, v)] = [pos[u], *leave, spots[key], *enter, *(pos[n] for n in chain[1:])]
+    top = [y - h / 2 for y, h in zip(ys, heights)]
+    bottom = [y + h / 2 for y, h in zip(ys, heights)]
+    routes = {}
+    for (u, v), chain in chains.items():
+        if layer[u] >= layer[v]:  # an edge back up or within a layer: straight, drawn aside by the caller
+            routes[(u, v)] = [pos[n] for n in chain]
+            continue
+        # Down the layers, it crosses a layer only straight down (from its source's foot to the
+        # layer's, through each waypoint's layer, from the layer's top to its target's head) and
+        # bends only in the gaps between layers, where no box stands: so it never passes behind one.
+        (xu, yu), (xv, yv) = pos[u], pos[v]
+        route = [pos[u]] + ([(xu, bottom[layer[u]])] if yu + sizes[u][1] / 2 < bottom[layer[u]] else [])
+        if (u, v) in labelled:  # bent through its label, in the gap below its source's layer
+            route.append(spots[labelled[(u, v)]])
+        for dummy in chain[1:-1]:
+            x, k = pos[dummy][0], dummy[3]  # (its layer)
+            route += [(x, top[k]), (x, bottom[k])]
+        route += [(xv, top[layer[v]])] if yv - sizes[v][1] / 2 > top[layer[v]] else []
+        routes[(u, v)] = [*route, pos[v]]
     return {n: pos[n] for n in nodes}, routes, spots
 
 
