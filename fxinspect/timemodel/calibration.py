@@ -1,0 +1,185 @@
+"""``fxinspect.devices.calibrate()``: the share of the roofline each kernel class reaches here.
+
+On top of this host's roofs (:mod:`.host`: matmul FLOP/s, copy bandwidth, launch
+overhead), it times the workloads of :mod:`.kernel_probes`, a few representative calls
+per kernel class (:mod:`.kernel_classes`), and keeps for each its *efficiency*: the
+roofline's time for the call (its FLOPs and bytes as the counting rules price them, at
+those roofs) over the time it took, less the bare cost of an aten call, which the
+pricing adds as the launch overhead. Each class's points, against FLOPs per byte or
+bytes per call, are a curve the pricing interpolates in log-log
+(:meth:`~fxinspect.records.DeviceSpec.efficiency_at`): a depthwise convolution is
+priced at the share of the roofs depthwise convolutions reach on this device, not at
+the matmul roof.
+
+Each time is the best of short trials (another process can only slow one down), a
+trial being one call, with synchronisation on CUDA. The set is checked
+(:func:`problems`: every class measured, every efficiency finite and between 1/10,000
+and 100, the bare call under 1 ms) and measured again, up to three times, keeping the
+best of each workload. It is cached beside the roofs (``calibration-<key>.json``,
+:func:`~.host_cache.cache_file`) with when and how it was taken, the roofs it is
+relative to, and every trial; it is measured again when older than the roofs' limits
+(:func:`~.host_cache.max_age`), of an older :data:`~.host_cache.FORMAT`, implausible, or
+with ``refresh=True``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from ..records import DeviceSpec
+from .host_cache import FORMAT, age, cache_file, max_age, read, write
+from .kernel_classes import CLASSES, kernel_class, priced_class, scale
+from .kernel_probes import workloads
+
+__all__ = ["calibrated", "measure", "problems", "provenance"]
+
+_ATTEMPTS = 3
+_MIN_TRIALS, _MAX_TRIALS = 3, 30
+_POINT_BUDGET = 0.25  # seconds of trials a workload gets at most
+
+
+def calibrated(device: str | None = None, budget_s: float = 60.0, refresh: bool = False) -> dict:
+    """This host's calibration (``device``: ``"cpu"``, or ``"cuda"`` when one is present):
+    the cached one while fresh and plausible, else measured now in at most about
+    ``budget_s`` seconds (and the roofs with it when ``refresh``);
+    :func:`fxinspect.devices.calibrate` makes it a spec."""
+    from .host import measured
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    path = cache_file(device, kind="calibration")
+    cached = read(path)
+    if (
+        cached
+        and not refresh
+        and cached.get("format") == FORMAT
+        and not problems(cached)
+        and age(cached) <= max_age(cached)
+    ):
+        return cached
+    data = measure(device, budget_s, measured(device, refresh=refresh))
+    for _ in range(_ATTEMPTS - 1):
+        if not problems(data):
+            break
+        data = _pooled(data, measure(device, budget_s, data["roofs"]))
+    if not problems(data):
+        write(path, data)  # (an implausible one is used this once, measured again next time)
+    return data
+
+
+def measure(device: str, budget_s: float, roofs: dict) -> dict:
+    """The efficiency of each class's workloads on ``device`` against ``roofs`` (the
+    figures of :func:`~.host.measured`), measured now within about ``budget_s`` seconds."""
+    from ..run.dispatch import CountingMode  # (the run layer prices ops as the model's are)
+
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    started = time.perf_counter()
+    roof = DeviceSpec("roofs", roofs["peak_flops"], roofs["memory_bandwidth"])
+    one = torch.ones(1, device=device)
+    bare = min(_trials(lambda: torch.add(one, one), device, 0.02))
+    found = workloads(device)
+    per_point = min(_POINT_BUDGET, budget_s / (2 * sum(map(len, found.values()))))
+    trials: dict[str, list[dict]] = {}
+    for cls, calls in found.items():
+        for label, fn in calls:
+            if trials.get(cls) and time.perf_counter() - started > budget_s:
+                break  # (out of time: a class keeps the points it has, every class at least one)
+            mode = CountingMode()
+            with mode:
+                mode.node = "probe"
+                fn()  # (also the warm-up: the kernel picks its path)
+            costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read]
+            flops = sum(c.flops for _, c in costs)
+            moved = sum(c.bytes_read + c.bytes_written for _, c in costs)
+            calls_ = sum(c.calls for _, c in costs)
+            seconds = sum(max(roof.seconds(c.flops, c.bytes_read + c.bytes_written, None)) for _, c in costs)
+            if any(priced_class(kernel_class(op)) != cls for op, _ in costs):
+                raise AssertionError(f"calibration workload {label!r} of {cls} ran {[op for op, _ in costs]}")
+            point = {"label": label, "x": scale(cls, flops, moved, calls_), "roof": seconds, "calls": calls_}
+            trials.setdefault(cls, []).append({**point, "seconds": _trials(fn, device, per_point)})
+    return {
+        "format": FORMAT,
+        "device": device,
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_before": list(load) if load else None,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "budget": budget_s,
+        "took": time.perf_counter() - started,
+        "method": "best of short trials, less a bare aten call",
+        "roofs": roofs,
+        "bare_call": bare,
+        "efficiency": _efficiency(trials, bare),
+        "trials": trials,
+    }
+
+
+def _efficiency(trials: dict[str, list[dict]], bare: float) -> dict[str, list[list[float]]]:
+    """Per class, ``[x, efficiency]`` of each workload: its roof time over its fastest
+    trial less a bare call per op (never less than a tenth of the trial)."""
+    curves = {}
+    for cls, points in trials.items():
+        curve = []
+        for p in points:
+            best = min(p["seconds"])
+            curve.append([p["x"], p["roof"] / max(best - p["calls"] * bare, best / 10)])
+        curves[cls] = sorted(curve)
+    return curves
+
+
+def problems(data: dict) -> list[str]:
+    """What is implausible in a calibration; empty when it is plausible."""
+    try:
+        curves, bare = data["efficiency"], data["bare_call"]
+        data["roofs"]["peak_flops"]["float32"]
+    except (KeyError, TypeError):
+        return ["the calibration is incomplete"]
+    found = [f"{cls} was not measured" for cls in CLASSES if not curves.get(cls)]
+    for cls, curve in curves.items():
+        for x, e in curve:
+            if not (math.isfinite(e) and 1e-4 <= e <= 100):
+                found.append(f"{cls} at {x:.3g} reached {e!r} of its roofs (outside 1/10,000 to 100)")
+    if not (math.isfinite(bare) and 0 < bare < 1e-3):
+        found.append(f"a bare aten call took {bare!r} s")
+    return found
+
+
+def _pooled(first: dict, second: dict) -> dict:
+    """Two calibrations as one: each workload's trials together."""
+    trials = {
+        cls: [{**p, "seconds": p["seconds"] + q["seconds"]} for p, q in zip(points, second["trials"].get(cls, []))]
+        or points
+        for cls, points in first["trials"].items()
+    }
+    bare = min(first["bare_call"], second["bare_call"])
+    return {**second, "trials": trials, "bare_call": bare, "efficiency": _efficiency(trials, bare)}
+
+
+def provenance(data: dict) -> str:
+    """When and how a calibration was taken, for its spec's ``source``."""
+    fewest = min(len(p["seconds"]) for points in data["trials"].values() for p in points)
+    return (
+        f"kernel efficiencies of {len(data['efficiency'])} classes measured at {data['taken_at']} in "
+        f"{data['took']:.1f} s of a {data['budget']:g} s budget, each the best of at least {fewest} trials"
+    )
+
+
+def _trials(fn, device: str, budget: float) -> list[float]:
+    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (3 to 30 calls)."""
+    times: list[float] = []
+    while (sum(times) < budget or len(times) < _MIN_TRIALS) and len(times) < _MAX_TRIALS:
+        if device != "cpu":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device != "cpu":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return times
