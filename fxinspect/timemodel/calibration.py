@@ -12,7 +12,9 @@ priced at the share of the roofs depthwise convolutions reach on this device, no
 the matmul roof.
 
 Each time is the best of short trials (another process can only slow one down), a
-trial being one call, with synchronisation on CUDA. The set is checked
+trial being one call, with synchronisation on CUDA, taken in passes over all the
+workloads (a burst of load then slows some trials of each, not all of one) until a pass
+improves no best by a tenth, or half the budget is spent. The set is checked
 (:func:`problems`: every class measured, every efficiency finite and between 1/10,000
 and 100, the bare call under 1 ms) and measured again, up to three times, keeping the
 best of each workload. It is cached beside the roofs (``calibration-<key>.json``,
@@ -40,8 +42,9 @@ from .kernel_probes import workloads
 __all__ = ["calibrated", "measure", "problems", "provenance"]
 
 _ATTEMPTS = 3
-_MIN_TRIALS, _MAX_TRIALS = 3, 30
-_POINT_BUDGET = 0.25  # seconds of trials a workload gets at most
+_MIN_TRIALS, _MAX_TRIALS = 3, 30  # a workload's trials in the first pass (1 in the next), at most in one
+_PASS_BUDGET = 0.05  # seconds of trials a workload gets in one pass at most
+_MAX_PASSES = 12
 
 
 def calibrated(device: str | None = None, budget_s: float = 60.0, refresh: bool = False) -> dict:
@@ -83,25 +86,26 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
     one = torch.ones(1, device=device)
     bare = min(_trials(lambda: torch.add(one, one), device, 0.02))
     found = workloads(device)
-    per_point = min(_POINT_BUDGET, budget_s / (2 * sum(map(len, found.values()))))
-    trials: dict[str, list[dict]] = {}
+    points: list[tuple[dict, object]] = []
     for cls, calls in found.items():
         for label, fn in calls:
-            if trials.get(cls) and time.perf_counter() - started > budget_s:
+            if any(p["class"] == cls for p, _ in points) and time.perf_counter() - started > budget_s / 2:
                 break  # (out of time: a class keeps the points it has, every class at least one)
-            mode = CountingMode()
-            with mode:
-                mode.node = "probe"
-                fn()  # (also the warm-up: the kernel picks its path)
-            costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read]
-            flops = sum(c.flops for _, c in costs)
-            moved = sum(c.bytes_read + c.bytes_written for _, c in costs)
-            calls_ = sum(c.calls for _, c in costs)
-            seconds = sum(max(roof.seconds(c.flops, c.bytes_read + c.bytes_written, None)) for _, c in costs)
-            if any(priced_class(kernel_class(op)) != cls for op, _ in costs):
-                raise AssertionError(f"calibration workload {label!r} of {cls} ran {[op for op, _ in costs]}")
-            point = {"label": label, "x": scale(cls, flops, moved, calls_), "roof": seconds, "calls": calls_}
-            trials.setdefault(cls, []).append({**point, "seconds": _trials(fn, device, per_point)})
+            points.append((_point(cls, label, fn, roof, CountingMode), fn))
+    # passes over every workload, each a few trials: a burst of load slows some trials of
+    # each rather than all of one; until no best improves by a tenth, or half the budget
+    per_pass = min(_PASS_BUDGET, budget_s / (8 * len(points)))
+    for done in range(_MAX_PASSES):
+        improved = False
+        for point, fn in points:
+            before = min(point["seconds"], default=math.inf)
+            point["seconds"] += _trials(fn, device, per_pass, _MIN_TRIALS if not done else 1)
+            improved |= min(point["seconds"]) < 0.9 * before
+        if time.perf_counter() - started > budget_s / 2 or (done >= 2 and not improved):
+            break
+    trials: dict[str, list[dict]] = {}
+    for point, _ in points:
+        trials.setdefault(point.pop("class"), []).append(point)
     return {
         "format": FORMAT,
         "device": device,
@@ -118,6 +122,29 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
         "bare_call": bare,
         "efficiency": _efficiency(trials, bare),
         "trials": trials,
+    }
+
+
+def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
+    """A workload's measure and roof time, its ops counted and priced as a model's are."""
+    mode = counting()
+    with mode:
+        mode.node = "probe"
+        fn()  # (also the warm-up: the kernel picks its path)
+    costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read]
+    if any(priced_class(kernel_class(op)) != cls for op, _ in costs):
+        raise AssertionError(f"calibration workload {label!r} of {cls} ran {[op for op, _ in costs]}")
+    flops = sum(c.flops for _, c in costs)
+    moved = sum(c.bytes_read + c.bytes_written for _, c in costs)
+    calls = sum(c.calls for _, c in costs)
+    seconds = sum(max(roof.seconds(c.flops, c.bytes_read + c.bytes_written, None)) for _, c in costs)
+    return {
+        "class": cls,
+        "label": label,
+        "x": scale(cls, flops, moved, calls),
+        "roof": seconds,
+        "calls": calls,
+        "seconds": [],
     }
 
 
@@ -171,10 +198,10 @@ def provenance(data: dict) -> str:
     )
 
 
-def _trials(fn, device: str, budget: float) -> list[float]:
-    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (3 to 30 calls)."""
+def _trials(fn, device: str, budget: float, least: int = _MIN_TRIALS) -> list[float]:
+    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (``least`` to 30 calls)."""
     times: list[float] = []
-    while (sum(times) < budget or len(times) < _MIN_TRIALS) and len(times) < _MAX_TRIALS:
+    while (sum(times) < budget or len(times) < least) and len(times) < _MAX_TRIALS:
         if device != "cpu":
             torch.cuda.synchronize()
         start = time.perf_counter()
