@@ -67,6 +67,9 @@ def test_a_convolution_s_kind_is_told_by_its_groups(channels, groups, kind):
         ("aten.gelu_backward.default", "activation"),
         ("aten._softmax.default", "reduction"),
         ("aten.mean.dim", "reduction"),
+        ("aten.max.dim", "reduction"),
+        ("aten.max.other", "elementwise"),  # two tensors' maximum, element by element
+        ("aten.gelu_.default", "activation"),  # in place
         ("aten.native_layer_norm_backward.default", "layer_norm"),
         ("aten._native_batch_norm_legit_no_training.default", "batch_norm"),
         ("aten.native_batch_norm_backward.default", "batch_norm"),

@@ -147,7 +147,10 @@ def kernel_class(op: Any, args: tuple | None = None) -> str:
     it); with its ``args``, a convolution's kind (see the module). Ops of no class of
     :data:`CLASSES` are ``"elementwise"`` (pointwise arithmetic, copies, concatenation:
     a read and a write of each element)."""
-    name = str(op).removeprefix("aten.").split(".")[0]
+    name, _, overload = str(op).removeprefix("aten.").partition(".")
+    name = name.rstrip("_") if not name.endswith("__") else name  # (in place: ``relu_`` is ``relu``'s class)
+    if overload.startswith("other"):  # (``max.other``: two tensors' elementwise maximum, no reduction)
+        return "elementwise"
     cls = _BY_NAME.get(name) or _BACKWARD.get(name)
     if cls is None and name.endswith("_backward"):
         cls = _BY_NAME.get(name.removesuffix("_backward"))
