@@ -83,10 +83,12 @@ def by_class(report, spec, backward: bool = False) -> dict[str, list[float]]:
     return out
 
 
-def _line(name: str, predicted: float, measured: float, classes: dict, per_op: list[float] | None) -> str:
+def _line(name: str, predicted: float, measured: float, classes: dict, per_op: list[float] | None, p10=None) -> str:
     text = (
         f"{name:20} predicted {predicted * 1e3:7.1f} ms, measured {measured * 1e3:7.1f} ms: {predicted / measured:.2f}"
     )
+    if p10:  # (on a busy machine the fastest forwards are the ones the calibration's best trials match)
+        text += f" (÷ its p10 {p10 * 1e3:.1f} ms: {predicted / p10:.2f})"
     if per_op and len(per_op) > 1:
         deciles = statistics.quantiles(per_op, n=10)
         text += f"; per op median {statistics.median(per_op):.2f}, p10 {deciles[0]:.2f}, p90 {deciles[-1]:.2f}"

@@ -213,6 +213,11 @@ def test_an_old_stale_or_implausible_calibration_is_measured_again(here, monkeyp
         ({"efficiency": {"conv": [[1.0, 0.5]]}}, "gemm was not measured"),
         ({"efficiency": {c: [[2.0, 1e-6]] for c in CLASSES}}, "gemm at 2 reached 1e-06 of its roofs"),
         ({"bare_call": 0.01}, "a bare aten call took 0.01 s"),
+        # a point 50 times below both neighbours: its trials all slowed by load
+        (
+            {"efficiency": {**{c: [[1.0, 0.5]] for c in CLASSES}, "conv": [[1.0, 0.5], [2.0, 0.01], [4.0, 0.6]]}},
+            "conv at 2 reached 0.01 of its roofs, its neighbours 0.5 and 0.6",
+        ),
         ({"roofs": {}}, "the calibration is incomplete"),
     ],
 )

@@ -13,11 +13,13 @@ the matmul roof.
 
 Each time is the best of short trials (another process can only slow one down), a
 trial being one call, with synchronisation on CUDA, taken in passes over all the
-workloads (a burst of load then slows some trials of each, not all of one) until a pass
-improves no best by a tenth, or half the budget is spent. The set is checked
+workloads (a burst of load then slows some trials of each, not all of one) until, for
+three passes, no best improved by a tenth and no point dipped 8 times below both its
+neighbours (:func:`problems` names such a dip), or half the budget is spent. The set is checked
 (:func:`problems`: every class measured, every efficiency finite and between 1/10,000
-and 100, the bare call under 1 ms) and measured again, up to three times, keeping the
-best of each workload. It is cached beside the roofs (``calibration-<key>.json``,
+and 100, none 8 times below both its neighbours, the bare call under 1 ms) and measured
+again, up to three times (in a quarter of the budget each), keeping the best of each
+workload. It is cached beside the roofs (``calibration-<key>.json``,
 :func:`~.host_cache.cache_file`) with when and how it was taken, the roofs it is
 relative to, and every trial; it is measured again when older than the roofs' limits
 (:func:`~.host_cache.max_age`), of an older :data:`~.host_cache.FORMAT`, implausible, or
@@ -43,8 +45,9 @@ __all__ = ["calibrated", "measure", "problems", "provenance"]
 
 _ATTEMPTS = 3
 _MIN_TRIALS, _MAX_TRIALS = 3, 30  # a workload's trials in the first pass (1 in the next), at most in one
-_PASS_BUDGET = 0.05  # seconds of trials a workload gets in one pass at most
-_MAX_PASSES = 12
+_PASS_BUDGET = 0.01  # seconds of trials a workload gets in one pass at most
+_MAX_PASSES = 100
+_DIP = 8  # a point this many times below both its neighbours' efficiencies was slowed by load
 
 
 def calibrated(device: str | None = None, budget_s: float = 60.0, refresh: bool = False) -> dict:
@@ -66,10 +69,10 @@ def calibrated(device: str | None = None, budget_s: float = 60.0, refresh: bool 
     ):
         return cached
     data = measure(device, budget_s, measured(device, refresh=refresh))
-    for _ in range(_ATTEMPTS - 1):
+    for _ in range(_ATTEMPTS - 1):  # (half the budget for the first, a quarter for each other)
         if not problems(data):
             break
-        data = _pooled(data, measure(device, budget_s, data["roofs"]))
+        data = _pooled(data, measure(device, budget_s / 2, data["roofs"]))
     if not problems(data):
         write(path, data)  # (an implausible one is used this once, measured again next time)
     return data
@@ -93,19 +96,20 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
                 break  # (out of time: a class keeps the points it has, every class at least one)
             points.append((_point(cls, label, fn, roof, CountingMode), fn))
     # passes over every workload, each a few trials: a burst of load slows some trials of
-    # each rather than all of one; until no best improves by a tenth, or half the budget
+    # each rather than all of one; until, for three passes, no best improved by a tenth and
+    # no point dips below its neighbours, or half the budget is spent
     per_pass = min(_PASS_BUDGET, budget_s / (8 * len(points)))
+    steady = 0
     for done in range(_MAX_PASSES):
         improved = False
         for point, fn in points:
             before = min(point["seconds"], default=math.inf)
             point["seconds"] += _trials(fn, device, per_pass, _MIN_TRIALS if not done else 1)
             improved |= min(point["seconds"]) < 0.9 * before
-        if time.perf_counter() - started > budget_s / 2 or (done >= 2 and not improved):
+        steady = 0 if improved or _dips(_efficiency(_by_class(points), bare)) else steady + 1
+        if time.perf_counter() - started > budget_s / 2 or steady >= 3:
             break
-    trials: dict[str, list[dict]] = {}
-    for point, _ in points:
-        trials.setdefault(point.pop("class"), []).append(point)
+    trials = _by_class(points)
     return {
         "format": FORMAT,
         "device": device,
@@ -123,6 +127,24 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
         "efficiency": _efficiency(trials, bare),
         "trials": trials,
     }
+
+
+def _by_class(points: list[tuple[dict, object]]) -> dict[str, list[dict]]:
+    trials: dict[str, list[dict]] = {}
+    for point, _ in points:
+        trials.setdefault(point["class"], []).append({k: v for k, v in point.items() if k != "class"})
+    return trials
+
+
+def _dips(curves: dict[str, list[list[float]]]) -> list[str]:
+    """The points of each curve :data:`_DIP` times below both neighbours: slowed by load
+    (load only slows a trial; a class's efficiency moves smoothly with its measure)."""
+    return [
+        f"{cls} at {b[0]:.3g} reached {b[1]:.3g} of its roofs, its neighbours {a[1]:.3g} and {c[1]:.3g}"
+        for cls, curve in curves.items()
+        for a, b, c in zip(curve, curve[1:], curve[2:])
+        if b[1] * _DIP < min(a[1], c[1])
+    ]
 
 
 def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
@@ -175,7 +197,7 @@ def problems(data: dict) -> list[str]:
                 found.append(f"{cls} at {x:.3g} reached {e!r} of its roofs (outside 1/10,000 to 100)")
     if not (math.isfinite(bare) and 0 < bare < 1e-3):
         found.append(f"a bare aten call took {bare!r} s")
-    return found
+    return found or _dips(curves)
 
 
 def _pooled(first: dict, second: dict) -> dict:
