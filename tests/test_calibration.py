@@ -60,6 +60,7 @@ def test_a_convolution_s_kind_is_told_by_its_groups(channels, groups, kind):
         ("aten.convolution_backward.default", "conv"),
         ("aten._scaled_dot_product_flash_attention_for_cpu.default", "attention"),
         ("aten._scaled_dot_product_flash_attention_for_cpu_backward.default", "attention"),
+        ("aten._native_multi_head_attention.default", "attention"),  # nn.MultiheadAttention in eval
         ("aten.add.Tensor", "elementwise"),
         ("aten.hardswish.default", "elementwise"),
         ("aten.threshold_backward.default", "elementwise"),

@@ -49,6 +49,9 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "scaled_dot_product_attention",
         "_flash_attention_forward",
         "_efficient_attention_forward",
+        # (a whole attention block, projections included, as nn.MultiheadAttention's fast path runs it)
+        "_native_multi_head_attention",
+        "_transformer_encoder_layer_fwd",
     ),
     "layer_norm": ("native_layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm", "_weight_norm_interface"),
     "batch_norm": ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "native_batch_norm"),
