@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import fxinspect
 from fxinspect import devices
-from fxinspect.timemodel import calibration, host, host_cache
+from fxinspect.timemodel import calibration, host, host_cache, kernel_probes
 from fxinspect.timemodel.kernel_classes import CLASSES, kernel_class, priced_class, scale
 
 
@@ -224,3 +224,26 @@ def test_an_old_stale_or_implausible_calibration_is_measured_again(here, monkeyp
 )
 def test_problems_name_what_is_implausible(change, said):
     assert any(said in p for p in calibration.problems({**_calibration(_roofs()), **change}))
+
+
+def test_every_workload_runs_only_ops_of_its_class():
+    # each workload counted as a model's ops are (no timing): _point refuses one that runs
+    # an op of another class, which would price that class with another's efficiency
+    from fxinspect.run.dispatch import CountingMode
+
+    roof = devices.DeviceSpec("roofs", {"float32": 1e11}, 1e10)
+    found = kernel_probes.workloads("cpu")
+    points = [
+        calibration._point(cls, label, fn, roof, CountingMode) for cls, calls in found.items() for label, fn in calls
+    ]
+    assert {p["class"] for p in points} == set(CLASSES) and all(p["roof"] > 0 and p["x"] > 0 for p in points)
+    depthwise = next(p for p in points if p["label"] == "32->32 3x3/1 g32 @112")
+    # 2·32·112²·9 = 7,225,344 FLOPs over (2·32·112² + 32·9) · 4 = 3,212,416 bytes: 2.249 a byte
+    assert depthwise["x"] == pytest.approx(7_225_344 / 3_212_416)
+
+
+def test_on_cuda_each_trial_is_timed_between_synchronisations(monkeypatch):
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: synced.append("sync"))
+    times = calibration._trials(lambda: synced.append("call"), "cuda", 0.0, least=2)
+    assert len(times) == 2 and synced == ["sync", "call", "sync"] * 2
