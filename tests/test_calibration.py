@@ -247,3 +247,21 @@ def test_on_cuda_each_trial_is_timed_between_synchronisations(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: synced.append("sync"))
     times = calibration._trials(lambda: synced.append("call"), "cuda", 0.0, least=2)
     assert len(times) == 2 and synced == ["sync", "call", "sync"] * 2
+
+
+def test_a_second_measurement_is_pooled_workload_by_workload():
+    # the second, in less time, measured only the first conv workload: the other keeps its trials
+    first = {**_calibration(_roofs()), "trials": {"conv": [
+        {"label": "a", "x": 1.0, "roof": 1.0, "calls": 1, "seconds": [4.0]},
+        {"label": "b", "x": 2.0, "roof": 1.0, "calls": 1, "seconds": [2.0]},
+    ]}}  # fmt: skip
+    second = {
+        **_calibration(_roofs()),
+        "took": 0.25,
+        "trials": {"conv": [{"label": "a", "x": 1.0, "roof": 1.0, "calls": 1, "seconds": [2.0]}]},
+    }
+    pooled = calibration._pooled(first, second)
+    assert [p["seconds"] for p in pooled["trials"]["conv"]] == [[4.0, 2.0], [2.0]]
+    # a: 1 s of roof over its best 2 s less a 1 µs bare call; b the same
+    assert pooled["efficiency"]["conv"] == [[1.0, pytest.approx(1 / (2 - 1e-6))], [2.0, pytest.approx(1 / (2 - 1e-6))]]
+    assert (pooled["took"], pooled["budget"]) == (0.75, 2.0)  # 0.5 + 0.25 s of 1 + 1 s budgets

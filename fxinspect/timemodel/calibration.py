@@ -201,14 +201,16 @@ def problems(data: dict) -> list[str]:
 
 
 def _pooled(first: dict, second: dict) -> dict:
-    """Two calibrations as one: each workload's trials together."""
+    """Two calibrations as one: each workload's trials together (by its label: the second,
+    in less time, may have fewer), their times and budgets summed."""
+    again = {(cls, p["label"]): p["seconds"] for cls, points in second["trials"].items() for p in points}
     trials = {
-        cls: [{**p, "seconds": p["seconds"] + q["seconds"]} for p, q in zip(points, second["trials"].get(cls, []))]
-        or points
+        cls: [{**p, "seconds": p["seconds"] + again.get((cls, p["label"]), [])} for p in points]
         for cls, points in first["trials"].items()
     }
     bare = min(first["bare_call"], second["bare_call"])
-    return {**second, "trials": trials, "bare_call": bare, "efficiency": _efficiency(trials, bare)}
+    spent = {k: first[k] + second[k] for k in ("took", "budget")}
+    return {**second, **spent, "trials": trials, "bare_call": bare, "efficiency": _efficiency(trials, bare)}
 
 
 def provenance(data: dict) -> str:
