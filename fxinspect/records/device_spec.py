@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .nodes import TensorMeta
@@ -48,7 +48,10 @@ class DeviceSpec:
     ``interconnect`` its links' bandwidths in bytes/s (see :mod:`fxinspect.parallel.links`);
     ``matmul_rates`` measured float32 matmuls, ``(FLOPs per byte moved, FLOP/s)`` pairs,
     which price 2-D matmuls instead of the roofline (empty for the presets: see
-    :meth:`work_seconds`)."""
+    :meth:`work_seconds`); ``efficiency`` per kernel class
+    (:mod:`fxinspect.timemodel.kernel_classes`), ``(x, share of the roofline reached)``
+    points measured on the device (:mod:`fxinspect.timemodel.calibration`), ``x`` the
+    class's measure of an op (FLOPs per byte or bytes per call; empty for the presets)."""
 
     name: str
     peak_flops: Mapping[str, float]
@@ -58,6 +61,7 @@ class DeviceSpec:
     interconnect: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
     matmul_rates: Sequence[tuple[float, float]] = ()
+    efficiency: Mapping[str, Sequence[tuple[float, float]]] = field(default_factory=dict, metadata={"omit_empty": True})
 
     def __post_init__(self) -> None:
         peaks = {dtype_name(k): v for k, v in self.peak_flops.items()}
@@ -69,6 +73,8 @@ class DeviceSpec:
         object.__setattr__(self, "peak_flops", peaks)  # (frozen: set once, here)
         object.__setattr__(self, "interconnect", dict(self.interconnect))
         object.__setattr__(self, "matmul_rates", tuple(sorted((float(i), float(r)) for i, r in self.matmul_rates)))
+        curves = {k: tuple(sorted((float(x), float(e)) for x, e in v)) for k, v in self.efficiency.items()}
+        object.__setattr__(self, "efficiency", {k: v for k, v in curves.items() if v})
 
     def peak(self, dtype: Any) -> float:
         """Dense FLOP/s for ``dtype`` (a ``torch.dtype`` or its name, with or without
@@ -81,13 +87,59 @@ class DeviceSpec:
         memory bandwidth. Their maximum is the time the roofs allow."""
         return flops / self.peak(dtype), moved / self.memory_bandwidth
 
-    def work_seconds(self, op: str, flops: float, moved: float, dtype: Any) -> float:
+    def work_seconds(
+        self, op: str, flops: float, moved: float, dtype: Any, kernel: str | None = None, x: float = 0.0
+    ) -> float:
         """The seconds aten ``op``'s work takes (its launches apart): the larger of the
-        roofline's two times, or for a float32 2-D matmul (``mm``, ``addmm``) on a spec
-        with ``matmul_rates``, ``flops`` at :meth:`matmul_rate` of its intensity."""
+        roofline's two times; given its ``kernel`` class with a curve in ``efficiency``,
+        that over :meth:`efficiency_at` ``x``; else for a float32 2-D matmul (``mm``,
+        ``addmm``) on a spec with ``matmul_rates``, ``flops`` at :meth:`matmul_rate` of
+        its intensity."""
+        roof = max(self.seconds(flops, moved, dtype))
+        if kernel in self.efficiency:
+            return roof / self.efficiency_at(kernel, x)
         if self.matmul_rates and flops and moved and op.startswith(_MATMULS) and self._float32(dtype):
             return flops / self.matmul_rate(flops / moved)
-        return max(self.seconds(flops, moved, dtype))
+        return roof
+
+    def efficiency_at(self, kernel: str | None, x: float) -> float:
+        """The share of the roofline ``kernel``'s ops reach at ``x``: interpolated between
+        its curve's points in log-log, its end points' beyond them; 1 without a curve."""
+        points = self.efficiency.get(kernel) if kernel else None
+        if not points:
+            return 1.0
+        if x <= points[0][0]:
+            return points[0][1]
+        for (x0, e0), (x1, e1) in zip(points, points[1:]):
+            if x <= x1:
+                share = math.log(x / x0) / math.log(x1 / x0) if x1 > x0 else 1.0
+                return e0 * (e1 / e0) ** share
+        return points[-1][1]
+
+    def scaled_to(self, target: DeviceSpec, reference: DeviceSpec | None = None) -> DeviceSpec:
+        """This spec, measured on one device, made to price ``target``, another of the same
+        architecture family (an H100's calibration pricing an H200): its peaks and
+        bandwidth times the ratios of ``target``'s roofs to ``reference``'s (the
+        datasheet of the device it was measured on; this spec's own roofs when ``None``),
+        its kernel efficiencies, matmul rates' intensities and launch overhead kept.
+        Sound only within a family, where the kernels are the same code on the same
+        units: across families the efficiencies differ. ``fxinspect.devices.scaled_to``
+        takes names."""
+        ref = reference or self
+        compute = {d: self.peak(d) * target.peak(d) / ref.peak(d) for d in {*self.peak_flops, *target.peak_flops}}
+        memory = target.memory_bandwidth / ref.memory_bandwidth
+        flops32 = target.peak("float32") / ref.peak("float32")
+        return replace(
+            self,
+            name=f"{self.name} scaled to {target.name}",
+            peak_flops=compute,
+            memory_bandwidth=self.memory_bandwidth * memory,
+            tf32_flops=target.tf32_flops,
+            interconnect=target.interconnect,
+            source=f"{self.source}; scaled to {target.name} by its roofs over {ref.name}'s",
+            # a measured matmul rate is bound by memory or compute: scaled by the smaller ratio
+            matmul_rates=tuple((i, r * min(memory, flops32)) for i, r in self.matmul_rates),
+        )
 
     def matmul_rate(self, intensity: float) -> float:
         """float32 matmul FLOP/s at ``intensity`` FLOPs per byte, from ``matmul_rates``:

@@ -8,6 +8,9 @@ the time of a parallel step's collectives on its links (:mod:`fxinspect.parallel
 * :mod:`.devices`: the datasheet presets and :func:`get`, which resolves a preset's name,
   a driver's device name, a spec, or ``"measured"``; ``fxinspect.devices`` is this module;
 * :mod:`.host`: ``"measured"``, this host's roofs, measured, checked and cached;
+* :mod:`.calibration`: the share of those roofs each kernel class reaches, calibrated
+  on the device (:func:`fxinspect.devices.calibrate`), with the workloads of
+  :mod:`.kernel_probes` and the classes of :mod:`.kernel_classes`;
 * :mod:`.pricing`: each node's predicted latency from its counted aten ops.
 
 Example

@@ -4,7 +4,10 @@
 its short name (``"h100-sxm"``) or by the name the driver gives
 (``torch.cuda.get_device_name()``, such as ``"NVIDIA H100 80GB HBM3"``), or
 ``"measured"``: this host, measured by a short microbenchmark
-(:mod:`fxinspect.timemodel.host`), checked and cached per machine.
+(:mod:`fxinspect.timemodel.host`) and its kernel classes calibrated (:func:`calibrate`,
+:mod:`fxinspect.timemodel.calibration`), checked and cached per machine. A spec measured
+on one device prices another of its family by the ratios of their roofs
+(:func:`scaled_to`).
 
 Every preset is a datasheet's *dense* figure; the sparse ("with sparsity") figures the
 same sheets print beside them, twice as large, are never used. The source of each is
@@ -23,11 +26,13 @@ Example
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..errors import InputError
 from ..records.device_spec import DeviceSpec
+from . import calibration
 
-__all__ = ["PRESETS", "DeviceSpec", "get"]
+__all__ = ["PRESETS", "DeviceSpec", "calibrate", "get", "measured_spec", "scaled_to"]
 
 T = 1e12
 
@@ -145,9 +150,7 @@ def get(name: str | DeviceSpec) -> DeviceSpec:
         raise InputError(f"device_spec= takes a preset name, a DeviceSpec or 'measured', got {type(name).__name__}")
     key = name.strip().lower()
     if key == "measured":
-        from .host import measured
-
-        return _measured_spec(measured())
+        return calibrate()
     if key in PRESETS:
         return PRESETS[key]
     for preset, patterns in _ALIASES.items():
@@ -156,7 +159,32 @@ def get(name: str | DeviceSpec) -> DeviceSpec:
     raise InputError(f"no device spec named {name!r}; presets: {', '.join(PRESETS)}, or 'measured'")
 
 
-def _measured_spec(data: dict) -> DeviceSpec:
+def calibrate(device: str | None = None, budget_s: float = 60.0, refresh: bool = False) -> DeviceSpec:
+    """This host's measured spec (``device``: ``"cpu"``, or ``"cuda"`` when one is
+    present), its kernel classes calibrated in at most about ``budget_s`` seconds when
+    the cache is missing, stale, implausible or ``refresh`` is set (see
+    :mod:`fxinspect.timemodel.calibration`); ``device_spec="measured"`` is this."""
+    data = calibration.calibrated(device, budget_s, refresh)
+    spec = measured_spec(data["roofs"])
+    return replace(spec, source=f"{spec.source}; {calibration.provenance(data)}", efficiency=data["efficiency"])
+
+
+def scaled_to(spec: DeviceSpec, target: str | DeviceSpec, reference: str | DeviceSpec | None = None) -> DeviceSpec:
+    """``spec``, measured on one device, pricing ``target`` (a preset's name, a driver's
+    device name, or a spec) of the same architecture family: its roofs times the ratios
+    of ``target``'s datasheet roofs to ``reference``'s, the preset of the device it was
+    measured on (found from ``spec``'s name when ``None``: a calibration's is
+    ``"measured (cuda: NVIDIA H100 80GB HBM3)"``; its own roofs when none matches);
+    its kernel efficiencies kept (:meth:`DeviceSpec.scaled_to`). An H100's calibration
+    prices an H200 so: its compute roofs the same, its bandwidth 4.8 / 3.35 times."""
+    if reference is None:
+        reference = next(
+            (PRESETS[p] for p, pats in _ALIASES.items() if any(re.search(x, spec.name, re.I) for x in pats)), None
+        )
+    return spec.scaled_to(get(target), get(reference) if reference is not None else None)
+
+
+def measured_spec(data: dict) -> DeviceSpec:
     """The spec of figures :func:`~fxinspect.timemodel.host.measured` gives."""
     return DeviceSpec(
         f"measured ({data['device']})",

@@ -18,20 +18,21 @@ import torch
 
 __all__ = ["BUSY_MAX_AGE", "FORMAT", "MAX_AGE", "age", "cache_file", "max_age", "read", "write"]
 
-FORMAT = (
-    3  # the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of written pages)
-)
+# the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of
+# written pages; 4: the kernel classes' efficiencies, calibration-<key>.json, beside the roofs)
+FORMAT = 4
 MAX_AGE = timedelta(days=7)
 BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs
 
 
-def cache_file(device: str = "cpu") -> Path:
-    """Where :func:`measured` keeps this host's figures for ``device``."""
+def cache_file(device: str = "cpu", kind: str = "device") -> Path:
+    """Where :func:`measured` keeps this host's figures for ``device`` (``kind="calibration"``:
+    where :func:`~.calibration.calibrate` keeps its efficiencies)."""
     key = "|".join([platform.node(), platform.processor(), torch.__version__, str(torch.get_num_threads()), device])
     key += f"|format {FORMAT}" if FORMAT > 2 else ""  # (a file per layout: older code keeps its own)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return root / "fxinspect" / f"device-{digest}.json"
+    return root / "fxinspect" / f"{kind}-{digest}.json"
 
 
 def max_age(data: dict) -> timedelta:

@@ -3,8 +3,10 @@
 ``analyze(model, inputs, device_spec=...)`` (a preset of :mod:`fxinspect.timemodel.devices`,
 a :class:`~fxinspect.records.DeviceSpec` or ``"measured"``) prices every aten op a node
 ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
-node's output dtype (a float32 matmul on a measured spec: at the rate measured for its
-FLOPs per byte, :meth:`~fxinspect.records.DeviceSpec.work_seconds`), plus the device's
+node's output dtype (on a calibrated spec, ``"measured"``, over the share of the roofs
+its kernel class reaches, :mod:`.kernel_classes`; a float32 matmul on a measured spec
+without one: at the rate measured for its FLOPs per byte,
+:meth:`~fxinspect.records.DeviceSpec.work_seconds`), plus the device's
 launch overhead per call; a view or other free
 op costs nothing. The sum is the node's ``predicted_latency`` (with ``backward=True``,
 its backward's is ``backward_predicted_latency``); modules and totals sum them as they
@@ -29,6 +31,7 @@ from ..records import DeviceSpec, OpStatus
 from ..records.device_spec import priced_dtype
 from ..run.passes import PassResult
 from .devices import get
+from .kernel_classes import kernel_class, priced_class, scale
 
 __all__ = ["TimeModelPricing"]
 
@@ -64,10 +67,14 @@ class TimeModelPricing:
         return PassResult(nodes=nodes, report={"time_model": self.spec})
 
     def _seconds(self, calls, dtype: str | None) -> float:
-        """The roofline time of aten ``calls`` at ``dtype``'s peak, a launch each; free ops cost nothing."""
+        """The roofline time of aten ``calls`` at ``dtype``'s peak, over their kernel
+        class's efficiency on a calibrated spec, a launch each; free ops cost nothing."""
         seconds = 0.0
         for call in calls:
             if call.status is not OpStatus.FREE:
-                work = self.spec.work_seconds(call.op, call.flops, call.bytes_read + call.bytes_written, dtype)
+                moved = call.bytes_read + call.bytes_written
+                kernel = priced_class(kernel_class(call.op))
+                x = scale(kernel, call.flops, moved, call.calls)
+                work = self.spec.work_seconds(call.op, call.flops, moved, dtype, kernel, x)
                 seconds += work + call.calls * self.spec.launch_overhead
         return seconds

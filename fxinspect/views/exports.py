@@ -68,8 +68,10 @@ def to_plain(obj: Any) -> Any:
 
 
 def _omitted(obj: Any, f: dataclasses.Field) -> bool:
-    """A field left out while ``None`` (a record's registered figures, when there are none)."""
-    return f.metadata.get("omit_none", False) and getattr(obj, f.name) is None
+    """A field left out while ``None`` (a record's registered figures, when there are none),
+    or while empty where it says so (an uncalibrated spec's efficiencies: its JSON as before)."""
+    value = getattr(obj, f.name)
+    return (f.metadata.get("omit_none", False) and value is None) or (f.metadata.get("omit_empty", False) and not value)
 
 
 # ------------------------------------------------------------------ plain -> dataclass
