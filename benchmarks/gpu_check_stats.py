@@ -6,7 +6,7 @@ Nothing here runs a model: each is a function of numbers and names, unit-tested 
 Example
 -------
 >>> op_class("aten.addmm.default"), op_class("aten::_scaled_dot_product_flash_attention")
-('matmul', 'attention')
+('gemm', 'attention')
 >>> allocator_block(1), allocator_block(513), allocator_block(0)  # 512-byte blocks
 (512, 1024, 0)
 >>> allocator_block(23 * 2**19) == 12 * 2**20  # 11.5 MiB: its 12 MiB segment, 0.5 MiB left unsplit
@@ -16,6 +16,8 @@ True
 from __future__ import annotations
 
 import math
+
+from fxinspect.timemodel.kernel_classes import kernel_class, priced_class
 
 __all__ = [
     "GOALS",
@@ -36,9 +38,6 @@ _MIN_LARGE_ALLOC = 10 * 2**20  # kMinLargeAlloc: from here a request gets its ow
 _ROUND_LARGE = 2 * 2**20  # kRoundLarge: ...rounded up to 2 MiB
 _SPLIT_ABOVE = 2**20  # kSmallSize: a large-pool block is split only when over this is left
 
-_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "scaled_mm"}
-_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "prod", "argmax", "argmin"}
-_MOVES = ("copy", "clone", "cat", "stack", "index", "embedding", "gather", "scatter", "pad", "fill", "zero", "where")
 
 # (name, bound, what the value is): each checked and printed, PASS or MISS, never failing the run
 GOALS = (
@@ -51,26 +50,11 @@ GOALS = (
 
 def op_class(op: str) -> str:
     """The kernel class an aten op's time is grouped under, from its name as the report
-    (``aten.addmm.default``) or the profiler (``aten::addmm``) spells it.
-
-    The one place ops are grouped: ``fxinspect.timemodel.kernel_classes.kernel_class``
-    replaces it when the per-class calibration lands."""
-    base = op.replace("aten::", "aten.").removeprefix("aten.").split(".")[0].strip("_")
-    if "attention" in base:
-        return "attention"
-    if "conv" in base:  # convolution, cudnn_convolution, convolution_backward
-        return "conv"
-    if base in _MATMULS:
-        return "matmul"
-    if "norm" in base:  # batch, layer, group and RMS norms, forward and backward
-        return "norm"
-    if "softmax" in base or "nll_loss" in base or "cross_entropy" in base:
-        return "softmax/loss"
-    if base in _REDUCTIONS or "pool" in base:
-        return "reduction"
-    if any(word in base for word in _MOVES):
-        return "copy/index"
-    return "elementwise"
+    (``aten.addmm.default``) or the profiler (``aten::addmm``) spells it: the class whose
+    calibrated curve prices it (:func:`fxinspect.timemodel.kernel_classes.kernel_class`,
+    a convolution's kinds as one)."""
+    name = op.replace("aten::", "aten.")
+    return priced_class(kernel_class(name if "." in name.removeprefix("aten.") else name + ".default"))
 
 
 def allocator_block(nbytes: int) -> int:

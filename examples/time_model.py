@@ -7,7 +7,8 @@ roofline of a device: ``max(FLOPs / peak, bytes moved / bandwidth)`` plus a laun
 overhead per call. ``device_spec`` is a preset of ``fxinspect.devices`` (datasheet dense
 peaks: ``"a100-80gb"``, ``"h100-sxm"``, ``"mi300x"``, ... or a driver's device name) or
 ``"measured"``: this host's matmul FLOP/s, copy bandwidth and launch overhead, measured
-in about two seconds, checked and cached for 7 days (below). Each node gets
+in about two seconds, and the share of them each kernel class reaches, calibrated in 10
+to 30 s, checked and cached for 7 days (below). Each node gets
 ``predicted_latency``, summed into modules and totals as ``latency`` is;
 ``report.roofline()`` gives each op's intensity, bound, roof time and, when timing ran,
 the fraction of its roof it reached (an op faster than its roof is flagged, never shown
@@ -24,6 +25,43 @@ size, about 0.1 s each), not their median: another process can only slow a trial
 so the fastest is the one closest to what the machine can do, where a median follows
 the load (one busy host read 4.5 to 102 GFLOP/s between repeats, once float32 at 23
 MFLOP/s, which made this page's example predict 353 s for a 4 s forward).
+
+**Calibrated kernel classes** (``fxinspect.devices.calibrate(device=None, budget_s=60,
+refresh=False)``, which ``"measured"`` is): the roofs say what a device can do at best;
+a depthwise convolution, a small elementwise op or a batch norm reaches a fraction of
+them (or, its data in a cache, more than the copy bandwidth), which the roofline alone
+cannot know: MobileNetV3 was predicted at 0.33 of its measured forward. So the
+calibration times a few representative calls of each kernel class
+(``fxinspect.timemodel.kernel_classes.kernel_class(op)``, the one place that maps an
+aten op to its class: GEMMs, batched GEMMs, convolutions, attention, elementwise ops,
+transcendental activations, reductions and softmax, layer norm, batch norm, pooling and
+lookups; a backward in its forward's class): GEMMs from one row to 1024 over weights
+that outgrow the caches, convolutions depthwise, grouped, 1×1, 3×3 and a 7×7 stem,
+attention over 16 to 256 positions, the streaming classes from 4 KiB to 40 MiB a call
+(``fxinspect.timemodel.kernel_probes``). Each call's FLOPs and bytes are counted by the
+same rules as a model's, so its roofline time is the pricing's; its *efficiency* is that
+time over the call's best trial, less a bare aten call (the pricing adds the launch
+overhead). Per class the efficiencies form a curve over FLOPs per byte (GEMMs,
+convolutions, attention: a depthwise 3×3 convolution does about 2.25, a dense one on
+64 channels about 130) or over bytes per call (the others), which prices each op: its
+roofline time over the efficiency interpolated in log-log at its own measure, plus the
+launch overhead; beyond the measured points, the nearest one's (the GEMM curve prices a
+model's matmuls in place of ``matmul_rates``, which still price the serving step times
+of ``fxinspect.serving``). The trials run in passes
+over all the workloads, a few each, until a pass improves no best by a tenth or half the
+budget is spent (about 30 s here under load), so that a burst of load slows some trials
+of each workload, not all of one. The set is checked (every class measured, every
+efficiency between 1/10,000 and 100, a bare call under 1 ms), measured again up to three
+times with the trials pooled, and cached beside the roofs in
+``calibration-<key>.json`` with when and how it was taken, the roofs it is relative to
+and every trial; an older format, a stale or an implausible file is measured again. The
+spec's ``source`` says when and how both were taken. A calibration taken on one GPU
+prices another of the same architecture family by the ratios of their datasheet roofs,
+its efficiencies kept: ``fxinspect.devices.scaled_to(spec, "h200")`` (the reference,
+the card it was measured on, found from the spec's name; ``DeviceSpec.scaled_to(target,
+reference)`` with specs). Across families the kernels differ and so do their
+efficiencies: measure there. The workloads run in float32; an op of another dtype is
+priced at the same share of that dtype's peak. Specs without curves, the presets, are priced as before.
 
 **Checked** (``host.problems``): every figure finite and positive; float32 at
 least a quarter of float64 (never far below it on a CPU or a GPU), float64 at least an

@@ -39,7 +39,20 @@ __all__ = ["BY_INTENSITY", "CLASSES", "kernel_class", "priced_class", "scale"]
 _NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("mm", "addmm", "linear", "_addmm_activation", "addmv", "mv", "dot", "vdot", "addr", "outer"),
     "bmm": ("bmm", "baddbmm"),
-    "conv": ("convolution", "_convolution", "mkldnn_convolution", "conv2d", "conv1d", "conv3d", "conv_transpose2d"),
+    "conv": (
+        "convolution",
+        "_convolution",
+        "mkldnn_convolution",
+        "conv2d",
+        "conv1d",
+        "conv3d",
+        "conv_transpose2d",
+        # (the device's own kernels, as a profiler names what a convolution ran)
+        "cudnn_convolution",
+        "cudnn_convolution_transpose",
+        "miopen_convolution",
+        "_conv_depthwise2d",
+    ),
     "attention": (
         "_scaled_dot_product_flash_attention_for_cpu",
         "_scaled_dot_product_flash_attention",
@@ -54,7 +67,14 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "_transformer_encoder_layer_fwd",
     ),
     "layer_norm": ("native_layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm", "_weight_norm_interface"),
-    "batch_norm": ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "native_batch_norm"),
+    "batch_norm": (
+        "_native_batch_norm_legit_no_training",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_functional",
+        "native_batch_norm",
+        "cudnn_batch_norm",
+        "miopen_batch_norm",
+    ),
     "pool": (
         "max_pool2d_with_indices",
         "max_pool2d",
@@ -122,6 +142,9 @@ _NAMES: dict[str, tuple[str, ...]] = {
 _BY_NAME = {name: cls for cls, names in _NAMES.items() for name in names}
 _BACKWARD = {  # backwards whose names are not their forward's with "_backward" added
     "convolution_backward": "conv",
+    "cudnn_convolution_backward": "conv",
+    "_efficient_attention_backward": "attention",
+    "_flash_attention_backward": "attention",
     "native_batch_norm_backward": "batch_norm",
     "threshold_backward": "elementwise",
     "max_pool2d_with_indices_backward": "pool",
