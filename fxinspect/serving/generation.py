@@ -25,14 +25,14 @@ from ..progress import Parts
 from ..report import Report
 from .curves import basis, fit
 from .design import design
-from .figures import by_node, flat, report_figures, step_summary
+from .figures import report_figures, step_summary
 from .fits import max_batch, max_context, memory_at, prefill_peak
 from .inputs import cache_of, decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
-from .layers import extrapolate, repeating, shallow_copy
 from .models import analysed_copy
 from .records import DecodeCost, GenerationMemory
 from .segments import Segments, contexts_in, side_by_side
+from .shallow import Layered
 from .step_time import StepTime
 from .views import generation_notes, generation_table, plot_generation
 
@@ -103,37 +103,24 @@ class Generation:
         return self._steps[key]
 
     @functools.cached_property
-    def _shallow(self) -> tuple[int, list[Generation]] | None:
-        """For a meta decoder whose layers repeat (:mod:`.layers`): its blocks of layers after
-        the first and the generations of copies with 2, 3 and 4 blocks, whose steps give this one's."""
-        found = repeating(self.model) if self._given[2] and self.device.type == "meta" else None
-        if found is None or (self.cache is not None and not isinstance(self.cache, str)):
-            return None  # (a cache object given is made for every layer)
-        path, count, period = found
+    def _shallow(self) -> Layered | None:
+        """Shallow copies of a meta decoder whose layers repeat, whose steps give this one's (:mod:`.shallow`)."""
+        return Layered.of(self, self._copy) if self._given[2] else None
+
+    def _copy(self, model: torch.nn.Module) -> Generation:
         device_spec, options, _ = self._given
-        subs = []
-        for blocks in (2, 3, 4):
-            copy = shallow_copy(self.model, path, blocks * period)
-            sub = Generation(copy, self.batch, self.prompt, self.new_tokens, self.device, device_spec, self.dtype,
-                             self.cache, options, shallow=False)  # fmt: skip
-            sub._parts = self._parts
-            subs.append(sub)
-        return count // period - 1, subs  # (the blocks after the first, which is its own)
+        made = Generation(model, self.batch, self.prompt, self.new_tokens, self.device, device_spec, self.dtype,
+                          self.cache, options, shallow=False)  # fmt: skip
+        made._parts = self._parts
+        return made
 
     def _through_layers(self, what: str, *args: int) -> Any:
         """``what`` (a method's name) of the whole model from the shallow copies' (``None``
-        when the layers do not repeat, or the copy of 3 blocks is not what 1 and 2 predict:
-        then nothing more is asked of them)."""
-        if self._shallow is None:
-            return None
-        blocks, subs = self._shallow
-        try:
-            found = extrapolate([by_node(getattr(sub, what)(*args)) for sub in subs], blocks)
-        except Exception:  # (a copy the model cannot run as it runs whole: the whole model then, as it is)
-            found = None
+        where they cannot give it: then nothing more is asked of them)."""
+        found = self._shallow.ask(what, *args) if self._shallow is not None else None
         if found is None:
             self.__dict__["_shallow"] = None
-        return None if found is None else flat(found)
+        return found
 
     def _summary(self, batch: int, context: int) -> dict[str, Any]:
         """What the curves and the figures read off the step at ``(batch, context)``
