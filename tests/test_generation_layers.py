@@ -111,7 +111,9 @@ def _figures(gen) -> dict:
     out = {name: (str(c), c.verified) for name, c in gen.curves.items()}
     out |= {"kv": gen.kv_bytes_per_token, "ttft": gen.ttft, "tpot": gen.tpot, "peak": gen.peak}
     out |= {"memory": gen.memory, "weights": gen.weights_bytes, "tps": gen.tokens_per_second}
-    out |= {"max_batch": gen.max_batch("2MiB"), "max_context": gen.max_context("2MiB", batch=2)}
+    out |= {"max_batch": gen.max_batch("2MiB")}
+    if gen.kv_bytes_per_token:  # (a cache that stops growing fits every context a budget fits: no longest)
+        out["max_context"] = gen.max_context("2MiB", batch=2)
     out |= {f"cost {c}": gen.cost(c) for c in (3, WINDOW - 1, WINDOW, WINDOW + 2, 20, 40)}
     return out
 
