@@ -131,6 +131,8 @@ def _close(a, b) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("family", families("all"), ids=lambda f: f.name)
 def test_shallow_copies_give_the_whole_models_figures(family):
+    if family.name == "whisper":  # (generation's decode inputs give an encoder token ids, not Whisper's features)
+        pytest.skip("fxinspect.generation does not make Whisper's input_features (as on main); no layers' shortcut")
     model = family.build()
     if not model.config.is_encoder_decoder:  # (10 blocks of the model's own period of layers)
         period = 2 if family.name in ("gemma2", "cohere2", "jamba", "bamba") else 1
