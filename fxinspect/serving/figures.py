@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FIGURES", "report_figures"]
+from .step_time import call_figures, node_dtypes
+
+__all__ = ["FIGURES", "by_node", "flat", "report_figures", "step_summary"]
 
 FIGURES = {"flops": "flops", "macs": "macs", "bytes_read": "bytes_read", "bytes_written": "bytes_written",
            "bytes": "bytes_moved"}  # fmt: skip
@@ -42,3 +44,49 @@ def _events(memory: Any) -> dict[str, int]:
         out[f"{node or 'start'}#{rank}"] = live
         rank += 1
     return out
+
+
+def step_summary(report: Any, kv: int) -> dict[str, Any]:
+    """What a generation reads off one analysed decode step: the figures its curves are
+    fitted to (the cache's ``kv`` bytes among them), its totals, its peak and each node's
+    priced dtype (all of them numbers or names :func:`~.layers.extrapolate` carries over)."""
+    totals, memory = report.totals, report.memory
+    return {
+        "figures": {**report_figures(report), **call_figures(report), "kv": kv},
+        "totals": {
+            "flops": totals.flops,
+            "macs": totals.macs,
+            "bytes": totals.bytes_moved,
+            "seconds": totals.predicted_latency,
+        },  # fmt: skip
+        "peak": None if memory is None else memory.total_peak,
+        "dtypes": node_dtypes(report),
+    }
+
+
+def by_node(found: dict[str, Any]) -> dict[str, Any]:
+    """``found`` (:func:`report_figures`, or a :func:`step_summary`) with its timeline by node
+    (``{node: {rank: bytes}}``: a node's events, as many as it has at that depth) and a
+    step's peak as what it holds beyond the resident bytes and the timeline's highest; :func:`flat` undoes it."""
+    figures = found.get("figures", found)
+    events: dict[str, dict[str, int]] = {}
+    for key, live in figures.get("peak", {}).items():
+        node, rank = key.rsplit("#", 1)
+        events.setdefault(node, {})[rank] = live
+    nested = {**figures, "peak": events} if "peak" in figures else figures
+    if "figures" not in found:
+        return nested
+    top = max(figures["peak"].values()) + figures["resident"] if "peak" in figures else 0
+    return {**found, "figures": nested, "peak": None if found["peak"] is None else found["peak"] - top}
+
+
+def flat(found: dict[str, Any]) -> dict[str, Any]:
+    """:func:`by_node` undone."""
+    figures = found.get("figures", found)
+    if "peak" in figures:
+        timeline = {f"{node}#{rank}": live for node, ranks in figures["peak"].items() for rank, live in ranks.items()}
+        figures = {**figures, "peak": timeline}
+    if "figures" not in found:
+        return figures
+    top = max(figures["peak"].values()) + figures["resident"] if "peak" in figures else 0
+    return {**found, "figures": figures, "peak": None if found["peak"] is None else found["peak"] + top}

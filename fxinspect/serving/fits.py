@@ -18,7 +18,6 @@ from typing import Any
 
 from .curves import fit
 from .figures import report_figures
-from .inputs import prefill_inputs
 from .records import GenerationMemory
 from .segments import side_by_side
 from .terms import Term
@@ -50,7 +49,7 @@ def prefill_peak(gen: Any, batch: int) -> int:
     if curves is None:
 
         def figures(b: int, p: int) -> dict[str, Any]:
-            return report_figures(gen._analyse(prefill_inputs(gen.model, b, p, device=gen.device, cache=gen.cache)))
+            return gen._prefill_figures(b)  # (p: the prompt's)
 
         points = [(b, gen.prompt) for b in (sorted({1, 2, gen.batch})[:3] if gen.batch > 2 else [1, 2, 3])]
         found = side_by_side(figures, [p for p in points if p[0] != gen.batch], gen.device)  # (the others side by side)

@@ -25,14 +25,15 @@ from ..progress import Parts
 from ..report import Report
 from .curves import basis, fit
 from .design import design
-from .figures import report_figures
+from .figures import report_figures, step_summary
 from .fits import max_batch, max_context, memory_at, prefill_peak
 from .inputs import cache_of, decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
 from .models import analysed_copy
 from .records import DecodeCost, GenerationMemory
 from .segments import Segments, contexts_in, side_by_side
-from .step_time import StepTime, call_figures
+from .shallow import Layered
+from .step_time import StepTime
 from .views import generation_notes, generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
@@ -56,12 +57,14 @@ class Generation:
         dtype: torch.dtype | None,
         cache: Any,
         options: dict[str, Any],
+        shallow: bool = True,
     ) -> None:
         if min(batch, prompt, new_tokens) < 1:
             raise InputError(
                 f"generation expects batch, prompt and new_tokens >= 1; given {batch}, {prompt}, {new_tokens}"
             )
         self.batch, self.prompt, self.new_tokens = batch, prompt, new_tokens
+        self._given = (device_spec, options, shallow)  # (what a shallow copy's generation is made with)
         self.model, self.device = analysed_copy(model, device, dtype)
         self.dtype, self.cache = dtype, cache
         self.options = {"timing": False, **options}
@@ -71,6 +74,7 @@ class Generation:
             self.options["device_spec"] = device_spec
         self._steps: dict[tuple[int, int], Report] = {}
         self._kv_at: dict[tuple[int, int], int] = {}  # (batch, context) -> the cache's bytes given to that step
+        self._summaries: dict[tuple[int, int], dict[str, Any]] = {}  # (batch, context) -> step_summary
         self._timed: dict[tuple[int, int | None], StepTime | None] = {}  # per range of contexts
         self._parts = Parts("generation", options.get("progress", True))  # (progress: the analyses as they run)
 
@@ -98,6 +102,48 @@ class Generation:
             self._steps[key] = self._analyse(inputs)
         return self._steps[key]
 
+    @functools.cached_property
+    def _shallow(self) -> Layered | None:
+        """Shallow copies of a meta decoder whose layers repeat, whose steps give this one's (:mod:`.shallow`)."""
+        return Layered.of(self, self._copy) if self._given[2] else None
+
+    def _copy(self, model: torch.nn.Module) -> Generation:
+        device_spec, options, _ = self._given
+        made = Generation(model, self.batch, self.prompt, self.new_tokens, self.device, device_spec, self.dtype,
+                          self.cache, options, shallow=False)  # fmt: skip
+        made._parts = self._parts
+        return made
+
+    def _through_layers(self, what: str, *args: int) -> Any:
+        """``what`` (a method's name) of the whole model from the shallow copies' (``None``
+        where they cannot give it: then nothing more is asked of them)."""
+        found = self._shallow.ask(what, *args) if self._shallow is not None else None
+        if found is None:
+            self.__dict__["_shallow"] = None
+        return found
+
+    def _summary(self, batch: int, context: int) -> dict[str, Any]:
+        """What the curves and the figures read off the step at ``(batch, context)``
+        (:func:`~.figures.step_summary`): the model's own analysis, or its layers'."""
+        key = (batch, context)
+        if key not in self._summaries:
+            found = self._through_layers("_summary", batch, context) if key not in self._steps else None
+            if found is None:
+                report = self.decode_step(context, batch)
+                found = step_summary(report, self._kv_at[key])
+            self._summaries[key] = found
+        return self._summaries[key]
+
+    def _prefill_figures(self, batch: int) -> dict[str, Any]:
+        """:func:`~.figures.report_figures` of the prefill of ``batch`` sequences (the model's, or its layers')."""
+        if batch == self.batch and "prefill" in self.__dict__:
+            return report_figures(self.prefill)
+        found = self._through_layers("_prefill_figures", batch)
+        if found is None:
+            found = report_figures(self._analyse(prefill_inputs(self.model, batch, self.prompt, device=self.device,
+                                                                cache=self.cache)))  # fmt: skip
+        return found
+
     def _decode_inputs(self, batch: int, context: int) -> dict[str, Any]:
         return decode_inputs(self.model, batch, context, device=self.device, cache=self.cache, parallel=self.parallel)
 
@@ -119,13 +165,13 @@ class Generation:
             points = design(terms, self._batches, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
         except InputError:  # a range too short to tell the terms apart: its steps are analysed
             return None
+        _ = self._shallow  # (made here, not in each worker)
         found = side_by_side(self._step_figures, points, self.device)
         return fit(lambda b, c: found[(b, c)], terms, points=points)
 
     def _step_figures(self, batch: int, context: int) -> dict[str, Any]:
         """What the curves are fitted to, of the step at ``(batch, context)``."""
-        report = self.decode_step(context, batch)
-        return {**report_figures(report), **call_figures(report), "kv": self._kv_at[(batch, context)]}
+        return self._summary(batch, context)["figures"]
 
     @property
     def curves(self) -> dict[str, Any]:
@@ -174,8 +220,9 @@ class Generation:
         batch = self.batch if batch is None else batch
         curves = self._exact(context, ("flops", "macs", "bytes"), batch)
         if curves is None:
-            t, m = (r := self.decode_step(context, batch)).totals, r.memory
-            return DecodeCost(batch, context, t.flops, t.macs, t.bytes_moved, t.predicted_latency, m.total_peak)
+            step = self._summary(batch, context)
+            t = step["totals"]
+            return DecodeCost(batch, context, t["flops"], t["macs"], t["bytes"], t["seconds"], step["peak"])
         counts = (int(curves[name](batch, context)) for name in ("flops", "macs", "bytes"))
         seconds = self.step_seconds(context, batch) if self.prefill.time_model is not None else None
         return DecodeCost(batch, context, *counts, seconds, self.decode_peak(batch, context, exact=False))
@@ -187,9 +234,10 @@ class Generation:
             curves = self.segments.curves(context) or {}
             calls = {k: v for k, v in curves.items() if k.count("/") == 2}
             lo, hi = where  # (a step of this range analysed here, for each node's dtype)
-            b, c = next((p for p in self._steps if lo <= p[1] and (hi is None or p[1] <= hi)), (1, lo))
+            b, c = next((p for p in self._summaries if lo <= p[1] and (hi is None or p[1] <= hi)), (1, lo))
             exact = calls and all(v.verified for v in calls.values())
-            self._timed[where] = StepTime(calls, self.decode_step(c, b), self.prefill.time_model) if exact else None
+            dtypes = self._summary(b, c)["dtypes"] if exact else {}
+            self._timed[where] = StepTime(calls, dtypes, self.prefill.time_model) if exact else None
         return self._timed.get(where)
 
     @property
@@ -208,7 +256,7 @@ class Generation:
         """A decode step's predicted seconds at ``context`` (analysed next to a window)."""
         batch = self.batch if batch is None else batch
         timed = self._step_time(context) if batch >= self._batches[0] else None
-        return timed(batch, context) if timed is not None else self.decode_step(context, batch).totals.predicted_latency
+        return timed(batch, context) if timed is not None else self._summary(batch, context)["totals"]["seconds"]
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -239,7 +287,7 @@ class Generation:
         break the peak's) when ``exact``; a search reads them anyway and checks its answer."""
         curves = self.segments.curves(context) if exact is False else self._exact(context, ("resident", "peak"), batch)
         if curves is None:
-            return self.decode_step(context, batch).memory.total_peak
+            return self._summary(batch, context)["peak"]
         return int(curves["resident"](batch, context) + curves["peak"](batch, context))
 
     def prefill_peak(self, batch: int) -> int:
@@ -283,6 +331,7 @@ def generation(
     device_spec: Any = None,
     dtype: torch.dtype | None = None,
     cache: Any = None,
+    shallow: bool = True,
     **options: Any,
 ) -> Generation:
     """Generation of ``new_tokens`` after a ``prompt`` for ``batch`` sequences, analysed
@@ -295,6 +344,9 @@ def generation(
     Other options go to each ``analyze``. Analyses run when a figure first needs them.
     ``parallel=fxinspect.Parallel.tp(n)`` (meta only): every figure is one rank's, its cache
     filled by the model parallelised as that rank's (its share of the key/value heads), each
-    step's collectives in its report's ``communication``.
+    step's collectives in its report's ``communication``. On the meta device a decoder whose
+    layers repeat has the steps its figures are fitted from analysed on copies of 1, 2 and 3
+    blocks of layers (:mod:`.layers`; the same figures, exactly, in a fraction of the time;
+    ``prefill`` and ``decode_step`` stay the whole model's); ``shallow=False`` analyses them whole.
     """
-    return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options)
+    return Generation(model, batch, prompt, new_tokens, device, device_spec, dtype, cache, options, shallow)

@@ -21,7 +21,7 @@ from typing import Any
 from ..records import DeviceSpec, OpStatus
 from ..records.device_spec import priced_dtype
 
-__all__ = ["StepTime", "call_figures"]
+__all__ = ["StepTime", "call_figures", "node_dtypes"]
 
 _PARTS = ("flops", "bytes", "calls")
 
@@ -43,16 +43,20 @@ def call_figures(report: Any) -> dict[str, int]:
     return out
 
 
+def node_dtypes(report: Any) -> dict[str, str | None]:
+    """The dtype each op node of ``report`` is priced at, by node."""
+    return {n.name: priced_dtype(n.outputs) for n in report.nodes if n.is_op}
+
+
 class StepTime:
     """The predicted seconds of a step at ``(batch, context)``, from per-call curves.
 
     ``curves`` maps :func:`call_figures`' names to fitted curves (:class:`~.curves.Curve`);
-    ``report`` is one analysed step, for each node's priced dtype. Calls whose curves do
-    not depend on the context (a projection's GEMM) are priced once per batch.
+    ``dtypes`` each node's priced dtype (:func:`node_dtypes` of one analysed step). Calls
+    whose curves do not depend on the context (a projection's GEMM) are priced once per batch.
     """
 
-    def __init__(self, curves: Mapping[str, Any], report: Any, spec: DeviceSpec) -> None:
-        dtypes = {n.name: priced_dtype(n.outputs) for n in report.nodes if n.is_op}
+    def __init__(self, curves: Mapping[str, Any], dtypes: Mapping[str, str | None], spec: DeviceSpec) -> None:
         self.spec = spec
         calls = []  # ((node's dtype, aten op), (flops, bytes, calls) as float evaluators, whether any reads the context)
         for key in dict.fromkeys(name.rsplit("/", 1)[0] for name in curves):
