@@ -123,20 +123,44 @@ def test_what_is_said_to_fit_fits():
     assert gen.max_context(budget) >= gen.final_context + 1
 
 
-def test_ttft_and_tpot_are_the_steps_predicted_times():
-    gen = fxinspect.generation(model_of("llama"), batch=2, prompt=10, new_tokens=5, device_spec="h100-sxm")
+@pytest.mark.parametrize("name", ["mistral", "mamba"])
+def test_a_cache_that_stops_growing_reaches_the_models_own_limit(name):
+    # every layer of the tiny Mistral slides over 8 tokens; Mamba keeps a fixed state: past the
+    # window the memory stops growing, so it bounds no context (the search once ran forever)
+    gen = fxinspect.generation(model_of(name), batch=2, prompt=16, new_tokens=8)
+    assert gen.kv_bytes(64) == gen.kv_bytes(4096)
+    limit = getattr(gen.model.config, "max_position_embeddings", None)
+    # the model's positions: MistralConfig's default 131,072 (4096 * 32); Mamba states none: 2**31
+    assert gen.max_context("1GiB") == (131_072 if name == "mistral" else 2**31) == (limit or 2**31)
+    assert gen.max_context(gen.prefill_peak(2) - 1) == 0
+
+
+# a calibrated spec: each kernel class at its own share of the roofs (pricing per class, not the roofline)
+_CALIBRATED = fxinspect.devices.DeviceSpec(
+    "calibrated toy",
+    {"float32": 1e11},
+    1e10,
+    launch_overhead=2e-6,
+    efficiency={"gemm": [(1.0, 0.05), (100.0, 0.6)], "elementwise": [(1e2, 0.02), (1e5, 0.8)], "bmm": [(1.0, 0.3)]},
+)
+
+
+@pytest.mark.parametrize("spec", ["h100-sxm", _CALIBRATED], ids=["preset", "calibrated"])
+def test_ttft_and_tpot_are_the_steps_predicted_times(spec):
+    gen = fxinspect.generation(model_of("llama"), batch=2, prompt=10, new_tokens=5, device_spec=spec)
     assert gen.ttft == gen.prefill.totals.predicted_latency
-    steps = [analysed_step_on(gen, c).totals.predicted_latency for c in range(10, 14)]  # contexts 10..prompt+new-2
+    # contexts 10..prompt+new-2, each step analysed whole and priced on the same spec
+    steps = [analysed_step_on(gen, c, spec).totals.predicted_latency for c in range(10, 14)]
     assert gen.tpot == pytest.approx(sum(steps) / len(steps), rel=1e-12)
     assert gen.tokens_per_second == pytest.approx(2 * 5 / (gen.ttft + 4 * gen.tpot), rel=1e-12)
     untimed = fxinspect.generation(model_of("llama"), batch=2, prompt=10, new_tokens=5)
     assert (untimed.ttft, untimed.tpot, untimed.tokens_per_second) == (None, None, None)
 
 
-def analysed_step_on(gen, context: int):
+def analysed_step_on(gen, context: int, spec="h100-sxm"):
     with torch.no_grad():
         inputs = fxinspect.decode_inputs(gen.model, gen.batch, context)
-        return fxinspect.analyze(gen.model, inputs, timing=False, device_spec="h100-sxm")
+        return fxinspect.analyze(gen.model, inputs, timing=False, device_spec=spec)
 
 
 def test_the_model_is_left_as_it_was():

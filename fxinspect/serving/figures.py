@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .records import DecodeCost
 from .step_time import call_figures, node_dtypes
 
-__all__ = ["FIGURES", "by_node", "flat", "report_figures", "step_summary"]
+__all__ = ["FIGURES", "by_node", "decode_cost", "flat", "report_figures", "step_summary"]
 
 FIGURES = {"flops": "flops", "macs": "macs", "bytes_read": "bytes_read", "bytes_written": "bytes_written",
            "bytes": "bytes_moved"}  # fmt: skip
@@ -90,3 +91,16 @@ def flat(found: dict[str, Any]) -> dict[str, Any]:
         return figures
     top = max(figures["peak"].values()) + figures["resident"] if "peak" in figures else 0
     return {**found, "figures": figures, "peak": None if found["peak"] is None else found["peak"] + top}
+
+
+def decode_cost(gen: Any, context: int, batch: int) -> DecodeCost:
+    """``gen``'s decode step at ``context`` for ``batch`` sequences, off its curves (the step
+    analysed where its counts are not verified; the peak off its curve even unverified)."""
+    curves = gen._exact(context, ("flops", "macs", "bytes"), batch)
+    if curves is None:
+        step = gen._summary(batch, context)
+        t = step["totals"]
+        return DecodeCost(batch, context, t["flops"], t["macs"], t["bytes"], t["seconds"], step["peak"])
+    counts = (int(curves[name](batch, context)) for name in ("flops", "macs", "bytes"))
+    seconds = gen.step_seconds(context, batch) if gen.prefill.time_model is not None else None
+    return DecodeCost(batch, context, *counts, seconds, gen.decode_peak(batch, context, exact=False))

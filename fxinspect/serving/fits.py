@@ -22,7 +22,15 @@ from .records import GenerationMemory
 from .segments import side_by_side
 from .terms import Term
 
-__all__ = ["largest_fitting", "max_batch", "max_context", "memory_at", "prefill_peak"]
+__all__ = [
+    "UNBOUNDED_CONTEXT",
+    "context_limit",
+    "largest_fitting",
+    "max_batch",
+    "max_context",
+    "memory_at",
+    "prefill_peak",
+]
 
 
 def memory_at(gen: Any, batch: int, context: int, exact: bool = True) -> GenerationMemory:
@@ -67,23 +75,40 @@ def max_batch(gen: Any, usable: int, context: int) -> int:
 
 
 def max_context(gen: Any, usable: int, batch: int) -> int:
-    """The longest context ``batch`` sequences reach holding at most ``usable`` bytes (0: the prefill does not fit)."""
+    """The longest context ``batch`` sequences reach holding at most ``usable`` bytes (0: the
+    prefill does not fit), at most the model's own limit (:func:`context_limit`): a cache that
+    stops growing (a sliding window on every layer, a recurrent state) leaves the memory no bound."""
     if gen.prefill_peak(batch) > usable:
         return 0
-    found = largest_fitting(lambda c: gen.decode_peak(batch, c - 1, exact=False) <= usable, gen.prompt + 1)
+    most = max(context_limit(gen), gen.prompt + 1)
+    found = largest_fitting(lambda c: gen.decode_peak(batch, c - 1, exact=False) <= usable, gen.prompt + 1, most)
     while found > gen.prompt and gen.decode_peak(batch, found - 1) > usable:
         found -= 1
     return max(gen.prompt, found)
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int) -> int:
-    """The largest ``n >= start`` with ``fits(n)``, for a predicate true up to a point;
-    ``start - 1`` when ``fits(start)`` is false."""
+UNBOUNDED_CONTEXT = 2**31
+"""The context taken as a model's limit when its config states none."""
+
+
+def context_limit(gen: Any) -> int:
+    """The longest context the model takes: its text config's ``max_position_embeddings``
+    (:data:`UNBOUNDED_CONTEXT` without one)."""
+    config = getattr(gen.model, "config", None)
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "max_position_embeddings", None) or UNBOUNDED_CONTEXT)
+
+
+def largest_fitting(fits: Callable[[int], bool], start: int, most: int | None = None) -> int:
+    """The largest ``n`` from ``start`` to ``most`` (no bound: ``None``) with ``fits(n)``, for
+    a predicate true up to a point; ``start - 1`` when ``fits(start)`` is false."""
     if not fits(start):
         return start - 1
-    low, high = start, start * 2
+    if most is not None and fits(most):
+        return most
+    low, high = start, start * 2 if most is None else min(start * 2, most)
     while fits(high):
-        low, high = high, high * 2
+        low, high = high, high * 2 if most is None else min(high * 2, most)
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (middle, high) if fits(middle) else (low, middle)

@@ -23,17 +23,15 @@ from ..errors import InputError
 from ..planning.budget import Budget
 from ..progress import Parts
 from ..report import Report
-from .curves import basis, fit
-from .design import design
-from .figures import report_figures, step_summary
+from .figures import decode_cost, report_figures, step_summary
 from .fits import max_batch, max_context, memory_at, prefill_peak
 from .inputs import cache_of, decode_inputs, prefill_inputs
 from .kv_cache import cache_bytes, cache_windows
 from .models import analysed_copy
 from .records import DecodeCost, GenerationMemory
-from .segments import Segments, contexts_in, side_by_side
+from .segments import Segments, fit_range
 from .shallow import Layered
-from .step_time import StepTime
+from .step_time import StepTime, step_seconds
 from .views import generation_notes, generation_table, plot_generation
 
 __all__ = ["DecodeCost", "Generation", "generation"]
@@ -105,14 +103,7 @@ class Generation:
     @functools.cached_property
     def _shallow(self) -> Layered | None:
         """Shallow copies of a meta decoder whose layers repeat, whose steps give this one's (:mod:`.shallow`)."""
-        return Layered.of(self, self._copy) if self._given[2] else None
-
-    def _copy(self, model: torch.nn.Module) -> Generation:
-        device_spec, options, _ = self._given
-        made = Generation(model, self.batch, self.prompt, self.new_tokens, self.device, device_spec, self.dtype,
-                          self.cache, options, shallow=False)  # fmt: skip
-        made._parts = self._parts
-        return made
+        return Layered.of(self) if self._given[2] else None
 
     def _through_layers(self, what: str, *args: int) -> Any:
         """``what`` (a method's name) of the whole model from the shallow copies' (``None``
@@ -155,23 +146,7 @@ class Generation:
     def segments(self) -> Segments:
         """The context axis cut at the cache's windows, each range's curves fitted when first
         needed (:mod:`.segments`)."""
-        return Segments(self._windows, self._fit_range)
-
-    def _fit_range(self, lo: int, hi: int | None) -> dict[str, Any] | None:
-        # 1, c, b, b·c: a step's costs per sequence and per cached token of each; c alone: a
-        # kernel's scratch that grows with the context whatever the batch (CPU attention's)
-        terms = basis(1, 1)
-        try:
-            points = design(terms, self._batches, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
-        except InputError:  # a range too short to tell the terms apart: its steps are analysed
-            return None
-        _ = self._shallow  # (made here, not in each worker)
-        found = side_by_side(self._step_figures, points, self.device)
-        return fit(lambda b, c: found[(b, c)], terms, points=points)
-
-    def _step_figures(self, batch: int, context: int) -> dict[str, Any]:
-        """What the curves are fitted to, of the step at ``(batch, context)``."""
-        return self._summary(batch, context)["figures"]
+        return Segments(self._windows, functools.partial(fit_range, self))
 
     @property
     def curves(self) -> dict[str, Any]:
@@ -217,28 +192,7 @@ class Generation:
         """A decode step at ``context`` cached tokens, read off the curves (analysed when
         its range has no verified counts: next to a window; the peak off its curve even
         unverified, see :meth:`decode_peak`)."""
-        batch = self.batch if batch is None else batch
-        curves = self._exact(context, ("flops", "macs", "bytes"), batch)
-        if curves is None:
-            step = self._summary(batch, context)
-            t = step["totals"]
-            return DecodeCost(batch, context, t["flops"], t["macs"], t["bytes"], t["seconds"], step["peak"])
-        counts = (int(curves[name](batch, context)) for name in ("flops", "macs", "bytes"))
-        seconds = self.step_seconds(context, batch) if self.prefill.time_model is not None else None
-        return DecodeCost(batch, context, *counts, seconds, self.decode_peak(batch, context, exact=False))
-
-    def _step_time(self, context: int) -> StepTime | None:
-        """The per-call time curves of ``context``'s range (``None`` unless every one is verified)."""
-        where = self.segments.range_of(context)
-        if where is not None and where not in self._timed:
-            curves = self.segments.curves(context) or {}
-            calls = {k: v for k, v in curves.items() if k.count("/") == 2}
-            lo, hi = where  # (a step of this range analysed here, for each node's dtype)
-            b, c = next((p for p in self._summaries if lo <= p[1] and (hi is None or p[1] <= hi)), (1, lo))
-            exact = calls and all(v.verified for v in calls.values())
-            dtypes = self._summary(b, c)["dtypes"] if exact else {}
-            self._timed[where] = StepTime(calls, dtypes, self.prefill.time_model) if exact else None
-        return self._timed.get(where)
+        return decode_cost(self, context, self.batch if batch is None else batch)
 
     @property
     def ttft(self) -> float | None:
@@ -254,9 +208,7 @@ class Generation:
 
     def step_seconds(self, context: int, batch: int | None = None) -> float | None:
         """A decode step's predicted seconds at ``context`` (analysed next to a window)."""
-        batch = self.batch if batch is None else batch
-        timed = self._step_time(context) if batch >= self._batches[0] else None
-        return timed(batch, context) if timed is not None else self._summary(batch, context)["totals"]["seconds"]
+        return step_seconds(self, context, self.batch if batch is None else batch)
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -345,7 +297,7 @@ def generation(
     ``parallel=fxinspect.Parallel.tp(n)`` (meta only): every figure is one rank's, its cache
     filled by the model parallelised as that rank's (its share of the key/value heads), each
     step's collectives in its report's ``communication``. On the meta device a decoder whose
-    layers repeat has the steps its figures are fitted from analysed on copies of 1, 2 and 3
+    layers repeat has the steps its figures are fitted from analysed on copies of 2, 3 and 4
     blocks of layers (:mod:`.layers`; the same figures, exactly, in a fraction of the time;
     ``prefill`` and ``decode_step`` stay the whole model's); ``shallow=False`` analyses them whole.
     """

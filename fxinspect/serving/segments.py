@@ -17,12 +17,16 @@ asked for.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import InputError
 from ..planning.workers import Workers, can_fork, worker_count
+from .curves import basis, fit
+from .design import design
 
-__all__ = ["Segments", "contexts_in", "side_by_side"]
+__all__ = ["Segments", "contexts_in", "fit_range", "side_by_side"]
 
 _MARGIN = (2, 1)  # contexts analysed one by one around a window: window - 2 .. window + 1
 
@@ -86,3 +90,24 @@ def side_by_side(figures: Callable[[int, int], Any], points: Sequence[tuple[int,
 
 def _each(figures: Callable[[int, int], Any], points: list[tuple[int, int]]) -> list[Any]:
     return [figures(*p) for p in points]
+
+
+def fit_range(gen: Any, lo: int, hi: int | None) -> dict[str, Any] | None:
+    """The curves of generation ``gen``'s decode steps over the contexts ``lo..hi``, fitted
+    from steps analysed side by side (``None``: a range too short to tell the terms apart,
+    whose steps are analysed one by one)."""
+    # 1, c, b, b·c: a step's costs per sequence and per cached token of each; c alone: a
+    # kernel's scratch that grows with the context whatever the batch (CPU attention's)
+    terms = basis(1, 1)
+    try:
+        points = design(terms, gen._batches, contexts_in(lo, hi), calls=6)  # (two spare steps check them)
+    except InputError:
+        return None
+    _ = gen._shallow  # (made here, not in each worker)
+    found = side_by_side(functools.partial(_step_figures, gen), points, gen.device)
+    return fit(lambda b, c: found[(b, c)], terms, points=points)
+
+
+def _step_figures(gen: Any, batch: int, context: int) -> dict[str, Any]:
+    """What the curves are fitted to, of the step at ``(batch, context)``."""
+    return gen._summary(batch, context)["figures"]

@@ -9,7 +9,6 @@ copy that does not run as the whole model does): the whole model is then analyse
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,16 +27,17 @@ class Layered:
         self.blocks, self.copies = blocks, copies
 
     @classmethod
-    def of(cls, gen: Any, make: Callable[[torch.nn.Module], Any]) -> Layered | None:
+    def of(cls, gen: Any) -> Layered | None:
         """For ``gen`` (a Generation) on the meta device whose model's layers repeat, the
-        copies' generations (``make``: a model to its generation), else ``None``."""
+        copies' generations (as ``gen``'s, analysed whole), else ``None``."""
         if gen.device.type != "meta" or (gen.cache is not None and not isinstance(gen.cache, str)):
             return None  # (a cache object given is made for every layer of the whole model)
         found = repeating(gen.model)
         if found is None:
             return None
         path, count, period = found
-        return cls(count // period - 1, [make(shallow_copy(gen.model, path, k * period)) for k in (2, 3, 4)])
+        copies = [_generation_of(gen, shallow_copy(gen.model, path, k * period)) for k in (2, 3, 4)]
+        return cls(count // period - 1, copies)
 
     def ask(self, what: str, *args: int) -> Any:
         """The copies' ``what(*args)`` (a method's name) extrapolated to the whole model, or ``None``."""
@@ -46,3 +46,12 @@ class Layered:
         except Exception:  # (a copy the model cannot run as it runs whole: the whole model then, as it is)
             return None
         return None if found is None else flat(found)
+
+
+def _generation_of(gen: Any, model: torch.nn.Module) -> Any:
+    """The generation of ``model`` made as ``gen`` was, analysed whole, its progress shown with ``gen``'s."""
+    device_spec, options, _ = gen._given
+    made = type(gen)(model, gen.batch, gen.prompt, gen.new_tokens, gen.device, device_spec, gen.dtype, gen.cache,
+                     options, shallow=False)  # fmt: skip
+    made._parts = gen._parts
+    return made

@@ -20,8 +20,9 @@ from typing import Any
 
 from ..records import DeviceSpec, OpStatus
 from ..records.device_spec import priced_dtype
+from ..timemodel.pricing import call_seconds
 
-__all__ = ["StepTime", "call_figures", "node_dtypes"]
+__all__ = ["StepTime", "call_figures", "node_dtypes", "range_time", "step_seconds"]
 
 _PARTS = ("flops", "bytes", "calls")
 
@@ -78,11 +79,10 @@ class StepTime:
         return sum(self(batch, c) for c in range(first, last + 1)) / (last - first + 1)
 
     def _priced(self, calls: list, batch: int, context: int) -> float:
-        spec, seconds = self.spec, 0.0
-        for (dtype, op), (flops, moved, count) in calls:
-            work = spec.work_seconds(op, flops(batch, context), moved(batch, context), dtype)
-            seconds += work + count(batch, context) * spec.launch_overhead
-        return seconds
+        return sum(
+            call_seconds(self.spec, op, flops(batch, context), moved(batch, context), count(batch, context), dtype)
+            for (dtype, op), (flops, moved, count) in calls
+        )
 
 
 def _reads_context(curve: Any) -> bool:
@@ -93,3 +93,24 @@ def _floats(curve: Any):
     """``curve`` evaluated in floats (the time model's arithmetic), its zero terms dropped."""
     pairs = [(float(k), t) for t, k in zip(curve.terms, curve.coefficients) if k]
     return lambda b, c: sum(k * t(b, c) for k, t in pairs)
+
+
+def step_seconds(gen: Any, context: int, batch: int) -> float | None:
+    """A decode step's predicted seconds at ``context`` for ``batch`` sequences: priced from
+    its range's per-call curves (:func:`range_time`), or the analysed step's where they are not verified."""
+    timed = range_time(gen, context) if batch >= gen._batches[0] else None
+    return timed(batch, context) if timed is not None else gen._summary(batch, context)["totals"]["seconds"]
+
+
+def range_time(gen: Any, context: int) -> StepTime | None:
+    """The :class:`StepTime` of ``context``'s range of ``gen``'s curves (``None`` unless every call's is verified)."""
+    where = gen.segments.range_of(context)
+    if where is not None and where not in gen._timed:
+        curves = gen.segments.curves(context) or {}
+        calls = {k: v for k, v in curves.items() if k.count("/") == 2}
+        lo, hi = where  # (a step of this range analysed here, for each node's dtype)
+        b, c = next((p for p in gen._summaries if lo <= p[1] and (hi is None or p[1] <= hi)), (1, lo))
+        exact = calls and all(v.verified for v in calls.values())
+        dtypes = gen._summary(b, c)["dtypes"] if exact else {}
+        gen._timed[where] = StepTime(calls, dtypes, gen.prefill.time_model) if exact else None
+    return gen._timed.get(where)

@@ -33,7 +33,7 @@ from ..run.passes import PassResult
 from .devices import get
 from .kernel_classes import kernel_class, priced_class, scale
 
-__all__ = ["TimeModelPricing"]
+__all__ = ["TimeModelPricing", "call_seconds"]
 
 
 class TimeModelPricing:
@@ -67,14 +67,18 @@ class TimeModelPricing:
         return PassResult(nodes=nodes, report={"time_model": self.spec})
 
     def _seconds(self, calls, dtype: str | None) -> float:
-        """The roofline time of aten ``calls`` at ``dtype``'s peak, over their kernel
-        class's efficiency on a calibrated spec, a launch each; free ops cost nothing."""
-        seconds = 0.0
-        for call in calls:
-            if call.status is not OpStatus.FREE:
-                moved = call.bytes_read + call.bytes_written
-                kernel = priced_class(kernel_class(call.op))
-                x = scale(kernel, call.flops, moved, call.calls)
-                work = self.spec.work_seconds(call.op, call.flops, moved, dtype, kernel, x)
-                seconds += work + call.calls * self.spec.launch_overhead
-        return seconds
+        """The seconds of aten ``calls`` (:func:`call_seconds` each); free ops cost nothing."""
+        return sum(
+            call_seconds(self.spec, call.op, call.flops, call.bytes_read + call.bytes_written, call.calls, dtype)
+            for call in calls
+            if call.status is not OpStatus.FREE
+        )
+
+
+def call_seconds(spec: DeviceSpec, op: str, flops: float, moved: float, calls: float, dtype: str | None) -> float:
+    """The seconds of ``calls`` calls of aten ``op`` doing ``flops`` and moving ``moved``
+    bytes in all: the roofline time at ``dtype``'s peak, over the op's kernel class's
+    efficiency on a calibrated spec, and a launch each."""
+    kernel = priced_class(kernel_class(op))
+    work = spec.work_seconds(op, flops, moved, dtype, kernel, scale(kernel, flops, moved, calls))
+    return work + calls * spec.launch_overhead
