@@ -22,7 +22,8 @@ training/           inspect (the user's own step), track, watch: the same progra
                     passes around the user's training loop
 serving/            fxinspect.generation: the model's own prefill and decode steps (its
                     cache a state input, capture/states.py), each an analyze; exact cost
-                    curves between the cache's windows, what fits, TTFT/TPOT
+                    curves between the cache's windows, what fits, TTFT/TPOT; a deep
+                    decoder's fitted steps from copies of 2, 3 and 4 blocks of its layers
 ```
 
 **A new figure** is one ``Field`` in ``fxinspect/records/fields.py`` and a pass that

@@ -15,7 +15,10 @@ is ever allocated, and no download is needed.
   prefill's predicted time, TPOT the mean of the 511 decode steps.
 * ``gen.curves``: a decode step's FLOPs, bytes moved and cache as exact closed forms in the
   batch ``b`` and the context ``c``, fitted from a few analysed steps and checked on a spare
-  one; ``gen.cost(c)`` reads them at any context (here 32,768, never analysed).
+  one; ``gen.cost(c)`` reads them at any context (here 32,768, never analysed). Its 80
+  layers being alike, each of those steps is analysed on copies of 2, 3 and 4 layers and
+  extrapolated, the 4-layer copy checked exactly against what the other two predict
+  (``fxinspect/serving/layers.py``; the whole model's figures, ``shallow=False`` analyses it whole).
 * ``gen.kv_bytes_per_token`` is read off the cache tensors the model allocates: 80 layers ×
   8 key-value heads × 128 × (key + value) × 2 B = 320 KiB per token of one sequence.
 * ``gen.peak`` and its parts, and what fits a budget: ``gen.max_batch(budget, context)`` and

@@ -19,8 +19,29 @@ machine gets its H100 time. The image models also get their receptive fields.
 **The measured spec** (``fxinspect.timemodel.host``) is taken on first use: matmul
 FLOP/s for float32, float64 and bfloat16 (square matmuls of n = 128, 256, 512 and 1024, up
 to 8192 on CUDA, fewer where a dtype is slow; one call per trial), memory bandwidth (a
-64 MiB copy, its bytes read and written) and launch overhead (a batch of 100 ops on
-one-element tensors, per op). Each figure is the *best* of its trials (at least 5 per
+64 MiB copy, its bytes read and written, its source's pages written first: untouched
+pages all map to one zero page, read from the cache, which made the copy read 34 GB/s
+on a host that streams 14) and launch overhead (a decoder block's module code on one
+token, per aten call the model prices in it: on a CPU an eager model's op costs its
+Python, module call and views beside its launch, 4.7 µs here where a bare op in a tight
+loop takes 1.1 µs). On a CPU it also times float32 matmuls as a Linear runs them
+(``x @ w.T``) over a 64 MiB weight, for 1 to 128 rows of ``x``: their FLOP/s against
+their FLOPs per byte, with the largest square matmul's, are the spec's ``matmul_rates``,
+which price each float32 ``mm``/``addmm`` at the rate interpolated for its intensity
+(log-log; below the first point, at its bytes/s) instead of the roofline. A decode step's
+matmuls have one row per sequence and run far from both roofs: one row reads the
+weight at 8–11 GB/s, 2 to 8 rows take a large matmul's path and read it at 2–4 GB/s
+on this host, where the roofline said 34 GB/s (``benchmarks/generation_time.py``; the
+forwards of ``benchmarks/time_model.py``, one thread, moved from predicted ÷ measured
+0.50 / 0.53 / 0.32 / 0.42 / 0.53 to 0.52 / 0.81 / 0.33 / 0.89 / 1.27 for ResNet-50,
+ViT-B/16, MobileNetV3, GPT-2 and BERT-base, their Linears now priced at the rate a Linear
+reaches). Generation (``benchmarks/generation_time.py``, one thread, three decoders of
+hidden 768–1024 and vocabulary 32,000, prompt 128): TTFT 0.80–1.07 and TPOT at batch 8
+0.81–0.90 of a real ``generate()``, but TPOT at batch 1 only 0.44–0.56: what the model
+leaves out there is Python, not work (a Hugging Face layer's module code costs about
+twice the probe's 4.7 µs per call, and ``generate()``'s own loop, outside the model's
+graph, about 1.5 ms and 19 ns per logit a step), and a busy host moves every figure by
+up to a factor of two. Each figure is the *best* of its trials (at least 5 per
 size, about 0.1 s each), not their median: another process can only slow a trial down,
 so the fastest is the one closest to what the machine can do, where a median follows
 the load (one busy host read 4.5 to 102 GFLOP/s between repeats, once float32 at 23

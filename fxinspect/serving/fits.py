@@ -76,19 +76,22 @@ def max_batch(gen: Any, usable: int, context: int) -> int:
 
 def max_context(gen: Any, usable: int, batch: int) -> int:
     """The longest context ``batch`` sequences reach holding at most ``usable`` bytes (0: the
-    prefill does not fit), at most the model's own limit (:func:`context_limit`): a cache that
-    stops growing (a sliding window on every layer, a recurrent state) leaves the memory no bound."""
+    prefill does not fit). Where the memory sets no bound (a cache that stops growing: a
+    sliding window on every layer, a recurrent state), the model's own limit (:func:`context_limit`)."""
     if gen.prefill_peak(batch) > usable:
         return 0
-    most = max(context_limit(gen), gen.prompt + 1)
-    found = largest_fitting(lambda c: gen.decode_peak(batch, c - 1, exact=False) <= usable, gen.prompt + 1, most)
+    fits = lambda c: gen.decode_peak(batch, c - 1, exact=False) <= usable  # noqa: E731
+    found = largest_fitting(fits, gen.prompt + 1, UNBOUNDED_CONTEXT)
+    if found >= UNBOUNDED_CONTEXT:
+        return max(gen.prompt, context_limit(gen))
     while found > gen.prompt and gen.decode_peak(batch, found - 1) > usable:
         found -= 1
     return max(gen.prompt, found)
 
 
 UNBOUNDED_CONTEXT = 2**31
-"""The context taken as a model's limit when its config states none."""
+"""The longest context a search tries (a memory that allows it sets no bound), and a model's
+limit when its config states none."""
 
 
 def context_limit(gen: Any) -> int:
