@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import math
 import os
-import platform
 import time
-from datetime import datetime, timezone
 
 import torch
 
 from ..records import DeviceSpec
-from .host_cache import FORMAT, age, cache_file, max_age, read, write
+from .host_cache import FORMAT, age, cache_file, max_age, read, taken, write
 from .kernel_classes import CLASSES, kernel_class, priced_class, scale
 from .kernel_probes import workloads
 
@@ -111,14 +109,7 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
             break
     trials = _by_class(points)
     return {
-        "format": FORMAT,
-        "device": device,
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "load_before": list(load) if load else None,
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        **taken(device, load),
         "budget": budget_s,
         "took": time.perf_counter() - started,
         "method": "best of short trials, less a bare aten call",

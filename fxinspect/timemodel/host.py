@@ -49,14 +49,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import platform
 import time
 import warnings
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import torch
 
-from .host_cache import BUSY_MAX_AGE, FORMAT, MAX_AGE, age, cache_file, max_age, read, write
+from .host_cache import BUSY_MAX_AGE, FORMAT, MAX_AGE, age, cache_file, max_age, read, taken, write
 from .probes import eager_block, priced_calls, streamed_matmuls
 
 __all__ = ["BUSY_MAX_AGE", "MAX_AGE", "cache_file", "measure", "measured", "problems"]
@@ -161,14 +160,7 @@ def measure(device: str = "cpu", budget: float = 0.4) -> dict:
     block()  # (the warm-up)
     trials["launch"] = [{"work": priced_calls(block), "seconds": _trials(block, device, budget / 4)}]
     return {
-        "format": FORMAT,
-        "device": device,
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "load_before": list(load) if load else None,
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        **taken(device, load),
         "budget": budget,
         "method": "best of short trials",
         **_figures(trials),

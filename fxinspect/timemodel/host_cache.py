@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BUSY_MAX_AGE", "FORMAT", "MAX_AGE", "age", "cache_file", "max_age", "read", "write"]
+__all__ = ["BUSY_MAX_AGE", "FORMAT", "MAX_AGE", "age", "cache_file", "max_age", "read", "taken", "write"]
 
 # the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of
 # written pages; 4: the kernel classes' efficiencies, calibration-<key>.json, beside the roofs)
@@ -65,3 +65,18 @@ def write(path: Path, data: dict) -> None:
         path.write_text(json.dumps(data, indent=1))
     except OSError:
         pass  # a read-only home: the figures are still returned
+
+
+def taken(device: str, load: tuple[float, ...] | None) -> dict:
+    """How and when figures for ``device`` are taken now: the cache's format, the host, torch,
+    its threads, the time in UTC, the load average before (``load``) and the CPUs this process may use."""
+    return {
+        "format": FORMAT,
+        "device": device,
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_before": list(load) if load else None,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
