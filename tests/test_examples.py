@@ -10,6 +10,7 @@ examples that build their own small models run at full size in the default run.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import importlib.util
@@ -157,6 +158,10 @@ def test_each_page_shows_the_code_that_made_it_and_a_command_that_runs(page, exa
     source = (EXAMPLES / example).read_text()
     code = source.split('"""', 2)[2].strip()  # the example after its docstring, as the page shows it
     assert f"```python\n{code}\n```" in text, f"docs/{page}.md does not show examples/{example} as it is now"
+    # and its prose is the example's docstring (a page edited by hand loses it when regenerated)
+    title, _, body = ast.get_docstring(ast.parse(source), clean=False).strip().partition("\n")
+    body = body.split("\n", 2)[-1].strip() if body.lstrip().startswith("Run:") else body.strip()
+    assert text.startswith(f"# {title}\n\n{body}\n\n"), f"docs/{page}.md's text is not examples/{example}'s docstring"
     assert f".venv/bin/python examples/{example}" in text  # runs after the README's set-up as written
 
 
