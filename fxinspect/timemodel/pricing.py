@@ -26,6 +26,8 @@ Example
 
 from __future__ import annotations
 
+import functools
+
 from ..options import Options
 from ..records import DeviceSpec, OpStatus
 from ..records.device_spec import priced_dtype
@@ -79,6 +81,12 @@ def call_seconds(spec: DeviceSpec, op: str, flops: float, moved: float, calls: f
     """The seconds of ``calls`` calls of aten ``op`` doing ``flops`` and moving ``moved``
     bytes in all: the roofline time at ``dtype``'s peak, over the op's kernel class's
     efficiency on a calibrated spec, and a launch each."""
-    kernel = priced_class(kernel_class(op))
+    kernel = _priced_kernel(op)
     work = spec.work_seconds(op, flops, moved, dtype, kernel, scale(kernel, flops, moved, calls))
     return work + calls * spec.launch_overhead
+
+
+@functools.cache
+def _priced_kernel(op: str) -> str:
+    """The class whose curve prices aten ``op`` (asked per call of every step priced: kept)."""
+    return priced_class(kernel_class(op))
