@@ -1,13 +1,15 @@
 """The time model against the clock: predicted ÷ measured forward, per op and per kernel class.
 
-Run: ``python benchmarks/time_model.py [--repeats 10] [--held-out] [--train]``. Each
-model is analysed with ``device_spec="measured"`` (this host's roofs and its kernel
-classes' efficiencies, each the best of short trials, checked and cached:
-``fxinspect.devices.calibrate()``) and timing on, in eval mode under no_grad. Printed
-per model: the predicted forward (``report.totals.predicted_latency``) over the measured
-plain forward (``report.timing.plain_forward``, its median; and over its 10th
-percentile, which on a busy machine is nearer what the calibration's best trials saw),
-over the ops' own latencies the distribution of predicted ÷ measured per op node
+Run: ``python benchmarks/time_model.py [--repeats 10] [--held-out] [--train] [--cached]``.
+It calibrates this host now (``fxinspect.devices.calibrate(refresh=True)``: its roofs and
+its kernel classes' efficiencies, each the best of short trials; ``--cached``: the
+cached calibration, which on a shared machine may have been taken in a faster or slower
+spell), then analyses each model with that spec and timing on, in eval mode under no_grad. Then the
+plain models are clocked in turn, 5 calls each a round for ``--rounds`` rounds
+(:func:`interleaved`). Printed per model: the predicted forward
+(``report.totals.predicted_latency``) over the median of its plain calls and over their
+10th percentile (the machine's fastest spell, which the calibration's best trials
+saw), over the ops' own latencies the distribution of predicted ÷ measured per op node
 (median, p10, p90), and per kernel
 class (:func:`fxinspect.timemodel.kernel_classes.kernel_class`) its predicted and
 measured milliseconds: a node's measured latency shared among its aten calls as their
@@ -16,7 +18,7 @@ predictions are (exact where a node runs one class, as most do).
 ``--held-out``: models the calibration and the classes were not shaped on
 (EfficientNet-B0, RegNetY-400MF, Swin-T, DenseNet-121, ConvNeXt-Tiny, DistilBERT).
 ``--train``: in training mode with a backward, predicted ÷ measured plain backward
-(``backward_predicted_latency`` over ``report.timing.plain_backward``) too.
+(``backward_predicted_latency`` over the plain backward of the summed outputs) too.
 The target (issue 44): predicted ÷ measured within 0.8–1.25.
 """
 
@@ -26,13 +28,16 @@ import argparse
 import builtins
 import functools
 import statistics
+import time
 
 import torch
 import torchvision
 
 import fxinspect
 from fxinspect.records.device_spec import priced_dtype
-from fxinspect.timemodel.kernel_classes import kernel_class, priced_class, scale
+from fxinspect.run.recorders import default_loss
+from fxinspect.timemodel.kernel_classes import kernel_class, priced_class
+from fxinspect.timemodel.pricing import call_seconds
 
 
 def _models(held_out: bool):
@@ -72,9 +77,9 @@ def by_class(report, spec, backward: bool = False) -> dict[str, list[float]]:
         for c in calls:
             if c.status.value == "free":
                 continue
-            moved, kernel = c.bytes_read + c.bytes_written, priced_class(kernel_class(c.op))
-            work = spec.work_seconds(c.op, c.flops, moved, dtype, kernel, scale(kernel, c.flops, moved, c.calls))
-            shares.append((kernel, work + c.calls * spec.launch_overhead))
+            moved = c.bytes_read + c.bytes_written
+            seconds = call_seconds(spec, c.op, c.flops, moved, c.calls, dtype, c.kind)
+            shares.append((priced_class(kernel_class(c.op)), seconds))
         total = sum(s for _, s in shares)
         for kernel, seconds in shares:
             got = out.setdefault(kernel, [0.0, 0.0])
@@ -100,35 +105,98 @@ def _line(name: str, predicted: float, measured: float, classes: dict, per_op: l
     )
 
 
+def _clocked(model, inputs, train: bool) -> tuple[float, float | None]:
+    """One plain forward's seconds (and its backward's, of the default loss, when ``train``)."""
+    call = (lambda: model(**inputs)) if isinstance(inputs, dict) else (lambda: model(inputs))
+    with torch.set_grad_enabled(train):
+        start = time.perf_counter()
+        out = call()
+        forward = time.perf_counter() - start
+        if not train:
+            return forward, None
+        loss = default_loss(out)
+        start = time.perf_counter()
+        loss.backward()
+        backward = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return forward, backward
+
+
+def interleaved(models: list, train: bool, rounds: int, calls: int) -> list[dict[str, list[float]]]:
+    """Each model's plain forward (and backward) seconds, ``calls`` of each per round, the
+    models taken in turn for ``rounds`` rounds: a shared machine whose speed drifts for
+    seconds at a time (a 1024² matmul read 145 to 197 GFLOP/s in half-second windows
+    over 40 s on the 2-core VM) then drifts under every model alike, and the fastest
+    tenth of a model's calls is taken in the machine's fastest spell, as the
+    calibration's best trials are."""
+    times: list[dict[str, list[float]]] = [{"forward": [], "backward": []} for _ in models]
+    for _, model, inputs in models:
+        _clocked(model, inputs, train)  # (the warm-up)
+    for _ in range(rounds):
+        for got, (_, model, inputs) in zip(times, models):
+            for _ in range(calls):
+                forward, backward = _clocked(model, inputs, train)
+                got["forward"].append(forward)
+                if backward is not None:
+                    got["backward"].append(backward)
+    return times
+
+
+def _p10(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=8, help="rounds of plain calls over all models")
     parser.add_argument("--held-out", action="store_true", help="the held-out models instead of the README's")
     parser.add_argument("--train", action="store_true", help="training mode with a backward: its ratio too")
+    parser.add_argument("--cached", action="store_true", help="the cached calibration, not one taken now")
     args = parser.parse_args()
     print = functools.partial(builtins.print, flush=True)  # (each line as its model ends)
     torch.manual_seed(0)
-    spec = fxinspect.devices.get("measured")
+    # (calibrated now, unless --cached: a shared machine's speed drifts by a fifth over minutes, see interleaved)
+    spec = fxinspect.devices.get("measured") if args.cached else fxinspect.devices.calibrate(refresh=True)
     print(
         f"{spec.name}: float32 {spec.peak(torch.float32) / 1e9:.1f} GFLOP/s, "
         f"bandwidth {spec.memory_bandwidth / 1e9:.1f} GB/s, launch {spec.launch_overhead * 1e6:.1f} us, "
         f"{torch.get_num_threads()} threads; {spec.source}"
     )
-    for name, model, inputs in _models(args.held_out):
+    models = _models(args.held_out)
+    reports = []
+    for _, model, inputs in models:
         model.train(args.train)
         with torch.set_grad_enabled(args.train):
-            report = fxinspect.analyze(
-                model, inputs, device_spec=spec, repeats=args.repeats, memory=False, backward=args.train
+            reports.append(
+                fxinspect.analyze(
+                    model, inputs, device_spec=spec, repeats=args.repeats, memory=False, backward=args.train
+                )
             )
+    clocks = interleaved(models, args.train, args.rounds, 5)
+    for (name, _, _), report, clock in zip(models, reports, clocks):
         per_op = sorted(
             n.predicted_latency / n.latency for n in report.nodes if n.is_op and n.latency and n.predicted_latency
         )
-        totals, timing = report.totals, report.timing
-        classes = by_class(report, spec)
-        print(_line(name, totals.predicted_latency, timing.plain_forward, classes, per_op, timing.plain_forward_p10))
+        totals = report.totals
+        forward = clock["forward"]
+        print(
+            _line(
+                name,
+                totals.predicted_latency,
+                statistics.median(forward),
+                by_class(report, spec),
+                per_op,
+                _p10(forward),
+            )
+        )
         if args.train:
-            back = by_class(report, spec, backward=True)
-            print(_line("  backward", totals.backward_predicted_latency, timing.plain_backward, back, None))
+            back, classes = clock["backward"], by_class(report, spec, backward=True)
+            print(
+                _line(
+                    "  backward", totals.backward_predicted_latency, statistics.median(back), classes, None, _p10(back)
+                )
+            )
 
 
 if __name__ == "__main__":

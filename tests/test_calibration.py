@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fxinspect
 from fxinspect import devices
 from fxinspect.timemodel import calibration, host, host_cache, kernel_probes
-from fxinspect.timemodel.kernel_classes import CLASSES, kernel_class, priced_class, scale
+from fxinspect.timemodel.kernel_classes import CLASSES, CONV_KINDS, kernel_class, priced_class, scale
 
 
 class _Args(TorchDispatchMode):
@@ -122,6 +122,33 @@ def test_a_calibrated_spec_prices_each_op_at_its_class_s_efficiency(module, x, e
     assert fxinspect.Report.from_json(report.to_json()).time_model == _TOY  # its curves kept in the JSON
 
 
+_BY_KIND = devices.DeviceSpec(
+    "toy by kind",
+    {"float32": 1e9},
+    1e9,
+    launch_overhead=1e-6,
+    efficiency={"conv": [(1.0, 0.5)], "conv.depthwise": [(1.0, 0.05)]},
+)
+
+
+def test_a_convolution_is_priced_on_its_kind_s_curve_forward_and_backward():
+    depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+    dense = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+    x = torch.randn(1, 8, 10, 10)
+    for module, kind, efficiency in ((depthwise, "depthwise", 0.05), (dense, "dense", 0.5)):
+        report = fxinspect.analyze(module, x, timing=False, backward=True, device_spec=_BY_KIND)
+        (node,) = [n for n in report.nodes if n.is_op]
+        (forward,) = [c for c in node.aten if c.status.value != "free"]
+        backward = next(c for c in node.backward_aten if "convolution_backward" in c.op)
+        assert (forward.kind, backward.kind) == (kind, kind)
+        # depthwise: 2·8·100·9 = 14,400 FLOPs: 14.4 µs at 1 GFLOP/s (bytes 6,688: 6.7 µs), over
+        # 0.05: 288 µs + 1 µs launch; dense: 8 times the FLOPs, 115.2 µs over 0.5 (its own curve
+        # missing: its class's) = 230.4 µs + 1 µs
+        roof = max(forward.flops, forward.bytes_read + forward.bytes_written) / 1e9
+        assert node.predicted_latency == pytest.approx(roof / efficiency + 1e-6, rel=1e-9)
+        assert forward.flops == 14_400 * (8 if kind == "dense" else 1)
+
+
 def test_a_spec_scaled_to_another_of_its_family_keeps_its_efficiencies():
     spec = devices.DeviceSpec(
         "measured (cuda: NVIDIA H100 80GB HBM3)",
@@ -167,15 +194,22 @@ def here(tmp_path, monkeypatch):
 
 def test_calibrate_with_a_tiny_budget_measures_every_class_and_caches_it(here, monkeypatch):
     spec = devices.calibrate("cpu", budget_s=0.05)
-    assert set(spec.efficiency) == set(CLASSES)  # every class gets a point, however short the budget
+    assert set(spec.efficiency) == set(CLASSES) | set(
+        _KINDS
+    )  # every class and kind gets a point, however short the budget
     assert all(math.isfinite(e) and e > 0 for curve in spec.efficiency.values() for _, e in curve)
     assert (spec.peak("float32"), spec.memory_bandwidth, spec.launch_overhead) == (1e11, 2e10, 3e-6)
-    assert "kernel efficiencies of 11 classes measured at" in spec.source and "0.05 s budget" in spec.source
+    assert "kernel efficiencies of 11 classes (convolutions by kind) measured at" in spec.source
+    assert "0.05 s budget" in spec.source
     cached = json.loads(host_cache.cache_file("cpu", kind="calibration").read_text())
     assert cached["format"] == host_cache.FORMAT and cached["roofs"]["memory_bandwidth"] == 2e10
-    assert cached["trials"]["conv"][0]["label"] == "32->32 3x3/1 g32 @112" and cached["trials"]["conv"][0]["seconds"]
+    first = cached["trials"]["conv.depthwise"][0]
+    assert first["label"] == "32->32 3x3/1 g32 @112" and first["seconds"]
     monkeypatch.setattr(calibration, "measure", lambda *a: pytest.fail("measured again, the cache fresh"))
     assert devices.get("measured") == spec  # the cached calibration
+
+
+_KINDS = [f"conv.{kind}" for kind in CONV_KINDS]
 
 
 def _calibration(roofs, fmt=host_cache.FORMAT, efficiency=0.5):
@@ -186,8 +220,8 @@ def _calibration(roofs, fmt=host_cache.FORMAT, efficiency=0.5):
         "took": 0.5,
         "roofs": roofs,
         "bare_call": 1e-6,
-        "efficiency": {cls: [[1.0, efficiency]] for cls in CLASSES},
-        "trials": {cls: [{"x": 1.0, "roof": 1.0, "calls": 1, "seconds": [2.0]}] for cls in CLASSES},
+        "efficiency": {cls: [[1.0, efficiency]] for cls in (*CLASSES, *_KINDS)},
+        "trials": {cls: [{"x": 1.0, "roof": 1.0, "calls": 1, "seconds": [2.0]}] for cls in (*CLASSES, *_KINDS)},
     }
 
 
@@ -216,9 +250,15 @@ def test_an_old_stale_or_implausible_calibration_is_measured_again(here, monkeyp
         ({"bare_call": 0.01}, "a bare aten call took 0.01 s"),
         # a point 50 times below both neighbours: its trials all slowed by load
         (
-            {"efficiency": {**{c: [[1.0, 0.5]] for c in CLASSES}, "conv": [[1.0, 0.5], [2.0, 0.01], [4.0, 0.6]]}},
-            "conv at 2 reached 0.01 of its roofs, its neighbours 0.5 and 0.6",
+            {
+                "efficiency": {
+                    **{c: [[1.0, 0.5]] for c in (*CLASSES, *_KINDS)},
+                    "conv.dense": [[1.0, 0.5], [2.0, 0.01], [4.0, 0.6]],
+                }
+            },
+            "conv.dense at 2 reached 0.01 of its roofs, its neighbours 0.5 and 0.6",
         ),
+        ({"efficiency": {c: [[1.0, 0.5]] for c in CLASSES}}, "conv.depthwise was not measured"),
         ({"roofs": {}}, "the calibration is incomplete"),
     ],
 )
@@ -236,10 +276,38 @@ def test_every_workload_runs_only_ops_of_its_class():
     points = [
         calibration._point(cls, label, fn, roof, CountingMode) for cls, calls in found.items() for label, fn in calls
     ]
-    assert {p["class"] for p in points} == set(CLASSES) and all(p["roof"] > 0 and p["x"] > 0 for p in points)
+    # each convolution measured as its kind (a curve each), never as a bare "conv"
+    assert {p["class"] for p in points} == set(CLASSES) - {"conv"} | set(_KINDS)
+    assert all(p["roof"] > 0 and p["x"] > 0 for p in points)
     depthwise = next(p for p in points if p["label"] == "32->32 3x3/1 g32 @112")
     # 2·32·112²·9 = 7,225,344 FLOPs over (2·32·112² + 32·9) · 4 = 3,212,416 bytes: 2.249 a byte
     assert depthwise["x"] == pytest.approx(7_225_344 / 3_212_416)
+
+
+def test_a_kind_has_a_curve_of_its_own_and_its_class_one_of_every_kind_s_points():
+    trials = {
+        "conv.depthwise": [
+            {"x": 2.0, "roof": 1.0, "calls": 1, "seconds": [4.0, 5.0]},  # 1 s of roof in 4 s: 0.25
+            {"x": 2.02, "roof": 1.0, "calls": 1, "seconds": [1.0]},  # 1.0; within 2 % of 2.0: one point
+        ],
+        "conv.dense": [{"x": 100.0, "roof": 1.0, "calls": 1, "seconds": [2.0]}],  # 0.5
+    }
+    curves = calibration._efficiency(trials, bare=0.0)
+    # the two depthwise points as one: x = sqrt(2 · 2.02) = 2.00998, efficiency sqrt(0.25 · 1) = 0.5
+    assert curves["conv.depthwise"] == [[pytest.approx(2.00998, rel=1e-5), pytest.approx(0.5)]]
+    assert curves["conv.dense"] == [[100.0, 0.5]]
+    assert curves["conv"] == [curves["conv.depthwise"][0], [100.0, 0.5]]
+
+
+def test_each_trial_runs_after_the_caches_are_flushed():
+    order = []
+
+    class Flush:
+        def add_(self, value):
+            order.append("flush")
+
+    calibration._trials(lambda: order.append("call"), "cpu", 0.0, least=3, flush=Flush())
+    assert order == ["flush", "call"] * 3
 
 
 def test_on_cuda_each_trial_is_timed_between_synchronisations(monkeypatch):

@@ -52,7 +52,7 @@ def test_held_and_containers_on_plain_locals():
 def test_of_makes_records_of_the_class_itself():
     stats = ValueStats.of(-1.0, 2.0, 0.5, 1.0, 0, 0)
     meta = TensorMeta.of((2, 3), "float32", "cpu", 24, stats)
-    call = AtenCall.of("aten.mm.default", 1, 12, 6, 48, 24, "counted")
+    call = AtenCall.of("aten.mm.default", 1, 12, 6, 48, 24, "counted", "")
     for record, cls in ((stats, ValueStats), (meta, TensorMeta), (call, AtenCall)):
         assert type(record) is cls and isinstance(record, cls)
         assert copy.copy(record) == record and pickle.loads(pickle.dumps(record)) == record

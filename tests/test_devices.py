@@ -14,7 +14,7 @@ import torch
 import fxinspect
 from fxinspect.errors import InputError
 from fxinspect.timemodel import calibration, devices, host, probes
-from fxinspect.timemodel.kernel_classes import CLASSES
+from fxinspect.timemodel.kernel_classes import CLASSES, CONV_KINDS
 
 
 @pytest.mark.parametrize("name", sorted(devices.PRESETS))
@@ -85,8 +85,9 @@ def _figures(f32=2e11, f64=9e10, bf16=4e11, copy=6e10, launch=1e-6, age=timedelt
 
 def _fake_calibration(device, budget_s, roofs):
     """A calibration as ``calibration.measure`` gives, never run: every class at its roofs."""
-    curve = {cls: [[1.0, 1.0]] for cls in CLASSES}
-    trials = {cls: [{"x": 1.0, "roof": 1.0, "calls": 1, "seconds": [1.0]}] for cls in CLASSES}
+    measured = (*CLASSES, *(f"conv.{kind}" for kind in CONV_KINDS))
+    curve = {cls: [[1.0, 1.0]] for cls in measured}
+    trials = {cls: [{"x": 1.0, "roof": 1.0, "calls": 1, "seconds": [1.0]}] for cls in measured}
     taken = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {"format": host.FORMAT, "taken_at": taken, "budget": budget_s, "took": 0.0, "roofs": roofs,
             "bare_call": 1e-6, "efficiency": curve, "trials": trials}  # fmt: skip
@@ -158,8 +159,8 @@ def test_each_figure_is_the_fastest_of_its_trials(monkeypatch):
     assert (found["threads"], found["budget"], found["format"]) == (
         torch.get_num_threads(),
         0.4,
-        4,
-    )  # (4: the kernel classes calibrated beside the roofs)
+        5,
+    )  # (5: the convolutions calibrated by kind beside the roofs, each trial after a flush)
     # the streamed matmuls, 1 to 128 rows over a 1024 × 16384 weight: 2·1024·16384 = 33,554,432 FLOPs
     # a row over (1024 + 16384·1024 + 16384) · 4 = 67,178,496 bytes; then the largest square,
     # n = 1024: 1024 / 6 FLOPs a byte at its fastest, 80 GFLOP/s

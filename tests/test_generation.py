@@ -192,3 +192,27 @@ def test_bad_arguments_say_what_was_expected():
         fxinspect.generation(model_of("llama"), batch=0)
     with pytest.raises(fxinspect.InputError, match="Hugging Face generative model"):
         fxinspect.generation(torch.nn.Linear(2, 2), batch=1, prompt=2, new_tokens=2)
+
+
+_BY_KIND = fxinspect.devices.DeviceSpec(
+    "calibrated by kind",
+    {"float32": 1e11},
+    1e10,
+    launch_overhead=2e-6,
+    efficiency={"conv": [(1.0, 1.0)], "conv.depthwise": [(1.0, 0.001)]},
+)
+
+
+def test_a_decode_step_s_depthwise_convolution_is_priced_on_its_kind_s_curve():
+    # Mamba's decode step runs a depthwise conv1d over its cached window: the step's time
+    # curves keep its kind, so TPOT is the analysed steps' (priced on "conv.depthwise")
+    gen = fxinspect.generation(model_of("mamba"), batch=2, prompt=10, new_tokens=5, device_spec=_BY_KIND)
+    steps = [analysed_step_on(gen, c, _BY_KIND) for c in range(10, 14)]
+    kinds = {c.kind for s in steps for n in s.nodes for c in n.aten if "convolution" in c.op}
+    assert kinds == {"depthwise"}
+    assert gen.tpot == pytest.approx(sum(s.totals.predicted_latency for s in steps) / len(steps), rel=1e-12)
+    # at its class's efficiency (1.0, not 0.001) the same steps take far less: the kind was used
+    plain = fxinspect.devices.DeviceSpec(
+        "by class", {"float32": 1e11}, 1e10, launch_overhead=2e-6, efficiency={"conv": [(1.0, 1.0)]}
+    )
+    assert gen.tpot > 2 * analysed_step_on(gen, 12, plain).totals.predicted_latency

@@ -14,7 +14,7 @@ def test_of_builds_the_record_init_builds():
     stats = ValueStats.of(-1.0, 2.0, 0.5, math.nan, 3, 0)
     assert stats == ValueStats(-1.0, 2.0, 0.5, math.nan, 3, 0) and not stats.finite
     meta = TensorMeta.of((2, 3), "float32", "cpu", 24, stats)
-    call = AtenCall.of("aten.mm.default", 1, 12, 6, 48, 24, "counted")
+    call = AtenCall.of("aten.mm.default", 1, 12, 6, 48, 24, "counted", "")
     values = (
         "mm",
         "call_function",

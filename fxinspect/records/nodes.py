@@ -126,7 +126,9 @@ class OpStatus(Choice):
 @_positional
 @dataclass(frozen=True, slots=True)
 class AtenCall:
-    """One aten op as issued by a graph node, its calls and costs summed."""
+    """One aten op as issued by a graph node, its calls and costs summed; ``kind``, what
+    the op's name does not tell of the kernel it ran (a convolution's ``"depthwise"``,
+    ``"grouped"`` or ``"dense"``: :mod:`fxinspect.rules.kinds`), else ``""``."""
 
     op: str
     calls: int
@@ -135,6 +137,7 @@ class AtenCall:
     bytes_read: int
     bytes_written: int
     status: OpStatus
+    kind: str = ""
 
 
 @_positional

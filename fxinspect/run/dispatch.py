@@ -33,6 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import rules  # noqa: F401 - importing the package registers every formula family
 from ..records import OpStatus
 from ..rules._util import nbytes
+from ..rules.kinds import KINDED, conv_kind
 from ..rules.registry import FREE, lookup
 from ..tensors import NOT_WORK, DispatchMode, holds_wrappers
 
@@ -77,12 +78,13 @@ def _written_not_returned(schema: Any) -> tuple[tuple[int, str], ...]:
 class OpCost:
     """Running sums for one aten overload within one node."""
 
-    __slots__ = ("calls", "flops", "macs", "bytes_read", "bytes_written", "status", "error")
+    __slots__ = ("calls", "flops", "macs", "bytes_read", "bytes_written", "status", "error", "kind")
 
     def __init__(self, status: OpStatus = OpStatus.COUNTED) -> None:
         self.calls = self.flops = self.macs = self.bytes_read = self.bytes_written = 0
         self.status = status
         self.error = ""
+        self.kind: str | None = None  # (a convolution's: rules.kinds; "" once two calls differ)
 
 
 class CountingMode(DispatchMode):
@@ -96,7 +98,7 @@ class CountingMode(DispatchMode):
         self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
         self.observe = observe  # called with (func, args, kwargs, out) after each op of the model
-        self._rules: dict[Any, tuple[Any, str | None, bool, tuple, bool]] = {}
+        self._rules: dict[Any, tuple[Any, str | None, bool, tuple, bool, bool]] = {}
         # storages an empty-like op returned and no op has written since: not values yet
         self.unwritten_storages: dict[int, StorageWeakRef] = {}
 
@@ -135,8 +137,9 @@ class CountingMode(DispatchMode):
             schema = getattr(func, "_schema", None)  # (without one, assume it may write)
             mutates = schema.is_mutable if schema is not None else True
             fresh = _uninitialised(func)
-            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema), fresh)
-        rule, key, mutates, side_writes, fresh = entry
+            kinded = getattr(func, "_opname", "") in KINDED
+            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema), fresh, kinded)
+        rule, key, mutates, side_writes, fresh, kinded = entry
         if mutates:
             if self.before_write is not None:
                 self.before_write()
@@ -158,6 +161,9 @@ class CountingMode(DispatchMode):
                 OpStatus.FREE if rule is FREE else OpStatus.COUNTED if rule else OpStatus.UNCOUNTED
             )
         acc.calls += 1
+        if kinded:
+            kind = conv_kind(key, args)
+            acc.kind = kind if acc.kind in (None, kind) else ""
         if rule is FREE:
             return out
         read = written = None

@@ -28,8 +28,9 @@ _PARTS = ("flops", "bytes", "calls")
 
 
 def call_figures(report: Any) -> dict[str, int]:
-    """Per priced aten call of every op node (``node/op/part``): its FLOPs, bytes moved
-    and number of calls, the integers the time model prices (free ops cost nothing)."""
+    """Per priced aten call of every op node (``node/op/part``, ``op`` with ``:kind`` where
+    the call has one, :attr:`~fxinspect.records.nodes.AtenCall.kind`): its FLOPs, bytes
+    moved and number of calls, the integers the time model prices (free ops cost nothing)."""
     out: dict[str, int] = {}
     for node in report.nodes:
         if not node.is_op:
@@ -37,7 +38,7 @@ def call_figures(report: Any) -> dict[str, int]:
         for call in node.aten:
             if call.status is OpStatus.FREE:
                 continue
-            key = f"{node.name}/{call.op}/"
+            key = f"{node.name}/{call.op}{':' + call.kind if call.kind else ''}/"  # (a kind prices it)
             out[key + "flops"] = call.flops
             out[key + "bytes"] = call.bytes_read + call.bytes_written
             out[key + "calls"] = call.calls
@@ -59,11 +60,12 @@ class StepTime:
 
     def __init__(self, curves: Mapping[str, Any], dtypes: Mapping[str, str | None], spec: DeviceSpec) -> None:
         self.spec = spec
-        calls = []  # ((node's dtype, aten op), (flops, bytes, calls) as float evaluators, whether any reads the context)
+        calls = []  # ((node's dtype, aten op, kind), (flops, bytes, calls) as float evaluators, whether any reads the context)
         for key in dict.fromkeys(name.rsplit("/", 1)[0] for name in curves):
             parts = [curves[f"{key}/{part}"] for part in _PARTS]
             node, op = key.split("/", 1)
-            calls.append(((dtypes[node], op), [_floats(c) for c in parts], any(_reads_context(c) for c in parts)))
+            op, _, kind = op.partition(":")
+            calls.append(((dtypes[node], op, kind), [_floats(c) for c in parts], any(_reads_context(c) for c in parts)))
         self._fixed = [(d, f) for d, f, varies in calls if not varies]
         self._varying = [(d, f) for d, f, varies in calls if varies]
         self._fixed_at: dict[int, float] = {}
@@ -78,10 +80,10 @@ class StepTime:
         """The mean over the contexts ``first..last`` (each step priced: the bound can change)."""
         return sum(self(batch, c) for c in range(first, last + 1)) / (last - first + 1)
 
-    def _priced(self, calls: list, batch: int, context: int) -> float:
+    def _priced(self, calls: list, b: int, c: int) -> float:
         return sum(
-            call_seconds(self.spec, op, flops(batch, context), moved(batch, context), count(batch, context), dtype)
-            for (dtype, op), (flops, moved, count) in calls
+            call_seconds(self.spec, op, flops(b, c), moved(b, c), count(b, c), dtype, kind)
+            for (dtype, op, kind), (flops, moved, count) in calls
         )
 
 

@@ -7,12 +7,16 @@ roofline's time for the call (its FLOPs and bytes as the counting rules price th
 those roofs) over the time it took, less the bare cost of an aten call, which the
 pricing adds as the launch overhead. Each class's points, against FLOPs per byte or
 bytes per call, are a curve the pricing interpolates in log-log
-(:meth:`~fxinspect.records.DeviceSpec.efficiency_at`): a depthwise convolution is
-priced at the share of the roofs depthwise convolutions reach on this device, not at
-the matmul roof.
+(:meth:`~fxinspect.records.DeviceSpec.efficiency_at`); convolutions have a curve per
+kind besides (``"conv.depthwise"``, ``"conv.grouped"``, ``"conv.dense"``): a depthwise
+convolution is priced at the share of the roofs depthwise convolutions reach on this
+device, not at the matmul roof nor at a dense convolution's of its FLOPs per byte.
 
 Each time is the best of short trials (another process can only slow one down), a
-trial being one call, with synchronisation on CUDA, taken in passes over all the
+trial being one call after 64 MiB (256 MiB on a GPU) were written, so that its inputs
+and weights come from memory, not from a cache that held them since the last trial (a
+model's layer reads weights no other layer read; measured warm, MobileNetV3's
+convolutions were priced at 0.6 of their time), with synchronisation on CUDA, taken in passes over all the
 workloads (a burst of load then slows some trials of each, not all of one) until, for
 three passes, no best improved by a tenth and no point dipped 8 times below both its
 neighbours (:func:`problems` names such a dip), or half the budget is spent. The set is checked
@@ -36,7 +40,7 @@ import torch
 
 from ..records import DeviceSpec
 from .host_cache import FORMAT, age, cache_file, max_age, read, taken, write
-from .kernel_classes import CLASSES, kernel_class, priced_class, scale
+from .kernel_classes import CLASSES, CONV_KINDS, kernel_class, priced_class, scale
 from .kernel_probes import workloads
 
 __all__ = ["calibrated", "measure", "problems", "provenance"]
@@ -45,6 +49,7 @@ _ATTEMPTS = 3
 _MIN_TRIALS, _MAX_TRIALS = 3, 30  # a workload's trials in the first pass (1 in the next), at most in one
 _PASS_BUDGET = 0.01  # seconds of trials a workload gets in one pass at most
 _MAX_PASSES = 100
+_FLUSH, _FLUSH_GPU = 64 * 2**20, 256 * 2**20  # bytes written before each trial: beyond a CPU's last cache, a GPU's L2
 _DIP = 8  # a point this many times below both its neighbours' efficiencies was slowed by load
 
 
@@ -89,20 +94,26 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
     found = workloads(device)
     points: list[tuple[dict, object]] = []
     for cls, calls in found.items():
+        needed = {f"conv.{kind}" for kind in CONV_KINDS} if cls == "conv" else {cls}
         for label, fn in calls:
-            if any(p["class"] == cls for p, _ in points) and time.perf_counter() - started > budget_s / 2:
-                break  # (out of time: a class keeps the points it has, every class at least one)
-            points.append((_point(cls, label, fn, roof, CountingMode), fn))
+            late = time.perf_counter() - started > budget_s / 2
+            have = {p["class"] for p, _ in points}
+            if late and needed <= have:
+                break  # (out of time: a class keeps the points it has, every class and kind at least one)
+            point = _point(cls, label, fn, roof, CountingMode)
+            if not (late and point["class"] in have):
+                points.append((point, fn))
     # passes over every workload, each a few trials: a burst of load slows some trials of
     # each rather than all of one; until, for three passes, no best improved by a tenth and
     # no point dips below its neighbours, or half the budget is spent
+    flush = torch.zeros((_FLUSH if device == "cpu" else _FLUSH_GPU) // 4, device=device)
     per_pass = min(_PASS_BUDGET, budget_s / (8 * len(points)))
     steady = 0
     for done in range(_MAX_PASSES):
         improved = False
         for point, fn in points:
             before = min(point["seconds"], default=math.inf)
-            point["seconds"] += _trials(fn, device, per_pass, _MIN_TRIALS if not done else 1)
+            point["seconds"] += _trials(fn, device, per_pass, _MIN_TRIALS if not done else 1, flush)
             improved |= min(point["seconds"]) < 0.9 * before
         steady = 0 if improved or _dips(_efficiency(_by_class(points), bare)) else steady + 1
         if time.perf_counter() - started > budget_s / 2 or steady >= 3:
@@ -133,6 +144,7 @@ def _dips(curves: dict[str, list[list[float]]]) -> list[str]:
     return [
         f"{cls} at {b[0]:.3g} reached {b[1]:.3g} of its roofs, its neighbours {a[1]:.3g} and {c[1]:.3g}"
         for cls, curve in curves.items()
+        if not any(k.startswith(cls + ".") for k in curves)  # (a union of kinds' curves is not one curve)
         for a, b, c in zip(curve, curve[1:], curve[2:])
         if b[1] * _DIP < min(a[1], c[1])
     ]
@@ -145,14 +157,15 @@ def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
         mode.node = "probe"
         fn()  # (also the warm-up: the kernel picks its path)
     costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read]
-    if any(priced_class(kernel_class(op)) != cls for op, _ in costs):
+    if any(priced_class(kernel_class(op)) != priced_class(cls) for op, _ in costs):
         raise AssertionError(f"calibration workload {label!r} of {cls} ran {[op for op, _ in costs]}")
     flops = sum(c.flops for _, c in costs)
     moved = sum(c.bytes_read + c.bytes_written for _, c in costs)
     calls = sum(c.calls for _, c in costs)
     seconds = sum(max(roof.seconds(c.flops, c.bytes_read + c.bytes_written, None)) for _, c in costs)
+    kinds = {c.kind for _, c in costs if c.kind}  # (a convolution's: a curve of its own)
     return {
-        "class": cls,
+        "class": f"{cls}.{kinds.pop()}" if len(kinds) == 1 else cls,
         "label": label,
         "x": scale(cls, flops, moved, calls),
         "roof": seconds,
@@ -163,15 +176,31 @@ def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
 
 def _efficiency(trials: dict[str, list[dict]], bare: float) -> dict[str, list[list[float]]]:
     """Per class, ``[x, efficiency]`` of each workload: its roof time over its fastest
-    trial less a bare call per op (never less than a tenth of the trial)."""
+    trial less a bare call per op (never less than a tenth of the trial); workloads at
+    the same ``x`` (within 2 %) one point, their geometric mean. A class measured by kind
+    (``"conv.depthwise"``) has a curve of every kind's points too (``"conv"``), for calls
+    whose kind is not known (a report read from an older JSON)."""
     curves = {}
     for cls, points in trials.items():
         curve = []
         for p in points:
             best = min(p["seconds"])
             curve.append([p["x"], p["roof"] / max(best - p["calls"] * bare, best / 10)])
-        curves[cls] = sorted(curve)
+        curves[cls] = _merged(curve)
+    for cls in {c.split(".")[0] for c in curves if "." in c}:
+        curves[cls] = _merged([p for c, curve in curves.items() if c.startswith(cls + ".") for p in curve])
     return curves
+
+
+def _merged(curve: list[list[float]]) -> list[list[float]]:
+    """``curve``'s points sorted by ``x``, those within 2 % of the first of a run one point (geometric means)."""
+    runs: list[list[list[float]]] = []
+    for point in sorted(curve):
+        if runs and point[0] <= runs[-1][0][0] * 1.02:
+            runs[-1].append(point)
+        else:
+            runs.append([point])
+    return [[math.prod(p[i] for p in run) ** (1 / len(run)) for i in (0, 1)] for run in runs]
 
 
 def problems(data: dict) -> list[str]:
@@ -181,7 +210,8 @@ def problems(data: dict) -> list[str]:
         data["roofs"]["peak_flops"]["float32"]
     except (KeyError, TypeError):
         return ["the calibration is incomplete"]
-    found = [f"{cls} was not measured" for cls in CLASSES if not curves.get(cls)]
+    expected = (*CLASSES, *(f"conv.{kind}" for kind in CONV_KINDS))
+    found = [f"{cls} was not measured" for cls in expected if not curves.get(cls)]
     for cls, curve in curves.items():
         for x, e in curve:
             if not (math.isfinite(e) and 1e-4 <= e <= 100):
@@ -207,16 +237,21 @@ def _pooled(first: dict, second: dict) -> dict:
 def provenance(data: dict) -> str:
     """When and how a calibration was taken, for its spec's ``source``."""
     fewest = min(len(p["seconds"]) for points in data["trials"].values() for p in points)
+    classes = len({priced_class(cls) for cls in data["efficiency"]})
     return (
-        f"kernel efficiencies of {len(data['efficiency'])} classes measured at {data['taken_at']} in "
+        f"kernel efficiencies of {classes} classes (convolutions by kind) measured at {data['taken_at']} in "
         f"{data['took']:.1f} s of a {data['budget']:g} s budget, each the best of at least {fewest} trials"
     )
 
 
-def _trials(fn, device: str, budget: float, least: int = _MIN_TRIALS) -> list[float]:
-    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (``least`` to 30 calls)."""
+def _trials(fn, device: str, budget: float, least: int = _MIN_TRIALS, flush: torch.Tensor | None = None) -> list[float]:
+    """The seconds of one call of ``fn`` each, over about ``budget`` seconds (``least`` to
+    30 calls), each after writing ``flush`` when given (so that the call's data and
+    weights come from memory, as a model's next layer reads its own)."""
     times: list[float] = []
     while (sum(times) < budget or len(times) < least) and len(times) < _MAX_TRIALS:
+        if flush is not None:
+            flush.add_(1.0)
         if device != "cpu":
             torch.cuda.synchronize()
         start = time.perf_counter()

@@ -10,12 +10,14 @@ it and the benchmarks group ops by it.
 
 ``kernel_class(op)`` reads the overload's name (``"aten.convolution.default"``, as a
 report's :class:`~fxinspect.records.nodes.AtenCall` gives it, or the op itself); a
-backward is in its forward's class. Given the op's arguments it also tells a
-convolution's kind, ``"conv.depthwise"`` (one input channel per group),
-``"conv.grouped"`` or ``"conv.dense"``: those are points of the one ``"conv"`` curve
-(the calibration measures each kind), where they fall apart by their FLOPs per byte (a
-3×3 depthwise convolution does about 2.25 per byte in float32, a dense 3×3 one on 64
-channels about 140). :func:`priced_class` is the class whose curve prices it.
+backward is in its forward's class. The name does not tell a convolution's kind, which
+its arguments do (:func:`conv_kind`): ``"depthwise"`` (one input channel per group),
+``"grouped"`` or ``"dense"``. The counting keeps it on the call
+(:attr:`~fxinspect.records.nodes.AtenCall.kind`), and a calibration measures each kind
+on a curve of its own (``"conv.depthwise"``, :func:`curve_of`): at the same FLOPs per
+byte they run far apart (a 7×7 depthwise convolution does about 12 per byte in
+float32, as a 1×1 one on 16 channels does, and reaches a fraction of its share on a
+CPU). :func:`priced_class` is the class a kind's curve belongs to.
 
 Example
 -------
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BY_INTENSITY", "CLASSES", "kernel_class", "priced_class", "scale"]
+from ..rules.kinds import conv_kind
+
+__all__ = ["BY_INTENSITY", "CLASSES", "CONV_KINDS", "curve_of", "kernel_class", "priced_class", "scale"]
 
 # op names (the overload's packet name, without "aten." and the overload), per class
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -164,6 +168,8 @@ CLASSES = (
     "index",
 )
 """The classes a calibration measures; any other op (and any op of an uncalibrated spec) is priced at the roofline."""
+CONV_KINDS = ("depthwise", "grouped", "dense")
+"""The kinds of convolution a calibration measures on curves of their own (``"conv.<kind>"``)."""
 BY_INTENSITY = frozenset({"gemm", "bmm", "conv", "attention"})
 """The classes whose curve is over FLOPs per byte; the others' is over bytes moved per call."""
 
@@ -182,20 +188,19 @@ def kernel_class(op: Any, args: tuple | None = None) -> str:
         cls = _BY_NAME.get(name.removesuffix("_backward"))
         cls = cls or next((c for n, c in _BY_NAME.items() if name.startswith(n) and len(n) > 3), None)
     cls = cls or "elementwise"
-    if cls == "conv" and args is not None and len(args) > 8:
-        return "conv." + _conv_kind(args[0], args[1], args[8])
-    return cls
+    kind = conv_kind(op, args) if cls == "conv" and args is not None else ""
+    return f"conv.{kind}" if kind else cls
 
 
-def _conv_kind(x: Any, weight: Any, groups: int) -> str:
-    """``"depthwise"`` (one input channel a group, more than one group), ``"grouped"`` or ``"dense"``."""
-    if groups > 1 and weight.shape[1] == 1:
-        return "depthwise"
-    return "grouped" if groups > 1 else "dense"
+def curve_of(op: str, kind: str, curves) -> str:
+    """The curve of ``curves`` (a spec's efficiencies) that prices aten ``op`` of ``kind``:
+    its kind's (``"conv.depthwise"``) where measured, else its class's."""
+    cls = priced_class(kernel_class(op))
+    return f"{cls}.{kind}" if kind and f"{cls}.{kind}" in curves else cls
 
 
 def priced_class(cls: str) -> str:
-    """The class whose curve prices ``cls``: the convolution kinds are points of ``"conv"``'s."""
+    """The class a curve belongs to: a convolution kind's, ``"conv.depthwise"``, is ``"conv"``'s."""
     return cls.split(".")[0]
 
 

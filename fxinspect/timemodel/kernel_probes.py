@@ -3,8 +3,9 @@
 Each class of :data:`~.kernel_classes.CLASSES` gets a few calls spread over the measure
 its curve is over (:func:`~.kernel_classes.scale`): GEMMs as a Linear runs them, from one
 row to a square 1024, each call the next of weights that together outgrow the caches (a
-model reads each layer's weights once a forward, from memory), batched GEMMs of attention heads, convolutions depthwise (3×3, 5×5), grouped
-(8 channels a group), small and large dense ones (1×1, 3×3, a 7×7 stem), scaled
+model reads each layer's weights once a forward, from memory), batched GEMMs of attention heads, convolutions depthwise (3×3, 5×5, 7×7), grouped
+(4 to 32 channels a group), small and large dense ones (1×1, 3×3, a 7×7 stem), each kind
+a curve of its own, scaled
 dot-product attention over 16 to 256 positions, and the streaming classes from a few
 KiB to tens of MiB per call (elementwise arithmetic, transcendental activations,
 reductions and softmax over the last dimension, layer norm, batch norm in eval, max
@@ -62,16 +63,27 @@ def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
         for b, m, k, o in ((12, 128, 64, 128), (12, 128, 128, 64), (12, 16, 64, 16), (4, 512, 512, 512))
     ]
     convs = (  # (in, out, kernel, stride, groups, size)
+        # depthwise: 3×3, 5×5 and 7×7 (about 2.25, 6 and 12 FLOPs per byte)
         (32, 32, 3, 1, 32, 112),
         (64, 64, 3, 1, 64, 56),
         (240, 240, 3, 1, 240, 28),
+        (240, 240, 5, 1, 240, 28),
         (672, 672, 5, 1, 672, 14),
+        (96, 96, 7, 1, 96, 56),
+        (384, 384, 7, 1, 384, 14),
+        # grouped, 4 to 32 channels a group
+        (256, 256, 3, 1, 64, 56),
         (128, 128, 3, 1, 16, 28),
         (448, 448, 3, 1, 56, 14),
+        (512, 512, 3, 1, 32, 28),
+        (1024, 1024, 3, 1, 32, 14),
+        # dense: 1×1 from few to many channels, 3×3 to few and many, the stems
         (16, 64, 1, 1, 1, 112),
         (64, 256, 1, 1, 1, 56),
+        (512, 128, 1, 1, 1, 28),
         (160, 960, 1, 1, 1, 7),
         (512, 2048, 1, 1, 1, 7),
+        (128, 32, 3, 1, 1, 56),
         (64, 64, 3, 1, 1, 56),
         (256, 256, 3, 1, 1, 14),
         (3, 32, 3, 2, 1, 224),

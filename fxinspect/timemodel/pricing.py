@@ -4,7 +4,7 @@
 a :class:`~fxinspect.records.DeviceSpec` or ``"measured"``) prices every aten op a node
 ran under the roofline: ``max(FLOPs / peak, bytes moved / bandwidth)``, the peak of the
 node's output dtype (on a calibrated spec, ``"measured"``, over the share of the roofs
-its kernel class reaches, :mod:`.kernel_classes`; a float32 matmul on a measured spec
+its kernel class reaches, or a convolution's kind, :mod:`.kernel_classes`; a float32 matmul on a measured spec
 without one: at the rate measured for its FLOPs per byte,
 :meth:`~fxinspect.records.DeviceSpec.work_seconds`), plus the device's
 launch overhead per call; a view or other free
@@ -33,7 +33,7 @@ from ..records import DeviceSpec, OpStatus
 from ..records.device_spec import priced_dtype
 from ..run.passes import PassResult
 from .devices import get
-from .kernel_classes import kernel_class, priced_class, scale
+from .kernel_classes import curve_of, kernel_class, priced_class, scale
 
 __all__ = ["TimeModelPricing", "call_seconds"]
 
@@ -71,17 +71,22 @@ class TimeModelPricing:
     def _seconds(self, calls, dtype: str | None) -> float:
         """The seconds of aten ``calls`` (:func:`call_seconds` each); free ops cost nothing."""
         return sum(
-            call_seconds(self.spec, call.op, call.flops, call.bytes_read + call.bytes_written, call.calls, dtype)
+            call_seconds(
+                self.spec, call.op, call.flops, call.bytes_read + call.bytes_written, call.calls, dtype, call.kind
+            )
             for call in calls
             if call.status is not OpStatus.FREE
         )
 
 
-def call_seconds(spec: DeviceSpec, op: str, flops: float, moved: float, calls: float, dtype: str | None) -> float:
-    """The seconds of ``calls`` calls of aten ``op`` doing ``flops`` and moving ``moved``
-    bytes in all: the roofline time at ``dtype``'s peak, over the op's kernel class's
-    efficiency on a calibrated spec, and a launch each."""
-    kernel = _priced_kernel(op)
+def call_seconds(
+    spec: DeviceSpec, op: str, flops: float, moved: float, calls: float, dtype: str | None, kind: str = ""
+) -> float:
+    """The seconds of ``calls`` calls of aten ``op`` (of ``kind``, :attr:`AtenCall.kind`)
+    doing ``flops`` and moving ``moved`` bytes in all: the roofline time at ``dtype``'s
+    peak, over the efficiency its kind's or class's curve gives on a calibrated spec, and
+    a launch each."""
+    kernel = curve_of(op, kind, spec.efficiency) if kind else _priced_kernel(op)
     work = spec.work_seconds(op, flops, moved, dtype, kernel, scale(kernel, flops, moved, calls))
     return work + calls * spec.launch_overhead
 

@@ -44,12 +44,12 @@ def aten_calls(costs: dict[str, OpCost]) -> tuple[tuple[AtenCall, ...], int, int
     """The node's aten calls as records, and their flops, macs, bytes read and written."""
     if len(costs) == 1:  # the common case, without a loop
         ((op, c),) = costs.items()
-        call = AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status)
+        call = AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status, c.kind or "")
         return (call,), c.flops, c.macs, c.bytes_read, c.bytes_written
     calls = []
     flops = macs = read = written = 0
     for op, c in costs.items():
-        calls.append(AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status))
+        calls.append(AtenCall.of(op, c.calls, c.flops, c.macs, c.bytes_read, c.bytes_written, c.status, c.kind or ""))
         flops += c.flops
         macs += c.macs
         read += c.bytes_read
