@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fxinspect
 from fxinspect import devices
 from fxinspect.timemodel import calibration, host, host_cache, kernel_probes
-from fxinspect.timemodel.kernel_classes import CLASSES, CONV_KINDS, kernel_class, priced_class, scale
+from fxinspect.timemodel.kernel_classes import CLASSES, KIND_CURVES, kernel_class, priced_class, scale
 
 
 class _Args(TorchDispatchMode):
@@ -127,7 +127,12 @@ _BY_KIND = devices.DeviceSpec(
     {"float32": 1e9},
     1e9,
     launch_overhead=1e-6,
-    efficiency={"conv": [(1.0, 0.5)], "conv.depthwise": [(1.0, 0.05)]},
+    efficiency={
+        "conv": [(1.0, 0.5)],
+        "conv.depthwise": [(1.0, 0.05)],
+        "conv.depthwise.backward": [(1.0, 0.01)],
+        "batch_norm.train": [(1.0, 0.2)],
+    },
 )
 
 
@@ -147,6 +152,27 @@ def test_a_convolution_is_priced_on_its_kind_s_curve_forward_and_backward():
         roof = max(forward.flops, forward.bytes_read + forward.bytes_written) / 1e9
         assert node.predicted_latency == pytest.approx(roof / efficiency + 1e-6, rel=1e-9)
         assert forward.flops == 14_400 * (8 if kind == "dense" else 1)
+    # the depthwise one's backward (the weight's gradient alone, x needs none): 14,400 FLOPs,
+    # 14.4 µs (6,976 bytes: 7.0 µs), on its kind's backward curve, 0.01: 1,440 µs + 1 µs
+    report = fxinspect.analyze(depthwise, x, timing=False, backward=True, device_spec=_BY_KIND)
+    (node,) = [n for n in report.nodes if n.is_op]
+    assert node.backward_predicted_latency == pytest.approx(1441e-6, rel=1e-9)
+
+
+def test_a_batch_norm_in_training_is_priced_on_its_kind_s_curve():
+    norm, x = torch.nn.BatchNorm2d(8), torch.randn(2, 8, 10, 10)
+    report = fxinspect.analyze(norm, x, timing=False, backward=True, device_spec=_BY_KIND)
+    (node,) = [n for n in report.nodes if n.is_op]
+    assert {c.kind for c in (*node.aten, *node.backward_aten) if "batch_norm" in c.op} == {"train"}
+    # native_batch_norm: 13,056 bytes (1,600 elements in and out, the statistics) over 11,200
+    # FLOPs: 13.056 µs / 0.2 = 65.28 µs + 1 µs, and the batch counter's add_ (16 bytes) + 1 µs
+    assert node.predicted_latency == pytest.approx(67.296e-6, rel=1e-9)
+    # its backward (no backward curve: the forward's kind's): 22,400 FLOPs, 22.4 µs / 0.2 + 1 µs
+    assert node.backward_predicted_latency == pytest.approx(113e-6, rel=1e-9)
+    # in eval it reads its running statistics: no kind, the class's curve (none here: the roofline)
+    report = fxinspect.analyze(norm.eval(), x, timing=False, device_spec=_BY_KIND)
+    (node,) = [n for n in report.nodes if n.is_op]
+    assert node.predicted_latency == pytest.approx(12.928e-6 + 1e-6, rel=1e-9)
 
 
 def test_a_spec_scaled_to_another_of_its_family_keeps_its_efficiencies():
@@ -209,7 +235,7 @@ def test_calibrate_with_a_tiny_budget_measures_every_class_and_caches_it(here, m
     assert devices.get("measured") == spec  # the cached calibration
 
 
-_KINDS = [f"conv.{kind}" for kind in CONV_KINDS]
+_KINDS = list(KIND_CURVES)
 
 
 def _calibration(roofs, fmt=host_cache.FORMAT, efficiency=0.5):

@@ -14,7 +14,7 @@ import torch
 import fxinspect
 from fxinspect.errors import InputError
 from fxinspect.timemodel import calibration, devices, host, probes
-from fxinspect.timemodel.kernel_classes import CLASSES, CONV_KINDS
+from fxinspect.timemodel.kernel_classes import CLASSES, KIND_CURVES
 
 
 @pytest.mark.parametrize("name", sorted(devices.PRESETS))
@@ -85,7 +85,7 @@ def _figures(f32=2e11, f64=9e10, bf16=4e11, copy=6e10, launch=1e-6, age=timedelt
 
 def _fake_calibration(device, budget_s, roofs):
     """A calibration as ``calibration.measure`` gives, never run: every class at its roofs."""
-    measured = (*CLASSES, *(f"conv.{kind}" for kind in CONV_KINDS))
+    measured = (*CLASSES, *KIND_CURVES)
     curve = {cls: [[1.0, 1.0]] for cls in measured}
     trials = {cls: [{"x": 1.0, "roof": 1.0, "calls": 1, "seconds": [1.0]}] for cls in measured}
     taken = datetime.now(timezone.utc).isoformat(timespec="seconds")

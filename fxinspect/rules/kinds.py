@@ -1,24 +1,28 @@
-"""What kind of kernel an aten call runs where its name does not tell: a convolution's.
+"""What kind of kernel an aten call runs where its name does not tell: a convolution's, a batch norm's.
 
 A convolution's name says nothing of its groups, and a depthwise one (one input
 channel a group) runs other kernels than a dense one, far below them on a CPU at the
-same FLOPs per byte. The counting keeps the kind on each call
-(:attr:`~fxinspect.records.nodes.AtenCall.kind`) for the time model to price it on its
-kind's curve (:mod:`fxinspect.timemodel.kernel_classes`).
+same FLOPs per byte. A batch norm's says nothing of whether it computes its batch's
+statistics (training) or reads the running ones, a pass over the input more. The
+counting keeps the kind on each call (:attr:`~fxinspect.records.nodes.AtenCall.kind`)
+for the time model to price it on its kind's curve
+(:mod:`fxinspect.timemodel.kernel_classes`).
 
 Example
 -------
 >>> import torch
 >>> x, w = torch.randn(1, 32, 8, 8), torch.randn(32, 1, 3, 3)
->>> conv_kind("aten.convolution.default", (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 32))
+>>> call_kind("aten.convolution.default", (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 32))
 'depthwise'
+>>> call_kind("aten.native_batch_norm.default", (x, None, None, None, None, True, 0.1, 1e-5))
+'train'
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KINDED", "conv_kind"]
+__all__ = ["KINDED", "call_kind"]
 
 # where a convolution's weight and groups are among its arguments, per op name
 _CONV_ARGS = {
@@ -30,22 +34,39 @@ _CONV_ARGS = {
     "conv3d": (1, 6),
     "mkldnn_convolution": (1, 6),
 }
+# where a batch norm's ``training`` flag is among its arguments, per op name (``.no_stats``: 3)
+_NORM_ARGS = {
+    "native_batch_norm": 5,
+    "_native_batch_norm_legit": 5,
+    "_native_batch_norm_legit_functional": 5,
+    "cudnn_batch_norm": 5,
+    "native_batch_norm_backward": 7,
+}
+
+KINDED = frozenset(_CONV_ARGS) | frozenset(_NORM_ARGS)
+"""The op names (without ``aten.`` and the overload) whose calls have a kind."""
 
 
-def conv_kind(op: Any, args: tuple) -> str:
-    """A convolution's kind from its ``args``: ``"depthwise"`` (one input channel a group,
-    more than one group), ``"grouped"`` or ``"dense"``; ``""`` for another op, or one
-    whose arguments do not say."""
-    where = _CONV_ARGS.get(str(op).removeprefix("aten.").partition(".")[0])
-    if where is None or len(args) <= where[1]:
+def call_kind(op: Any, args: tuple) -> str:
+    """The kind of aten ``op``'s call with ``args``: a convolution's ``"depthwise"`` (one
+    input channel a group, more than one group), ``"grouped"`` or ``"dense"``; a batch
+    norm's ``"train"`` when it computes its batch's statistics; else ``""``."""
+    name, _, overload = str(op).removeprefix("aten.").partition(".")
+    where = _CONV_ARGS.get(name)
+    if where is not None:
+        return _conv_kind(args, *where)
+    flag = _NORM_ARGS.get(name)
+    if flag is not None and overload.startswith("no_stats"):  # (no running statistics: one argument fewer)
+        flag = 3
+    return "train" if flag is not None and len(args) > flag and args[flag] is True else ""
+
+
+def _conv_kind(args: tuple, weight_at: int, groups_at: int) -> str:
+    if len(args) <= groups_at:
         return ""
-    weight, groups = args[where[0]], args[where[1]]
+    weight, groups = args[weight_at], args[groups_at]
     if not isinstance(groups, int) or getattr(weight, "ndim", 0) < 3:
         return ""
     if groups > 1 and weight.shape[1] == 1:
         return "depthwise"
     return "grouped" if groups > 1 else "dense"
-
-
-KINDED = frozenset(_CONV_ARGS)
-"""The op names (without ``aten.`` and the overload) whose calls have a kind."""

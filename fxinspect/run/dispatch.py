@@ -33,7 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import rules  # noqa: F401 - importing the package registers every formula family
 from ..records import OpStatus
 from ..rules._util import nbytes
-from ..rules.kinds import KINDED, conv_kind
+from ..rules.kinds import KINDED, call_kind
 from ..rules.registry import FREE, lookup
 from ..tensors import NOT_WORK, DispatchMode, holds_wrappers
 
@@ -162,7 +162,7 @@ class CountingMode(DispatchMode):
             )
         acc.calls += 1
         if kinded:
-            kind = conv_kind(key, args)
+            kind = call_kind(key, args)
             acc.kind = kind if acc.kind in (None, kind) else ""
         if rule is FREE:
             return out

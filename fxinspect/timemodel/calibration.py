@@ -40,7 +40,7 @@ import torch
 
 from ..records import DeviceSpec
 from .host_cache import FORMAT, age, cache_file, max_age, read, taken, write
-from .kernel_classes import CLASSES, CONV_KINDS, kernel_class, priced_class, scale
+from .kernel_classes import CLASSES, KIND_CURVES, MEASURED_BY_KIND, kernel_class, priced_class, scale
 from .kernel_probes import workloads
 
 __all__ = ["calibrated", "measure", "problems", "provenance"]
@@ -94,7 +94,7 @@ def measure(device: str, budget_s: float, roofs: dict) -> dict:
     found = workloads(device)
     points: list[tuple[dict, object]] = []
     for cls, calls in found.items():
-        needed = {f"conv.{kind}" for kind in CONV_KINDS} if cls == "conv" else {cls}
+        needed = {c for c in KIND_CURVES if priced_class(c) == cls} | ({cls} - MEASURED_BY_KIND)
         for label, fn in calls:
             late = time.perf_counter() - started > budget_s / 2
             have = {p["class"] for p, _ in points}
@@ -144,7 +144,7 @@ def _dips(curves: dict[str, list[list[float]]]) -> list[str]:
     return [
         f"{cls} at {b[0]:.3g} reached {b[1]:.3g} of its roofs, its neighbours {a[1]:.3g} and {c[1]:.3g}"
         for cls, curve in curves.items()
-        if not any(k.startswith(cls + ".") for k in curves)  # (a union of kinds' curves is not one curve)
+        if cls not in MEASURED_BY_KIND  # (its kinds' curves together are not one curve)
         for a, b, c in zip(curve, curve[1:], curve[2:])
         if b[1] * _DIP < min(a[1], c[1])
     ]
@@ -163,9 +163,10 @@ def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
     moved = sum(c.bytes_read + c.bytes_written for _, c in costs)
     calls = sum(c.calls for _, c in costs)
     seconds = sum(max(roof.seconds(c.flops, c.bytes_read + c.bytes_written, None)) for _, c in costs)
-    kinds = {c.kind for _, c in costs if c.kind}  # (a convolution's: a curve of its own)
+    kinds = {c.kind for _, c in costs if c.kind}  # (a convolution's, a batch norm's: a curve of its own)
+    backward = all("_backward" in op for op, _ in costs)
     return {
-        "class": f"{cls}.{kinds.pop()}" if len(kinds) == 1 else cls,
+        "class": f"{cls}.{kinds.pop()}{'.backward' if backward else ''}" if len(kinds) == 1 else cls,
         "label": label,
         "x": scale(cls, flops, moved, calls),
         "roof": seconds,
@@ -178,8 +179,9 @@ def _efficiency(trials: dict[str, list[dict]], bare: float) -> dict[str, list[li
     """Per class, ``[x, efficiency]`` of each workload: its roof time over its fastest
     trial less a bare call per op (never less than a tenth of the trial); workloads at
     the same ``x`` (within 2 %) one point, their geometric mean. A class measured by kind
-    (``"conv.depthwise"``) has a curve of every kind's points too (``"conv"``), for calls
-    whose kind is not known (a report read from an older JSON)."""
+    alone (``"conv.depthwise"``, ``"conv.dense"``, ...) has a curve of its kinds' forward
+    points too (``"conv"``), for calls whose kind is not known (a report read from an
+    older JSON)."""
     curves = {}
     for cls, points in trials.items():
         curve = []
@@ -187,8 +189,9 @@ def _efficiency(trials: dict[str, list[dict]], bare: float) -> dict[str, list[li
             best = min(p["seconds"])
             curve.append([p["x"], p["roof"] / max(best - p["calls"] * bare, best / 10)])
         curves[cls] = _merged(curve)
-    for cls in {c.split(".")[0] for c in curves if "." in c}:
-        curves[cls] = _merged([p for c, curve in curves.items() if c.startswith(cls + ".") for p in curve])
+    for cls in {priced_class(c) for c in curves} - set(curves):  # (measured by kind alone: "conv")
+        forwards = [c for c in curves if priced_class(c) == cls and not c.endswith(".backward")]
+        curves[cls] = _merged([p for c in forwards for p in curves[c]])
     return curves
 
 
@@ -210,7 +213,7 @@ def problems(data: dict) -> list[str]:
         data["roofs"]["peak_flops"]["float32"]
     except (KeyError, TypeError):
         return ["the calibration is incomplete"]
-    expected = (*CLASSES, *(f"conv.{kind}" for kind in CONV_KINDS))
+    expected = (*CLASSES, *KIND_CURVES)
     found = [f"{cls} was not measured" for cls in expected if not curves.get(cls)]
     for cls, curve in curves.items():
         for x, e in curve:

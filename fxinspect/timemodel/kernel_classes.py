@@ -11,7 +11,7 @@ it and the benchmarks group ops by it.
 ``kernel_class(op)`` reads the overload's name (``"aten.convolution.default"``, as a
 report's :class:`~fxinspect.records.nodes.AtenCall` gives it, or the op itself); a
 backward is in its forward's class. The name does not tell a convolution's kind, which
-its arguments do (:func:`conv_kind`): ``"depthwise"`` (one input channel per group),
+its arguments do (:func:`~fxinspect.rules.kinds.call_kind`): ``"depthwise"`` (one input channel per group),
 ``"grouped"`` or ``"dense"``. The counting keeps it on the call
 (:attr:`~fxinspect.records.nodes.AtenCall.kind`), and a calibration measures each kind
 on a curve of its own (``"conv.depthwise"``, :func:`curve_of`): at the same FLOPs per
@@ -35,9 +35,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..rules.kinds import conv_kind
+from ..rules.kinds import call_kind
 
-__all__ = ["BY_INTENSITY", "CLASSES", "CONV_KINDS", "curve_of", "kernel_class", "priced_class", "scale"]
+__all__ = [
+    "BY_INTENSITY",
+    "CLASSES",
+    "CONV_KINDS",
+    "KIND_CURVES",
+    "MEASURED_BY_KIND",
+    "curve_of",
+    "kernel_class",
+    "priced_class",
+    "scale",
+]
 
 # op names (the overload's packet name, without "aten." and the overload), per class
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -169,7 +179,16 @@ CLASSES = (
 )
 """The classes a calibration measures; any other op (and any op of an uncalibrated spec) is priced at the roofline."""
 CONV_KINDS = ("depthwise", "grouped", "dense")
-"""The kinds of convolution a calibration measures on curves of their own (``"conv.<kind>"``)."""
+KIND_CURVES = (
+    *(f"conv.{kind}" for kind in CONV_KINDS),
+    *(f"conv.{kind}.backward" for kind in CONV_KINDS),
+    "batch_norm.train",
+)
+"""The curves a calibration measures by kind (:func:`~fxinspect.rules.kinds.call_kind`)
+besides the classes': a convolution's kinds, forward and backward (``"conv"`` is their
+forwards' points together), a batch norm computing its batch's statistics."""
+MEASURED_BY_KIND = frozenset({"conv"})
+"""The classes whose every workload has a kind: their own curve is their kinds' forwards together."""
 BY_INTENSITY = frozenset({"gemm", "bmm", "conv", "attention"})
 """The classes whose curve is over FLOPs per byte; the others' is over bytes moved per call."""
 
@@ -188,15 +207,22 @@ def kernel_class(op: Any, args: tuple | None = None) -> str:
         cls = _BY_NAME.get(name.removesuffix("_backward"))
         cls = cls or next((c for n, c in _BY_NAME.items() if name.startswith(n) and len(n) > 3), None)
     cls = cls or "elementwise"
-    kind = conv_kind(op, args) if cls == "conv" and args is not None else ""
-    return f"conv.{kind}" if kind else cls
+    kind = call_kind(op, args) if args is not None else ""
+    return f"{cls}.{kind}" if kind else cls
 
 
 def curve_of(op: str, kind: str, curves) -> str:
     """The curve of ``curves`` (a spec's efficiencies) that prices aten ``op`` of ``kind``:
-    its kind's (``"conv.depthwise"``) where measured, else its class's."""
+    its kind's backward's (``"conv.depthwise.backward"``) for a backward op, else its
+    kind's (``"conv.depthwise"``), where measured; else its class's."""
     cls = priced_class(kernel_class(op))
-    return f"{cls}.{kind}" if kind and f"{cls}.{kind}" in curves else cls
+    if kind:
+        own = f"{cls}.{kind}"
+        if "_backward" in op and f"{own}.backward" in curves:
+            return f"{own}.backward"
+        if own in curves:
+            return own
+    return cls
 
 
 def priced_class(cls: str) -> str:

@@ -8,8 +8,9 @@ model reads each layer's weights once a forward, from memory), batched GEMMs of 
 a curve of its own, scaled
 dot-product attention over 16 to 256 positions, and the streaming classes from a few
 KiB to tens of MiB per call (elementwise arithmetic, transcendental activations,
-reductions and softmax over the last dimension, layer norm, batch norm in eval, max
-and average pooling (a global average is a mean: a reduction), embedding lookups). On CUDA each is 8 times larger
+reductions and softmax over the last dimension, layer norm, batch norm in eval and in
+training, max and average pooling (a global average is a mean: a reduction), embedding
+lookups). On CUDA each is 8 times larger
 (batch 8, or 8 times the rows), a GPU's kernels reaching their roofs only there.
 """
 
@@ -39,8 +40,33 @@ def _reductions(x: torch.Tensor) -> None:
     torch.softmax(x, -1), x.mean(-1), x.amax(-1)
 
 
-def _batch_norm(x: torch.Tensor, stats: tuple[torch.Tensor, ...]) -> None:
-    F.batch_norm(x, *stats, training=False)
+def _batch_norm(x: torch.Tensor, stats: tuple[torch.Tensor, ...], mode: str) -> None:
+    F.batch_norm(x, *stats, training=mode == "train")  # (in training, the batch's statistics too)
+
+
+
+# the convolutions whose backward is measured too: (in, out, kernel, size)
+_BACKWARDS = {
+    (64, 64, 3, 56),
+    (672, 672, 5, 14),
+    (128, 128, 3, 28),
+    (448, 448, 3, 14),
+    (64, 256, 1, 56),
+    (512, 2048, 1, 7),
+    (256, 256, 3, 14),
+    (128, 32, 3, 56),
+}
+
+
+def _conv_backward(x: torch.Tensor, weight: torch.Tensor, stride: int, groups: int):
+    """The gradients of ``x`` and ``weight`` of their convolution, as autograd asks for them."""
+    out = F.conv2d(x, weight, None, stride, weight.shape[-1] // 2, 1, groups)
+    grad = torch.randn_like(out)
+    op = torch.ops.aten.convolution_backward.default
+    padding = [weight.shape[-1] // 2] * 2
+    return functools.partial(
+        op, grad, x, weight, None, [stride] * 2, padding, [1, 1], False, [0, 0], groups, [True, True, False]
+    )
 
 
 def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
@@ -96,6 +122,11 @@ def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
         )
         for i, o, k, s, g, h in convs
     ]
+    out["conv"] += [  # the backwards of some, the gradients of the input and the weight
+        (f"backward {i}->{o} {k}x{k}/{s} g{g} @{h}", _conv_backward(t(n, i, h, h), t(o, i // g, k, k), s, g))
+        for i, o, k, s, g, h in convs
+        if (i, o, k, h) in _BACKWARDS
+    ]
     out["attention"] = [
         (
             f"12 heads x {q}",
@@ -111,8 +142,9 @@ def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
         (f"{r}x768", functools.partial(F.layer_norm, t(n * r, 768), (768,), t(768), t(768))) for r in (1, 16, 197, 2048)
     ]
     out["batch_norm"] = [
-        (f"{c}@{h}", functools.partial(_batch_norm, t(n, c, h, h), (t(c), t(c).abs(), t(c), t(c))))
+        (f"{mode} {c}@{h}", functools.partial(_batch_norm, t(n, c, h, h), (t(c), t(c).abs(), t(c), t(c)), mode))
         for c, h in ((960, 7), (2048, 7), (256, 56), (64, 112))
+        for mode in ("eval", "train")
     ]
     out["pool"] = [
         ("max 3x3/2 64@112", functools.partial(F.max_pool2d, t(n, 64, 112, 112), 3, 2, 1)),
