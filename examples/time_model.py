@@ -57,21 +57,32 @@ calibration times a few representative calls of each kernel class
 aten op to its class: GEMMs, batched GEMMs, convolutions, attention, elementwise ops,
 transcendental activations, reductions and softmax, layer norm, batch norm, pooling and
 lookups; a backward in its forward's class): GEMMs from one row to 1024 over weights
-that outgrow the caches, convolutions depthwise, grouped, 1×1, 3×3 and a 7×7 stem,
-attention over 16 to 256 positions, the streaming classes from 4 KiB to 40 MiB a call
-(``fxinspect.timemodel.kernel_probes``). Each call's FLOPs and bytes are counted by the
+that outgrow the caches, convolutions depthwise (3×3 to 7×7), grouped (4 to 32
+channels a group) and dense (1×1, 3×3, the stems), and the backwards of some of each,
+attention over 16 to 256 positions, the streaming classes from 4 KiB to 40 MiB a call,
+batch norm in eval and in training (``fxinspect.timemodel.kernel_probes``). Before each
+trial 64 MiB (256 MiB on a GPU) are written, so that the call reads its inputs and
+weights from memory as a model's layer does, not from a cache that kept them since the
+last trial (measured warm, the probes put MobileNetV3's convolutions at 0.6 of their
+time). Each call's FLOPs and bytes are counted by the
 same rules as a model's, so its roofline time is the pricing's; its *efficiency* is that
 time over the call's best trial, less a bare aten call (the pricing adds the launch
 overhead). Per class the efficiencies form a curve over FLOPs per byte (GEMMs,
 convolutions, attention: a depthwise 3×3 convolution does about 2.25, a dense one on
-64 channels about 130) or over bytes per call (the others), which prices each op: its
+64 channels about 130) or over bytes per call (the others). What an op's name does not
+tell, its arguments do, and the counting keeps it on each call as its ``kind``
+(``AtenCall.kind``, ``fxinspect.rules.kinds``): a convolution's ``"depthwise"``,
+``"grouped"`` or ``"dense"``, each a curve of its own, forward and backward (a 7×7
+depthwise convolution does about 12 FLOPs per byte, as a 1×1 on 16 channels does, and
+runs at half its share here), and a batch norm's ``"train"`` (its batch's statistics:
+a pass more). The curves price each op: its
 roofline time over the efficiency interpolated in log-log at its own measure, plus the
 launch overhead; beyond the measured points, the nearest one's (the GEMM curve prices a
 model's matmuls in place of ``matmul_rates``, which still price the serving step times
 of ``fxinspect.serving``). The trials run in passes
 over all the workloads, a few each, until a pass improves no best by a tenth or half the
-budget is spent (about 30 s here under load), so that a burst of load slows some trials
-of each workload, not all of one. The set is checked (every class measured, every
+budget is spent (about 30 to 60 s here), so that a burst of load slows some trials
+of each workload, not all of one. The set is checked (every class and kind measured, every
 efficiency between 1/10,000 and 100, a bare call under 1 ms), measured again up to three
 times with the trials pooled, and cached beside the roofs in
 ``calibration-<key>.json`` with when and how it was taken, the roofs it is relative to

@@ -48,8 +48,9 @@ class DeviceSpec:
     ``interconnect`` its links' bandwidths in bytes/s (see :mod:`fxinspect.parallel.links`);
     ``matmul_rates`` measured float32 matmuls, ``(FLOPs per byte moved, FLOP/s)`` pairs,
     which price 2-D matmuls instead of the roofline (empty for the presets: see
-    :meth:`work_seconds`); ``efficiency`` per kernel class
-    (:mod:`fxinspect.timemodel.kernel_classes`), ``(x, share of the roofline reached)``
+    :meth:`work_seconds`); ``efficiency`` per kernel class, and per kind of one
+    (``"conv.depthwise"``, ``"conv.dense.backward"``, ``"batch_norm.train"``:
+    :mod:`fxinspect.timemodel.kernel_classes`), ``(x, share of the roofline reached)``
     points measured on the device (:mod:`fxinspect.timemodel.calibration`), ``x`` the
     class's measure of an op (FLOPs per byte or bytes per call; empty for the presets)."""
 

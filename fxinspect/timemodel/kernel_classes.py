@@ -183,10 +183,11 @@ KIND_CURVES = (
     *(f"conv.{kind}" for kind in CONV_KINDS),
     *(f"conv.{kind}.backward" for kind in CONV_KINDS),
     "batch_norm.train",
+    "batch_norm.train.backward",
 )
 """The curves a calibration measures by kind (:func:`~fxinspect.rules.kinds.call_kind`)
 besides the classes': a convolution's kinds, forward and backward (``"conv"`` is their
-forwards' points together), a batch norm computing its batch's statistics."""
+forwards' points together), a batch norm computing its batch's statistics, and its backward."""
 MEASURED_BY_KIND = frozenset({"conv"})
 """The classes whose every workload has a kind: their own curve is their kinds' forwards together."""
 BY_INTENSITY = frozenset({"gemm", "bmm", "conv", "attention"})

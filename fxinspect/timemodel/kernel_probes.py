@@ -9,7 +9,7 @@ a curve of its own, scaled
 dot-product attention over 16 to 256 positions, and the streaming classes from a few
 KiB to tens of MiB per call (elementwise arithmetic, transcendental activations,
 reductions and softmax over the last dimension, layer norm, batch norm in eval and in
-training, max and average pooling (a global average is a mean: a reduction), embedding
+training (and its backward), max and average pooling (a global average is a mean: a reduction), embedding
 lookups). On CUDA each is 8 times larger
 (batch 8, or 8 times the rows), a GPU's kernels reaching their roofs only there.
 """
@@ -43,6 +43,12 @@ def _reductions(x: torch.Tensor) -> None:
 def _batch_norm(x: torch.Tensor, stats: tuple[torch.Tensor, ...], mode: str) -> None:
     F.batch_norm(x, *stats, training=mode == "train")  # (in training, the batch's statistics too)
 
+
+def _batch_norm_backward(x: torch.Tensor, weight: torch.Tensor):
+    """The gradients of a batch norm in training (of its input, weight and bias), as autograd asks for them."""
+    _, mean, invstd = torch.ops.aten.native_batch_norm.default(x, weight, None, None, None, True, 0.1, 1e-5)
+    op = torch.ops.aten.native_batch_norm_backward.default
+    return functools.partial(op, torch.randn_like(x), x, weight, None, None, mean, invstd, True, 1e-5, [True] * 3)
 
 
 # the convolutions whose backward is measured too: (in, out, kernel, size)
@@ -145,6 +151,9 @@ def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
         (f"{mode} {c}@{h}", functools.partial(_batch_norm, t(n, c, h, h), (t(c), t(c).abs(), t(c), t(c)), mode))
         for c, h in ((960, 7), (2048, 7), (256, 56), (64, 112))
         for mode in ("eval", "train")
+    ]
+    out["batch_norm"] += [
+        (f"backward {c}@{h}", _batch_norm_backward(t(n, c, h, h), t(c))) for c, h in ((2048, 7), (256, 56), (64, 112))
     ]
     out["pool"] = [
         ("max 3x3/2 64@112", functools.partial(F.max_pool2d, t(n, 64, 112, 112), 3, 2, 1)),
