@@ -6,7 +6,7 @@ its kernel classes' efficiencies, each the best of short trials; ``--cached``: t
 cached calibration, which on a shared machine may have been taken in a faster or slower
 spell), then analyses each model with that spec and timing on, in eval mode under no_grad. Then the
 plain models are clocked in turn, 5 calls each a round for ``--rounds`` rounds
-(:func:`interleaved`). Printed per model: the predicted forward
+and for at least a minute (:func:`interleaved`). Printed per model: the predicted forward
 (``report.totals.predicted_latency``) over the median of its plain calls and over their
 10th percentile (the machine's fastest spell, which the calibration's best trials
 saw), over the ops' own latencies the distribution of predicted ÷ measured per op node
@@ -122,17 +122,21 @@ def _clocked(model, inputs, train: bool) -> tuple[float, float | None]:
     return forward, backward
 
 
-def interleaved(models: list, train: bool, rounds: int, calls: int) -> list[dict[str, list[float]]]:
+def interleaved(
+    models: list, train: bool, rounds: int, calls: int, seconds: float = 60.0
+) -> list[dict[str, list[float]]]:
     """Each model's plain forward (and backward) seconds, ``calls`` of each per round, the
-    models taken in turn for ``rounds`` rounds: a shared machine whose speed drifts for
-    seconds at a time (a 1024² matmul read 145 to 197 GFLOP/s in half-second windows
-    over 40 s on the 2-core VM) then drifts under every model alike, and the fastest
-    tenth of a model's calls is taken in the machine's fastest spell, as the
-    calibration's best trials are."""
+    models taken in turn for ``rounds`` rounds and for at least ``seconds``: a shared
+    machine whose speed drifts for seconds at a time (a 1024² matmul read 145 to 197
+    GFLOP/s in half-second windows over 40 s on the 2-core VM, spells of 5 to 15 s)
+    then drifts under every model alike, and the fastest tenth of a model's calls is
+    taken in the machine's fastest spell, as the calibration's best trials are."""
     times: list[dict[str, list[float]]] = [{"forward": [], "backward": []} for _ in models]
     for _, model, inputs in models:
         _clocked(model, inputs, train)  # (the warm-up)
-    for _ in range(rounds):
+    started, done = time.perf_counter(), 0
+    while done < rounds or time.perf_counter() - started < seconds:
+        done += 1
         for got, (_, model, inputs) in zip(times, models):
             for _ in range(calls):
                 forward, backward = _clocked(model, inputs, train)

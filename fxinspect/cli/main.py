@@ -265,14 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             say_timing(given)
             report = analyze(model, args, kwargs=kwargs, **given)
-        print(report)
-        print()
+        print(report, end="\n\n")
         depth = TABLE_DEPTH if opts.depth is None else opts.depth
         options = {"depth": depth, "fold": not opts.no_fold} if opts.by == "module" else {}
         print(report.table(by=opts.by, top=opts.top, sort=opts.sort, **options))
         if report.communication is not None:
-            print()
-            print(report.communication_table())
+            print("\n" + report.communication_table())
         if opts.json:
             report.to_json(opts.json)
         if opts.csv:
@@ -295,9 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"fxinspect: {exc}", file=sys.stderr)
         else:  # the model's own error, on one line with where it was raised
             where = "; ".join(note.removeprefix("fxinspect: ") for note in getattr(exc, "__notes__", ()))
-            print(
-                f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else ""),
-                file=sys.stderr,
-            )
+            said = f"fxinspect: the model raised {one_line(exc, limit=1000)}" + (f" ({where})" if where else "")
+            print(said, file=sys.stderr)
         return 2
     return 0

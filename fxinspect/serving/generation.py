@@ -92,10 +92,9 @@ class Generation:
 
     def decode_step(self, context: int, batch: int | None = None) -> Report:
         """The report of one decode step with ``context`` tokens cached."""
-        batch = self.batch if batch is None else batch
-        key = (batch, context)
+        key = (self.batch if batch is None else batch, context)
         if key not in self._steps:
-            inputs = self._decode_inputs(batch, context)
+            inputs = self._decode_inputs(*key)
             self._kv_at[key] = cache_bytes(cache_of(inputs)).total
             self._steps[key] = self._analyse(inputs)
         return self._steps[key]
@@ -120,8 +119,7 @@ class Generation:
         if key not in self._summaries:
             found = self._through_layers("_summary", batch, context) if key not in self._steps else None
             if found is None:
-                report = self.decode_step(context, batch)
-                found = step_summary(report, self._kv_at[key])
+                found = step_summary(self.decode_step(context, batch), self._kv_at[key])
             self._summaries[key] = found
         return self._summaries[key]
 
@@ -185,8 +183,7 @@ class Generation:
     @property
     def weights_bytes(self) -> int:
         """Parameters and buffers as stored (quantized weights at their stored size)."""
-        memory = self.prefill.memory
-        return memory.params + memory.buffers
+        return self.prefill.memory.params + self.prefill.memory.buffers
 
     def cost(self, context: int, batch: int | None = None) -> DecodeCost:
         """A decode step at ``context`` cached tokens, read off the curves (analysed when
@@ -269,8 +266,7 @@ class Generation:
         """What the figures assume, in words (the windows' ranges, a meta run's experts, generate()'s own tensors)."""
         return generation_notes(self)
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
 
 def generation(

@@ -19,6 +19,7 @@ from typing import Any
 from .box import Box
 from .colouring import colour_figure, scale_ticks, tick_text
 from .diagram_layout import EDGE_FONT, FONT, Frame, Layout, font
+from .png import encode_png
 
 __all__ = ["ColourBar", "Picture", "box_faces", "colour_bar", "label_colour"]
 
@@ -97,7 +98,7 @@ class Picture:
         if path.suffix.lower() == ".svg":
             path.write_text(_svg(self), encoding="utf-8")
         else:
-            path.write_bytes(_encode_png(_png(self)))
+            path.write_bytes(encode_png(_png(self)))
 
     # ---------------------------------------------------------------- placing, in points from the top left
     def size(self) -> tuple[float, float]:
@@ -245,33 +246,6 @@ def _png(picture: Picture) -> Any:
     if picture.bar is not None:
         _png_bar_label(picture, image, scale)
     return image
-
-
-def _encode_png(image: Any) -> bytes:
-    """``image`` (RGB) as PNG bytes: each row filtered against the one above ("Up"), then
-    zlib at level 1. Pillow's encoder tries five filters on every row, which took as long
-    as drawing the picture; a diagram's flat fills compress as well with this one."""
-    import struct
-    import zlib
-
-    import numpy as np
-
-    rows = np.asarray(image, dtype=np.uint8).reshape(image.height, -1)
-    up = np.empty((image.height, rows.shape[1] + 1), dtype=np.uint8)
-    up[:, 0] = 2  # the filter type of each row: Up
-    up[0, 1:] = rows[0]
-    up[1:, 1:] = rows[1:] - rows[:-1]  # (uint8 arithmetic wraps, as PNG's filter does)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", image.width, image.height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(up.tobytes(), 1))
-        + chunk(b"IEND", b"")
-    )
 
 
 def _png_bar(picture: Picture, image: Any, draw: Any, scale: float) -> None:
