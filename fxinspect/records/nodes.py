@@ -128,7 +128,8 @@ class OpStatus(Choice):
 class AtenCall:
     """One aten op as issued by a graph node, its calls and costs summed; ``kind``, what
     the op's name does not tell of the kernel it ran (a convolution's ``"depthwise"``,
-    ``"grouped"`` or ``"dense"``: :mod:`fxinspect.rules.kinds`), else ``""``."""
+    ``"grouped"`` or ``"dense"``, a batch norm's ``"train"``: :mod:`fxinspect.rules.kinds`),
+    else ``""``."""
 
     op: str
     calls: int

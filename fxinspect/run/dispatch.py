@@ -84,7 +84,7 @@ class OpCost:
         self.calls = self.flops = self.macs = self.bytes_read = self.bytes_written = 0
         self.status = status
         self.error = ""
-        self.kind: str | None = None  # (a convolution's: rules.kinds; "" once two calls differ)
+        self.kind: str | None = None  # (a convolution's, a batch norm's: rules.kinds; "" once two calls differ)
 
 
 class CountingMode(DispatchMode):

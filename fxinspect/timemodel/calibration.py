@@ -7,17 +7,18 @@ roofline's time for the call (its FLOPs and bytes as the counting rules price th
 those roofs) over the time it took, less the bare cost of an aten call, which the
 pricing adds as the launch overhead. Each class's points, against FLOPs per byte or
 bytes per call, are a curve the pricing interpolates in log-log
-(:meth:`~fxinspect.records.DeviceSpec.efficiency_at`); convolutions have a curve per
-kind besides (``"conv.depthwise"``, ``"conv.grouped"``, ``"conv.dense"``): a depthwise
-convolution is priced at the share of the roofs depthwise convolutions reach on this
-device, not at the matmul roof nor at a dense convolution's of its FLOPs per byte.
+(:meth:`~fxinspect.records.DeviceSpec.efficiency_at`); the kinds of
+:data:`~.kernel_classes.KIND_CURVES` have curves of their own (``"conv.depthwise"``,
+``"conv.dense.backward"``, ``"batch_norm.train"``): a depthwise convolution is priced
+at the share of the roofs depthwise convolutions reach on this device, not at the
+matmul roof nor at a dense convolution's of its FLOPs per byte.
 
 Each time is the best of short trials (another process can only slow one down), a
 trial being one call after 64 MiB (256 MiB on a GPU) were written, so that its inputs
 and weights come from memory, not from a cache that held them since the last trial (a
 model's layer reads weights no other layer read; measured warm, MobileNetV3's
-convolutions were priced at 0.6 of their time), with synchronisation on CUDA, taken in passes over all the
-workloads (a burst of load then slows some trials of each, not all of one) until, for
+convolutions were priced at 0.6 of their time), with synchronisation on CUDA, taken
+in passes over all the workloads (a burst of load then slows some trials of each, not all of one) until, for
 three passes, no best improved by a tenth and no point dipped 8 times below both its
 neighbours (:func:`problems` names such a dip), or half the budget is spent. The set is checked
 (:func:`problems`: every class measured, every efficiency finite and between 1/10,000

@@ -20,7 +20,7 @@ __all__ = ["BUSY_MAX_AGE", "FORMAT", "MAX_AGE", "age", "cache_file", "max_age", 
 
 # the cache's layout: older files are measured again (3: matmul_rates, eager launches, copy of
 # written pages; 4: the kernel classes' efficiencies, calibration-<key>.json, beside the roofs;
-# 5: a convolution kind's curve each, trials taken after flushing the caches)
+# 5: curves per kind, a convolution's and a batch norm's in training; trials after a cache flush)
 FORMAT = 5
 MAX_AGE = timedelta(days=7)
 BUSY_MAX_AGE = timedelta(hours=1)  # figures taken with the load average above the CPUs

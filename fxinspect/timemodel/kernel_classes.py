@@ -11,10 +11,11 @@ it and the benchmarks group ops by it.
 ``kernel_class(op)`` reads the overload's name (``"aten.convolution.default"``, as a
 report's :class:`~fxinspect.records.nodes.AtenCall` gives it, or the op itself); a
 backward is in its forward's class. The name does not tell a convolution's kind, which
-its arguments do (:func:`~fxinspect.rules.kinds.call_kind`): ``"depthwise"`` (one input channel per group),
-``"grouped"`` or ``"dense"``. The counting keeps it on the call
+its arguments do (:func:`~fxinspect.rules.kinds.call_kind`): ``"depthwise"`` (one input
+channel per group), ``"grouped"`` or ``"dense"``; nor whether a batch norm computes its
+batch's statistics (``"train"``). The counting keeps it on the call
 (:attr:`~fxinspect.records.nodes.AtenCall.kind`), and a calibration measures each kind
-on a curve of its own (``"conv.depthwise"``, :func:`curve_of`): at the same FLOPs per
+on a curve of its own (:data:`KIND_CURVES`, :func:`curve_of`): at the same FLOPs per
 byte they run far apart (a 7×7 depthwise convolution does about 12 per byte in
 float32, as a 1×1 one on 16 channels does, and reaches a fraction of its share on a
 CPU). :func:`priced_class` is the class a kind's curve belongs to.
