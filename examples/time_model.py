@@ -55,8 +55,8 @@ cannot know: MobileNetV3 was predicted at 0.33 of its measured forward. So the
 calibration times a few representative calls of each kernel class
 (``fxinspect.timemodel.kernel_classes.kernel_class(op)``, the one place that maps an
 aten op to its class: GEMMs, batched GEMMs, convolutions, attention, elementwise ops,
-transcendental activations, reductions and softmax, layer norm, batch norm, pooling and
-lookups; a backward in its forward's class): GEMMs from one row to 1024 over weights
+transcendental activations, reductions and softmax, layer norm, batch norm, pooling,
+lookups and random numbers (dropout's mask); a backward in its forward's class): GEMMs from one row to 1024 over weights
 that outgrow the caches, convolutions depthwise (3×3 to 7×7), grouped (4 to 32
 channels a group) and dense (1×1, 3×3, the stems), and the backwards of some of each,
 attention over 16 to 256 positions, the streaming classes from 4 KiB to 40 MiB a call,

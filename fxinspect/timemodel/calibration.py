@@ -157,7 +157,7 @@ def _point(cls: str, label: str, fn, roof: DeviceSpec, counting) -> dict:
     with mode:
         mode.node = "probe"
         fn()  # (also the warm-up: the kernel picks its path)
-    costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read]
+    costs = [(op, c) for op, c in mode.costs.get("probe", {}).items() if c.flops or c.bytes_read or c.bytes_written]
     if any(priced_class(kernel_class(op)) != priced_class(cls) for op, _ in costs):
         raise AssertionError(f"calibration workload {label!r} of {cls} ran {[op for op, _ in costs]}")
     flops = sum(c.flops for _, c in costs)

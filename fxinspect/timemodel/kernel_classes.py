@@ -153,6 +153,21 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "reciprocal",
     ),
     "index": ("embedding", "embedding_dense_backward", "index_select", "gather", "index", "take", "index_put"),
+    # random numbers: a generator's arithmetic an element (dropout's mask), far below a copy on a CPU
+    "random": (
+        "bernoulli",
+        "native_dropout",
+        "rand",
+        "randn",
+        "rand_like",
+        "randn_like",
+        "randint",
+        "uniform",
+        "normal",
+        "exponential",
+        "random",
+        "multinomial",
+    ),
 }
 _BY_NAME = {name: cls for cls, names in _NAMES.items() for name in names}
 _BACKWARD = {  # backwards whose names are not their forward's with "_backward" added
@@ -162,6 +177,7 @@ _BACKWARD = {  # backwards whose names are not their forward's with "_backward" 
     "_flash_attention_backward": "attention",
     "native_batch_norm_backward": "batch_norm",
     "threshold_backward": "elementwise",
+    "native_dropout_backward": "elementwise",  # (the gradient times the mask)
     "max_pool2d_with_indices_backward": "pool",
 }
 
@@ -177,6 +193,7 @@ CLASSES = (
     "batch_norm",
     "pool",
     "index",
+    "random",
 )
 """The classes a calibration measures; any other op (and any op of an uncalibrated spec) is priced at the roofline."""
 CONV_KINDS = ("depthwise", "grouped", "dense")

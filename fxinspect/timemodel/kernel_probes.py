@@ -10,7 +10,7 @@ dot-product attention over 16 to 256 positions, and the streaming classes from a
 KiB to tens of MiB per call (elementwise arithmetic, transcendental activations,
 reductions and softmax over the last dimension, layer norm, batch norm in eval and in
 training (and its backward), max and average pooling (a global average is a mean: a reduction), embedding
-lookups). On CUDA each is 8 times larger
+lookups, dropout's random mask). On CUDA each is 8 times larger
 (batch 8, or 8 times the rows), a GPU's kernels reaching their roofs only there.
 """
 
@@ -42,6 +42,10 @@ def _reductions(x: torch.Tensor) -> None:
 
 def _batch_norm(x: torch.Tensor, stats: tuple[torch.Tensor, ...], mode: str) -> None:
     F.batch_norm(x, *stats, training=mode == "train")  # (in training, the batch's statistics too)
+
+
+def _random(x: torch.Tensor) -> None:
+    x.bernoulli_(0.9)  # dropout's mask, drawn in place
 
 
 def _batch_norm_backward(x: torch.Tensor, weight: torch.Tensor):
@@ -155,6 +159,7 @@ def workloads(device: str) -> dict[str, list[tuple[str, object]]]:
     out["batch_norm"] += [
         (f"backward {c}@{h}", _batch_norm_backward(t(n, c, h, h), t(c))) for c, h in ((2048, 7), (256, 56), (64, 112))
     ]
+    out["random"] = [(f"{e} elements", functools.partial(_random, t(n * e))) for e in sizes]
     out["pool"] = [
         ("max 3x3/2 64@112", functools.partial(F.max_pool2d, t(n, 64, 112, 112), 3, 2, 1)),
         ("max 3x3/2 16@56", functools.partial(F.max_pool2d, t(n, 16, 56, 56), 3, 2, 1)),
