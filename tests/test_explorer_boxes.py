@@ -255,6 +255,13 @@ def test_no_edge_passes_behind_a_box(browser, tmp_path, name, depth):  # noqa: F
     assert page.evaluate(_CROSSINGS) == [] and errors == []
 
 
+def _edge_labels(page) -> list:
+    """``[from, to, text]`` of each edge label drawn on ``page``."""
+    return page.eval_on_selector_all(
+        ".edge-label", "els => els.map(e => [e.dataset.from, e.dataset.to, e.textContent])"
+    )
+
+
 @pytest.mark.parametrize("name", ["mlp", "resnet18"])
 def test_each_edge_is_labelled_with_the_shapes_it_carries(browser, tmp_path, name):  # noqa: F811
     report = _report(name)
@@ -262,9 +269,7 @@ def test_each_edge_is_labelled_with_the_shapes_it_carries(browser, tmp_path, nam
     page.evaluate("window.fxinspect.openTo(2)")
     boxes, edges = _drawn(page)
     by_name = {n.name: n for n in report.nodes}
-    labels = page.eval_on_selector_all(
-        ".edge-label", "els => els.map(e => [e.dataset.from, e.dataset.to, e.textContent])"
-    )
+    labels = _edge_labels(page)
     assert len(labels) == len(edges)
     inside = {n: k for k, nodes in boxes.items() for n in nodes}
     for a, b, text in labels:
@@ -285,9 +290,7 @@ def test_the_explorer_labels_each_edge_as_plot_does(browser, tmp_path, name):  #
     page.evaluate("window.fxinspect.openTo(2)")
     boxes, _ = _drawn(page)
     who = {k: _who(nodes, k, "output" if k == "out" else k[3:]) for k, nodes in boxes.items()}
-    labels = page.eval_on_selector_all(
-        ".edge-label", "els => els.map(e => [e.dataset.from, e.dataset.to, e.textContent])"
-    )
+    labels = _edge_labels(page)
     drawn = {(who[a], who[b]): text for a, b, text in labels}
     # plot's labels: to_networkx(by="diagram")'s, from fxinspect.views.edge_labels.edge_label
     g = report.to_networkx(by="diagram", depth=2)

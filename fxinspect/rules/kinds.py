@@ -20,9 +20,11 @@ Example
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KINDED", "call_kind"]
+__all__ = ["call_kind", "kind_reader"]
 
 # where a convolution's weight and groups are among its arguments, per op name
 _CONV_ARGS = {
@@ -34,7 +36,7 @@ _CONV_ARGS = {
     "conv3d": (1, 6),
     "mkldnn_convolution": (1, 6),
 }
-# where a batch norm's ``training`` flag is among its arguments, per op name (``.no_stats``: 3)
+# where a batch norm's ``training`` flag is among its arguments, per op name
 _NORM_ARGS = {
     "native_batch_norm": 5,
     "_native_batch_norm_legit": 5,
@@ -43,22 +45,31 @@ _NORM_ARGS = {
     "native_batch_norm_backward": 7,
 }
 
-KINDED = frozenset(_CONV_ARGS) | frozenset(_NORM_ARGS)
-"""The op names (without ``aten.`` and the overload) whose calls have a kind."""
+
+def kind_reader(op: Any) -> Callable[[tuple], str] | None:
+    """What reads the kind of aten ``op``'s calls from their arguments (worked out once
+    per op: the counting asks it of every call), ``None`` for an op whose calls have none."""
+    name, _, overload = str(op).removeprefix("aten.").partition(".")
+    where = _CONV_ARGS.get(name)
+    if where is not None:
+        return functools.partial(_conv_kind, weight_at=where[0], groups_at=where[1])
+    flag = _NORM_ARGS.get(name)
+    if flag is None:
+        return None
+    return functools.partial(_norm_kind, flag_at=3 if overload.startswith("no_stats") else flag)
 
 
 def call_kind(op: Any, args: tuple) -> str:
     """The kind of aten ``op``'s call with ``args``: a convolution's ``"depthwise"`` (one
     input channel a group, more than one group), ``"grouped"`` or ``"dense"``; a batch
-    norm's ``"train"`` when it computes its batch's statistics; else ``""``."""
-    name, _, overload = str(op).removeprefix("aten.").partition(".")
-    where = _CONV_ARGS.get(name)
-    if where is not None:
-        return _conv_kind(args, *where)
-    flag = _NORM_ARGS.get(name)
-    if flag is not None and overload.startswith("no_stats"):  # (no running statistics: one argument fewer)
-        flag = 3
-    return "train" if flag is not None and len(args) > flag and args[flag] is True else ""
+    norm's ``"train"`` when it computes its batch's statistics (``.no_stats``: one
+    argument fewer); else ``""``."""
+    reader = kind_reader(op)
+    return reader(args) if reader is not None else ""
+
+
+def _norm_kind(args: tuple, flag_at: int) -> str:
+    return "train" if len(args) > flag_at and args[flag_at] is True else ""
 
 
 def _conv_kind(args: tuple, weight_at: int, groups_at: int) -> str:

@@ -33,7 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import rules  # noqa: F401 - importing the package registers every formula family
 from ..records import OpStatus
 from ..rules._util import nbytes
-from ..rules.kinds import KINDED, call_kind
+from ..rules.kinds import kind_reader
 from ..rules.registry import FREE, lookup
 from ..tensors import NOT_WORK, DispatchMode, holds_wrappers
 
@@ -98,7 +98,7 @@ class CountingMode(DispatchMode):
         self.costs: dict[str | None, dict[str, OpCost]] = {}
         self.before_write = before_write
         self.observe = observe  # called with (func, args, kwargs, out) after each op of the model
-        self._rules: dict[Any, tuple[Any, str | None, bool, tuple, bool, bool]] = {}
+        self._rules: dict[Any, tuple[Any, str | None, bool, tuple, bool, Any]] = {}
         # storages an empty-like op returned and no op has written since: not values yet
         self.unwritten_storages: dict[int, StorageWeakRef] = {}
 
@@ -137,9 +137,9 @@ class CountingMode(DispatchMode):
             schema = getattr(func, "_schema", None)  # (without one, assume it may write)
             mutates = schema.is_mutable if schema is not None else True
             fresh = _uninitialised(func)
-            kinded = getattr(func, "_opname", "") in KINDED
-            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema), fresh, kinded)
-        rule, key, mutates, side_writes, fresh, kinded = entry
+            kinds = kind_reader(func) if key is not None else None  # (a convolution's, a batch norm's)
+            entry = self._rules[func] = (lookup(func), key, mutates, _written_not_returned(schema), fresh, kinds)
+        rule, key, mutates, side_writes, fresh, kinds = entry
         if mutates:
             if self.before_write is not None:
                 self.before_write()
@@ -161,8 +161,8 @@ class CountingMode(DispatchMode):
                 OpStatus.FREE if rule is FREE else OpStatus.COUNTED if rule else OpStatus.UNCOUNTED
             )
         acc.calls += 1
-        if kinded:
-            kind = call_kind(key, args)
+        if kinds is not None:
+            kind = kinds(args)
             acc.kind = kind if acc.kind in (None, kind) else ""
         if rule is FREE:
             return out

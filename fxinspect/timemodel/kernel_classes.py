@@ -230,14 +230,13 @@ def kernel_class(op: Any, args: tuple | None = None) -> str:
     return f"{cls}.{kind}" if kind else cls
 
 
-def curve_of(op: str, kind: str, curves) -> str:
-    """The curve of ``curves`` (a spec's efficiencies) that prices aten ``op`` of ``kind``:
-    its kind's backward's (``"conv.depthwise.backward"``) for a backward op, else its
-    kind's (``"conv.depthwise"``), where measured; else its class's."""
-    cls = priced_class(kernel_class(op))
+def curve_of(cls: str, kind: str, backward: bool, curves) -> str:
+    """The curve of ``curves`` (a spec's efficiencies) that prices an op of class ``cls``
+    and ``kind``: its kind's backward's (``"conv.depthwise.backward"``) for a
+    ``backward`` op, else its kind's (``"conv.depthwise"``), where measured; else its class's."""
     if kind:
         own = f"{cls}.{kind}"
-        if "_backward" in op and f"{own}.backward" in curves:
+        if backward and f"{own}.backward" in curves:
             return f"{own}.backward"
         if own in curves:
             return own

@@ -86,7 +86,9 @@ def call_seconds(
     doing ``flops`` and moving ``moved`` bytes in all: the roofline time at ``dtype``'s
     peak, over the efficiency its kind's or class's curve gives on a calibrated spec, and
     a launch each."""
-    kernel = curve_of(op, kind, spec.efficiency) if kind else _priced_kernel(op)
+    kernel = _priced_kernel(op)
+    if kind:
+        kernel = curve_of(kernel, kind, "_backward" in op, spec.efficiency)
     work = spec.work_seconds(op, flops, moved, dtype, kernel, scale(kernel, flops, moved, calls))
     return work + calls * spec.launch_overhead
 
